@@ -1,0 +1,1 @@
+"""minirag appliance: offline document search for AI agents."""

@@ -1,0 +1,91 @@
+"""Every failure the appliance reports: a stable code, one sentence, and a hint."""
+from __future__ import annotations
+
+
+class ApplianceError(Exception):
+    """Base class; adapters turn it into {code, message, hint} exactly once."""
+
+    code = "appliance_error"
+    hint: str | None = None
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        if hint is not None:
+            self.hint = hint
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"code": self.code, "message": self.message, "hint": self.hint}
+
+
+class ConfigError(ApplianceError):
+    code = "config_error"
+    hint = "Fix the setting named in the message; `minirag status` shows the values in effect."
+
+
+class ModelMissing(ApplianceError):
+    code = "model_missing"
+    hint = "Run `minirag models bake` (or `make models`), then `minirag models verify`."
+
+
+class ModelCorrupt(ApplianceError):
+    code = "model_corrupt"
+    hint = "Re-bake the model: `minirag models bake --force`, then `minirag models verify`."
+
+
+class InvalidArgument(ApplianceError):
+    code = "invalid_argument"
+
+
+class PathOutsideRoots(ApplianceError):
+    code = "path_outside_roots"
+    hint = "Give an absolute path inside one of the document roots that `status` lists."
+
+
+class NotFound(ApplianceError):
+    code = "not_found"
+
+
+class UnsupportedFile(ApplianceError):
+    code = "unsupported_file"
+
+
+class ConversionFailed(ApplianceError):
+    code = "conversion_failed"
+
+
+class FileTooLarge(ApplianceError):
+    code = "file_too_large"
+    hint = "Raise MAX_FILE_SIZE (bytes) or exclude the file."
+
+
+class OcrUnavailable(ApplianceError):
+    code = "ocr_unavailable"
+    hint = "Install tesseract with its language data (apt-get install tesseract-ocr tesseract-ocr-deu tesseract-ocr-rus) or use the Docker image."
+
+
+class IndexMismatch(ApplianceError):
+    code = "index_mismatch"
+    hint = "Run `minirag sync --full` to rebuild the index with the current model and budget, or point DB_PATH elsewhere."
+
+
+class IndexCorrupt(ApplianceError):
+    code = "index_corrupt"
+    hint = "Run `minirag sync --clean` to rebuild the index from the documents."
+
+
+class SyncBusy(ApplianceError):
+    code = "sync_busy"
+    hint = "Wait for the running sync to finish; `minirag status` shows its progress."
+
+
+class UrlRefused(ApplianceError):
+    code = "url_refused"
+
+
+class UrlIngestDisabled(ApplianceError):
+    code = "url_ingest_disabled"
+    hint = "Set ALLOW_URL_INGEST=1 and give the container a network to fetch URLs."
