@@ -1,0 +1,61 @@
+"""The advisory sync lock in DB_PATH: one sync at a time, released by the kernel on death."""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from appliance.errors import SyncBusy
+
+LOCK_FILE = ".sync.lock"
+
+
+@contextmanager
+def sync_lock(db_path: Path) -> Iterator[None]:
+    """Hold the sync lock, or raise SyncBusy naming the holder's pid and age at once."""
+    db_path.mkdir(parents=True, exist_ok=True)
+    path = db_path / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = lock_holder(db_path) or {}
+            age = time.time() - float(holder.get("startedAt", time.time()))
+            raise SyncBusy(
+                f"Another sync is running (pid {holder.get('pid', '?')}, for {age:.0f} s) on {db_path}"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "startedAt": time.time()}).encode())
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def lock_holder(db_path: Path) -> dict | None:
+    """The running sync's {pid, startedAt}, or None when no sync holds the lock."""
+    path = db_path / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                return json.loads(path.read_text() or "{}")
+            except (OSError, ValueError):
+                return {}
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

@@ -1,0 +1,1 @@
+"""Query side: fuse the vector and keyword rankings, then assemble passages."""

@@ -1,0 +1,334 @@
+"""The LanceDB index: the only module that imports lancedb.
+
+Two tables live in DB_PATH. `chunks` holds one row per retrieval unit with its
+vector (cosine distance on L2-normalised vectors, said explicitly on every
+search) and a pre-analysed `keywords` column under a BM25 index. `sources`
+holds one row per document (file, data item or URL), including documents that
+failed or produced no chunks, so a sync can decide what to skip without
+touching `chunks`. `identity.json` records what the index was built with.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import lancedb
+import pyarrow as pa
+from lancedb.index import FTS
+
+from appliance.errors import IndexCorrupt
+
+CHUNKS = "chunks"
+SOURCES = "sources"
+IDENTITY_FILE = "identity.json"
+FTS_COLUMN = "keywords"
+_IN_BATCH = 200
+
+
+def chunk_schema(dim: int) -> pa.Schema:
+    """Everything kept per chunk, so later features add behaviour, not migrations."""
+    return pa.schema([
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("source_id", pa.string(), nullable=False),
+        pa.field("source_kind", pa.string()),        # file | data | url
+        pa.field("root", pa.string()),
+        pa.field("path", pa.string()),               # display path, relative to its root
+        pa.field("chunk_index", pa.int32()),
+        pa.field("text", pa.string()),
+        pa.field("body_start", pa.int32()),
+        pa.field("keywords", pa.string()),
+        pa.field("title", pa.string()),
+        pa.field("parent_id", pa.string()),
+        pa.field("heading", pa.string()),
+        pa.field("start_line", pa.int32()),
+        pa.field("end_line", pa.int32()),
+        pa.field("content_hash", pa.string()),
+        pa.field("mtime_ns", pa.int64()),
+        pa.field("size", pa.int64()),
+        pa.field("scheme", pa.string()),
+        pa.field("model_id", pa.string()),
+        pa.field("ingested_at", pa.float64()),
+        pa.field("ocr_engine", pa.string()),
+        pa.field("doc_class", pa.string()),
+        pa.field("snapshot_date", pa.string()),
+        pa.field("also_unchanged_on", pa.list_(pa.string())),
+        pa.field("metadata", pa.string()),            # JSON object
+        pa.field("vector", pa.list_(pa.float32(), dim)),
+    ])
+
+
+SOURCE_SCHEMA = pa.schema([
+    pa.field("source_id", pa.string(), nullable=False),
+    pa.field("source_kind", pa.string()),
+    pa.field("root", pa.string()),
+    pa.field("path", pa.string()),
+    pa.field("title", pa.string()),
+    pa.field("content_hash", pa.string()),
+    pa.field("mtime_ns", pa.int64()),
+    pa.field("size", pa.int64()),
+    pa.field("scheme", pa.string()),
+    pa.field("model_id", pa.string()),
+    pa.field("chunk_count", pa.int32()),
+    pa.field("ingested_at", pa.float64()),
+    pa.field("ocr_engine", pa.string()),
+    pa.field("doc_class", pa.string()),
+    pa.field("metadata", pa.string()),
+    pa.field("error_code", pa.string()),             # "" when the source is indexed
+    pa.field("error", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    """One document as the index knows it."""
+
+    source_id: str
+    source_kind: str
+    root: str = ""
+    path: str = ""
+    title: str = ""
+    content_hash: str = ""
+    mtime_ns: int = 0
+    size: int = 0
+    scheme: str = ""
+    model_id: str = ""
+    chunk_count: int = 0
+    ingested_at: float = 0.0
+    ocr_engine: str = ""
+    doc_class: str = "note"
+    metadata: str = "{}"
+    error_code: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What the vectors in this index mean; a mismatch forbids mixing."""
+
+    model_id: str
+    dim: int
+    scheme: str
+    budget: int
+    created_at: float = field(default_factory=time.time)
+
+
+def sql_str(value: str) -> str:
+    """A SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def in_list(column: str, values: Sequence[str]) -> str:
+    return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
+
+
+class Index:
+    """Read and write access to one DB_PATH. Safe to share between threads."""
+
+    def __init__(self, db_path: Path, dim: int) -> None:
+        self.db_path = db_path
+        self.dim = dim
+        self._lock = threading.RLock()
+        self._db = None
+        self._chunks = None
+        self._sources = None
+
+    # ---- opening -------------------------------------------------------
+    def _connect(self):  # type: ignore[no-untyped-def]
+        if self._db is None:
+            self.db_path.mkdir(parents=True, exist_ok=True)
+            self._db = lancedb.connect(str(self.db_path))
+        return self._db
+
+    def exists(self) -> bool:
+        return (self.db_path / f"{CHUNKS}.lance").exists()
+
+    def chunks(self, create: bool = False):  # type: ignore[no-untyped-def]
+        with self._lock:
+            if self._chunks is None:
+                if not create and not self.exists():
+                    return None
+                db = self._connect()
+                try:
+                    self._chunks = db.create_table(CHUNKS, schema=chunk_schema(self.dim), exist_ok=True)
+                except Exception as exc:  # lancedb raises plain errors for damaged datasets
+                    raise IndexCorrupt(f"Cannot open the chunks table in {self.db_path}: {exc}") from exc
+            return self._chunks
+
+    def sources(self, create: bool = False):  # type: ignore[no-untyped-def]
+        with self._lock:
+            if self._sources is None:
+                if not create and not (self.db_path / f"{SOURCES}.lance").exists():
+                    return None
+                try:
+                    self._sources = self._connect().create_table(SOURCES, schema=SOURCE_SCHEMA, exist_ok=True)
+                except Exception as exc:
+                    raise IndexCorrupt(f"Cannot open the sources table in {self.db_path}: {exc}") from exc
+            return self._sources
+
+    def checkout_latest(self) -> None:
+        """See commits made by other processes (a sync running beside the server)."""
+        for table in (self._chunks, self._sources):
+            if table is not None:
+                table.checkout_latest()
+
+    # ---- identity ------------------------------------------------------
+    def read_identity(self) -> Identity | None:
+        path = self.db_path / IDENTITY_FILE
+        try:
+            data = json.loads(path.read_text("utf-8"))
+            return Identity(**data)
+        except FileNotFoundError:
+            return None
+        except (ValueError, TypeError) as exc:
+            raise IndexCorrupt(f"{path} is unreadable: {exc}") from exc
+
+    def write_identity(self, identity: Identity) -> None:
+        self.db_path.mkdir(parents=True, exist_ok=True)
+        tmp = self.db_path / f".{IDENTITY_FILE}.tmp"
+        tmp.write_text(json.dumps(asdict(identity), indent=2), "utf-8")
+        os.replace(tmp, self.db_path / IDENTITY_FILE)
+
+    # ---- writing -------------------------------------------------------
+    def replace_sources(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
+        """Make `rows` the only chunks of `sources`, then record the sources.
+
+        Chunks are deleted before the new ones are added, so a concurrent query
+        may briefly miss a source but never sees it twice. The `sources` row is
+        written last: after a crash in between, the source looks unindexed and
+        the next sync re-ingests it.
+        """
+        if not sources:
+            return
+        ids = [s.source_id for s in sources]
+        with self._lock:
+            chunks = self.chunks(create=True)
+            for start in range(0, len(ids), _IN_BATCH):
+                chunks.delete(in_list("source_id", ids[start:start + _IN_BATCH]))
+            if rows:
+                chunks.add(pa.Table.from_pylist(rows, schema=chunk_schema(self.dim)))
+            self._upsert_sources(sources)
+
+    def record_sources(self, sources: Sequence[SourceRow]) -> None:
+        """Update source rows without touching chunks (failures, metadata refresh)."""
+        if sources:
+            with self._lock:
+                self._upsert_sources(sources)
+
+    def _upsert_sources(self, sources: Sequence[SourceRow]) -> None:
+        table = self.sources(create=True)
+        data = pa.Table.from_pylist([asdict(s) for s in sources], schema=SOURCE_SCHEMA)
+        (table.merge_insert("source_id").when_matched_update_all().when_not_matched_insert_all().execute(data))
+
+    def update_chunk_metadata(self, source_id: str, values: dict[str, Any]) -> None:
+        """Change per-chunk fields of one source without re-embedding."""
+        chunks = self.chunks()
+        if chunks is not None:
+            with self._lock:
+                chunks.update(where=f"source_id = {sql_str(source_id)}", values=values)
+
+    def delete_sources(self, ids: Sequence[str]) -> None:
+        with self._lock:
+            for table in (self.chunks(), self.sources()):
+                if table is None:
+                    continue
+                for start in range(0, len(ids), _IN_BATCH):
+                    table.delete(in_list("source_id", ids[start:start + _IN_BATCH]))
+
+    def drop_all(self) -> None:
+        """Remove every table and the identity (sync --clean)."""
+        with self._lock:
+            db = self._connect()
+            for name in (CHUNKS, SOURCES):
+                try:
+                    db.drop_table(name)
+                except (FileNotFoundError, ValueError):
+                    pass
+                except Exception:
+                    import shutil
+
+                    shutil.rmtree(self.db_path / f"{name}.lance", ignore_errors=True)
+            (self.db_path / IDENTITY_FILE).unlink(missing_ok=True)
+            self._chunks = self._sources = None
+
+    # ---- keeping the BM25 index whole ------------------------------------
+    def has_fts_index(self) -> bool:
+        chunks = self.chunks()
+        return chunks is not None and any(i.index_type == "FTS" for i in chunks.list_indices())
+
+    def refresh_indexes(self) -> None:
+        """Build the BM25 index once rows exist; fold new rows into it after writes."""
+        with self._lock:
+            chunks = self.chunks()
+            if chunks is None or chunks.count_rows() == 0:
+                return
+            if not self.has_fts_index():
+                chunks.create_index(FTS_COLUMN, config=FTS(
+                    base_tokenizer="whitespace", lower_case=False, stem=False,
+                    remove_stop_words=False, ascii_folding=False, with_position=False,
+                    max_token_length=64,
+                ))
+            else:
+                chunks.optimize()
+            sources = self.sources()
+            if sources is not None:
+                sources.optimize()
+
+    def unindexed_rows(self) -> int:
+        chunks = self.chunks()
+        if chunks is None:
+            return 0
+        for index in chunks.list_indices():
+            if index.index_type == "FTS":
+                stats = chunks.index_stats(index.name)
+                return int(stats.num_unindexed_rows) if stats else 0
+        return chunks.count_rows()
+
+    # ---- reading -------------------------------------------------------
+    def vector_search(self, vector: Sequence[float], limit: int, where: str | None,
+                      columns: list[str]) -> list[dict[str, Any]]:
+        chunks = self.chunks()
+        if chunks is None:
+            return []
+        query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine")
+        if where:
+            query = query.where(where, prefilter=True)
+        return query.select(columns).limit(limit).to_list()
+
+    def keyword_search(self, terms: str, limit: int, where: str | None,
+                       columns: list[str]) -> list[dict[str, Any]]:
+        chunks = self.chunks()
+        if chunks is None or not terms:
+            return []
+        query = chunks.search(terms, query_type="fts", fts_columns=FTS_COLUMN)
+        if where:
+            query = query.where(where, prefilter=True)
+        return query.select(columns + ["_score"]).limit(limit).to_list()
+
+    def chunk_rows(self, where: str, columns: list[str], limit: int | None = None) -> list[dict[str, Any]]:
+        chunks = self.chunks()
+        if chunks is None:
+            return []
+        query = chunks.search().where(where).select(columns)
+        query = query.limit(limit) if limit else query.limit(None)
+        rows = query.to_list()
+        rows.sort(key=lambda r: (r.get("source_id", ""), r.get("chunk_index", 0)))
+        return rows
+
+    def source_rows(self, where: str | None = None) -> list[SourceRow]:
+        table = self.sources()
+        if table is None:
+            return []
+        query = table.search()
+        if where:
+            query = query.where(where)
+        names = [f.name for f in SOURCE_SCHEMA]
+        return [SourceRow(**{k: r[k] for k in names}) for r in query.limit(None).to_list()]
+
+    def count_chunks(self, where: str | None = None) -> int:
+        chunks = self.chunks()
+        return 0 if chunks is None else chunks.count_rows(where)
