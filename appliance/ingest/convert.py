@@ -1,0 +1,498 @@
+"""Files and client-held content -> Markdown (`Converted`), in-process.
+
+The converter is chosen from the extension and the bytes are checked against it
+first, so a mislabelled file fails with its real nature named instead of being
+quietly converted as something else. markitdown's individual converters are called
+directly (never `convert_uri`, never content sniffing through Magika), and text
+formats are decoded by `textfile` with detected encodings, never assumed UTF-8.
+
+Run `to_markdown` inside `isolate.ConvertPool` for untrusted corpora: it has no
+time or memory limit of its own.
+"""
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+from pathlib import Path
+from typing import Literal
+
+from appliance.errors import ConversionFailed, FileTooLarge, OcrUnavailable, UnsupportedFile
+from appliance.ingest.failures import EncryptedDocument, MislabelledFile
+from appliance.ingest.ocr import (
+    OCR_ENGINE,
+    OCR_PAGE_MARKER,
+    OcrConfig,
+    ocr_image_file,
+    ocr_pdf_pages,
+    pdf_text_chars,
+    require_ocr,
+)
+from appliance.ingest.textfile import decode_text, read_text
+from appliance.ingest.titles import choose_title
+from appliance.records import Converted
+
+TEXT_EXTENSIONS: frozenset[str] = frozenset({".md", ".markdown", ".txt"})
+"""Kept verbatim: line N of the Markdown is line N of the file (`has_lines`)."""
+
+SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(
+    {
+        ".md", ".markdown", ".txt", ".pdf", ".docx", ".pptx", ".xlsx", ".xls",
+        ".html", ".htm", ".csv", ".epub", ".ipynb", ".json",
+    }
+)
+IMAGE_EXTENSIONS: frozenset[str] = frozenset(
+    {".png", ".jpg", ".jpeg", ".tiff", ".tif", ".bmp", ".webp"}
+)
+"""Become documents through OCR; a scanner should list them only when OCR is available."""
+
+_ZIP_FORMATS = {".docx", ".pptx", ".xlsx", ".epub"}
+_METADATA_TITLE_FORMATS = {".html", ".htm", ".epub"}
+
+# Uncompressed size a zip container may claim before it is treated as a zip bomb.
+ZIP_MAX_UNCOMPRESSED = 1 << 30
+ZIP_MAX_RATIO = 200
+
+
+# ---------------------------------------------------------------- names and sizes
+
+def check_name(path: Path) -> None:
+    """Refuse dot-files and Office lock files (`~$name.docx`) by name."""
+    name = path.name
+    if name.startswith("~$"):
+        raise UnsupportedFile(
+            f"{path}: an Office lock file (~$...), not a document",
+            hint="Lock files exist while a document is open; they hold no content.",
+        )
+    if name.startswith("."):
+        raise UnsupportedFile(f"{path}: hidden file (name starts with a dot) is not ingested")
+
+
+def check_size(path: Path, max_file_size: int) -> int:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ConversionFailed(f"{path}: file not found") from None
+    if max_file_size and size > max_file_size:
+        raise FileTooLarge(f"{path}: {size} bytes exceeds MAX_FILE_SIZE ({max_file_size} bytes)")
+    return size
+
+
+# ---------------------------------------------------------------- post-processing
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_DATA_IMAGE = re.compile(r"!\[([^\]\n]*)\]\(\s*<?data:[^)\n]*\)")
+
+
+def strip_data_images(markdown: str) -> str:
+    """Replace inline `![alt](data:...)` pictures by their alt text, outside fenced code.
+
+    Image links to paths or URLs are references and stay as written.
+    """
+    if "data:" not in markdown:
+        return markdown
+    out: list[str] = []
+    fence: str | None = None
+    for line in markdown.split("\n"):
+        m = _FENCE.match(line)
+        if m:
+            marker = m.group(1)
+            if fence is None:
+                fence = marker[0] * 3
+            elif marker.startswith(fence) and not line.strip()[len(marker):].strip():
+                fence = None
+            out.append(line)
+            continue
+        if fence is None and "data:" in line:
+            line = _DATA_IMAGE.sub(lambda mm: mm.group(1).strip(), line)
+        out.append(line)
+    return "\n".join(out)
+
+
+def _tidy(markdown: str) -> str:
+    """What markitdown does after converting: strip line ends, at most one blank line."""
+    text = "\n".join(line.rstrip() for line in re.split(r"\r?\n", markdown))
+    return re.sub(r"\n{3,}", "\n\n", text).strip("\n")
+
+
+_FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
+
+
+def front_matter(markdown: str) -> dict[str, str]:
+    """`type` and `tags` from a YAML front-matter block, as raw strings (tags comma-joined).
+
+    A small reader for the shapes people write (`tags: [a, b]`, `tags: a, b`, a `- item`
+    list); the block itself stays in the text.
+    """
+    m = _FRONT_MATTER.match(markdown)
+    if not m:
+        return {}
+    meta: dict[str, str] = {}
+    lines = m.group(1).splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        km = re.match(r"^(type|tags)\s*:\s*(.*?)\s*$", line, re.I)
+        i += 1
+        if not km:
+            continue
+        key, value = km.group(1).lower(), km.group(2)
+        if key == "tags":
+            items: list[str] = []
+            if value.startswith("[") and value.endswith("]"):
+                items = [v for v in value[1:-1].split(",")]
+            elif value:
+                items = value.split(",")
+            else:
+                while i < len(lines) and re.match(r"^\s*-\s*", lines[i]):
+                    items.append(re.sub(r"^\s*-\s*", "", lines[i]))
+                    i += 1
+            cleaned = [v.strip().strip("'\"").strip() for v in items]
+            value = ",".join(v for v in cleaned if v)
+        else:
+            value = value.strip().strip("'\"")
+        if value:
+            meta[key] = value
+    return meta
+
+
+# ---------------------------------------------------------------- sniffing
+
+def _sniff(head: bytes) -> str:
+    """A short name for what the first bytes look like, for error messages."""
+    h = head.lstrip()[:512].lower()
+    if head.startswith(b"%PDF-"):
+        return "a PDF"
+    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+        return "a zip archive"
+    if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
+        return "an OLE2 (legacy Office) file"
+    if h.startswith(b"<!doctype html") or h.startswith(b"<html") or b"<html" in h[:256]:
+        return "an HTML page"
+    if h.startswith(b"<?xml") or h.startswith(b"<"):
+        return "XML or HTML markup"
+    if head.startswith((b"\x89PNG", b"\xff\xd8\xff", b"GIF8")):
+        return "an image"
+    if b"\x00" in head[:512]:
+        return "binary data"
+    return "text"
+
+
+def _check_zip(path: Path, head: bytes, ext: str) -> None:
+    if not head.startswith(b"PK"):
+        raise MislabelledFile(f"{path}: a {ext} file must be a zip container, but this is {_sniff(head)}")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+    except zipfile.BadZipFile as exc:
+        raise ConversionFailed(f"{path}: damaged {ext} (zip container unreadable: {exc})") from None
+    total = sum(i.file_size for i in infos)
+    packed = sum(i.compress_size for i in infos) or 1
+    if total > ZIP_MAX_UNCOMPRESSED or (total > 50 * (1 << 20) and total / packed > ZIP_MAX_RATIO):
+        raise ConversionFailed(
+            f"{path}: refused as a zip bomb: {total} bytes uncompressed from {packed} "
+            f"(ratio {total / packed:.0f}:1)",
+            hint="A legitimate document this compressible is very unusual; exclude the file.",
+        )
+
+
+def _check_pdf(path: Path, head: bytes) -> None:
+    if b"%PDF-" not in head[:1024]:
+        raise MislabelledFile(f"{path}: a .pdf file must start with %PDF-, but this is {_sniff(head)}")
+
+
+def _check_xls(path: Path, head: bytes) -> str:
+    if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
+        return ".xls"
+    if head.startswith(b"PK"):
+        return ".xlsx"  # an .xlsx saved under the old extension converts fine as what it is
+    raise MislabelledFile(f"{path}: a .xls file must be an OLE2 workbook, but this is {_sniff(head)}")
+
+
+# ---------------------------------------------------------------- markitdown calls
+
+def _run(converter, data: io.BufferedIOBase | io.BytesIO, ext: str, charset: str | None = None, **kw):
+    from markitdown import StreamInfo
+
+    info = StreamInfo(extension=ext, charset=charset)
+    return converter.convert(data, info, **kw)
+
+
+def _failed(path: Path, ext: str, exc: BaseException) -> ConversionFailed:
+    if isinstance(exc, MemoryError):
+        return ConversionFailed(f"{path}: ran out of memory converting {ext}")
+    msg = str(exc).strip().splitlines()
+    reason = msg[-1] if msg else type(exc).__name__
+    if len(reason) > 300:
+        reason = reason[:300] + "..."
+    return ConversionFailed(f"{path}: could not convert {ext}: {type(exc).__name__}: {reason}")
+
+
+_EMPTY_EMPHASIS = re.compile(r"<(strong|b|em|i|u|s|del)\b[^>]*>(\s+)</\1>", re.I)
+
+
+def keep_emphasised_spaces(html: str) -> str:
+    """`<strong> </strong>` -> ` `: markdownify drops whitespace-only emphasis and glues words.
+
+    Word documents often carry the space between two words as a separately formatted run.
+    """
+    return _EMPTY_EMPHASIS.sub(lambda m: m.group(2), html)
+
+
+def _docx_converter():
+    from markitdown.converters import DocxConverter
+
+    conv = DocxConverter()
+    inner = conv._html_converter
+
+    class _Html:
+        def convert_string(self, html_content: str, **kwargs):
+            return inner.convert_string(keep_emphasised_spaces(html_content), **kwargs)
+
+    conv._html_converter = _Html()
+    return conv
+
+
+def _html_charset(data: bytes) -> str:
+    from appliance.ingest.textfile import detect_encoding
+
+    if not data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")) and b"\x00" not in data[:4096]:
+        m = re.search(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-:.]+)""", data[:4096], re.I)
+        if m:
+            name = m.group(1).decode("ascii", "ignore").lower()
+            try:
+                import codecs
+
+                codecs.lookup(name)
+                data.decode(name)
+                return name
+            except (LookupError, UnicodeDecodeError):
+                pass
+    enc, _ = detect_encoding(data)
+    return enc
+
+
+def _convert_html_bytes(data: bytes, path: Path | None) -> tuple[str, str | None]:
+    from markitdown.converters import HtmlConverter, WikipediaConverter
+
+    charset = _html_charset(data)
+    text = keep_emphasised_spaces(data.decode(charset, errors="replace").lstrip("\ufeff"))
+    raw = text.encode("utf-8")
+    # A saved MediaWiki page: take the article, not the navigation around it.
+    if b'id="mw-content-text"' in raw:
+        res = _run(WikipediaConverter(), io.BytesIO(raw), ".html", "utf-8")
+    else:
+        res = _run(HtmlConverter(), io.BytesIO(raw), ".html", "utf-8")
+    return res.markdown, res.title
+
+
+def _convert_pdf(path: Path, ocr: OcrConfig | None) -> Converted:
+    import pypdfium2 as pdfium
+    from markitdown.converters import PdfConverter
+
+    try:
+        counts = pdf_text_chars(path)
+    except pdfium.PdfiumError as exc:
+        if "password" in str(exc).lower():
+            raise EncryptedDocument(f"{path}: the PDF is encrypted with a password") from None
+        raise ConversionFailed(f"{path}: damaged PDF ({exc})") from None
+    metadata = {"pages": str(len(counts))}
+    markdown = ""
+    if any(counts):
+        try:
+            with open(path, "rb") as fh:
+                markdown = _run(PdfConverter(), fh, ".pdf").markdown
+        except Exception as exc:  # noqa: BLE001 - markitdown wraps everything
+            if "encrypt" in f"{type(exc).__name__} {exc}".lower() or "password" in str(exc).lower():
+                raise EncryptedDocument(f"{path}: the PDF is encrypted and cannot be read") from None
+            raise _failed(path, ".pdf", exc) from None
+    markdown = _tidy(markdown)
+    threshold = ocr.min_chars_per_page if ocr is not None else 1
+    scanned = [i for i, c in enumerate(counts) if c < threshold]
+    engine = ""
+    if scanned:
+        text_layer = sum(counts) > 0 and markdown.strip() != ""
+        try:
+            cfg = require_ocr(ocr, f"{path}: {len(scanned)} of {len(counts)} pages are scans without text and")
+        except OcrUnavailable:
+            if text_layer:  # a short real text layer (certificate, title page) is kept as it is
+                metadata["pages_without_text"] = ",".join(str(i + 1) for i in scanned)
+                cfg = None
+            else:
+                raise
+        if cfg is not None:
+            parts = [markdown] if markdown.strip() else []
+            for i, text in ocr_pdf_pages(path, scanned, cfg):
+                if text.strip():
+                    parts.append(OCR_PAGE_MARKER.format(n=i + 1) + "\n\n" + text)
+            metadata["ocr_pages"] = ",".join(str(i + 1) for i in scanned)
+            engine = OCR_ENGINE
+            markdown = "\n\n".join(parts)
+    return Converted(markdown=markdown, ocr_engine=engine, metadata=metadata)
+
+
+def _convert_image(path: Path, ocr: OcrConfig | None) -> Converted:
+    if ocr is None:
+        raise UnsupportedFile(f"{path}: images are documents only when OCR is switched on")
+    cfg = require_ocr(ocr, f"{path}: an image")
+    frames = ocr_image_file(path, cfg)
+    if len(frames) == 1:
+        markdown = frames[0]
+    else:
+        markdown = "\n\n".join(
+            OCR_PAGE_MARKER.format(n=i + 1) + "\n\n" + t for i, t in enumerate(frames) if t.strip()
+        )
+    return Converted(
+        markdown=markdown, ocr_engine=OCR_ENGINE, metadata={"pages": str(len(frames))}
+    )
+
+
+def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converted, str | None]:
+    """Returns the conversion and the converter's metadata title (HTML/EPUB)."""
+    from markitdown import converters as mc
+
+    if ext in IMAGE_EXTENSIONS:
+        return _convert_image(path, ocr), None
+
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+
+    if ext in TEXT_EXTENSIONS or ext == ".json":
+        text, enc = read_text(path)
+        text = text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
+        meta = {"encoding": enc}
+        if ext in (".md", ".markdown"):
+            meta.update(front_matter(text))
+        return Converted(markdown=strip_data_images(text), has_lines=True, metadata=meta), None
+
+    if ext == ".pdf":
+        _check_pdf(path, head)
+        return _convert_pdf(path, ocr), None
+
+    if ext in _ZIP_FORMATS:
+        _check_zip(path, head, ext)
+
+    try:
+        if ext in (".html", ".htm"):
+            data = path.read_bytes()
+            if b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+                from appliance.ingest.textfile import detect_encoding
+
+                detect_encoding(data)  # raises BinaryContent unless UTF-16 without BOM
+            md, title = _convert_html_bytes(data, path)
+            return Converted(markdown=md), title
+        if ext in (".csv", ".ipynb"):
+            text, enc = read_text(path)
+            conv = mc.CsvConverter() if ext == ".csv" else mc.IpynbConverter()
+            if ext == ".ipynb":
+                try:
+                    json.loads(text)
+                except ValueError as exc:
+                    raise MislabelledFile(f"{path}: a notebook must be JSON ({exc})") from None
+            res = _run(conv, io.BytesIO(text.lstrip("\ufeff").encode("utf-8")), ext, "utf-8")
+            return Converted(markdown=res.markdown, metadata={"encoding": enc}), None
+        if ext == ".xls":
+            real = _check_xls(path, head)
+            if real == ".xlsx":
+                _check_zip(path, head, ".xlsx")
+            conv = mc.XlsConverter() if real == ".xls" else mc.XlsxConverter()
+            with open(path, "rb") as fh:
+                res = _run(conv, fh, real)
+            return Converted(markdown=res.markdown), None
+        conv = {
+            ".docx": _docx_converter,
+            ".pptx": mc.PptxConverter,
+            ".xlsx": mc.XlsxConverter,
+            ".epub": mc.EpubConverter,
+        }[ext]()
+        with open(path, "rb") as fh:
+            res = _run(conv, fh, ext)
+        return Converted(markdown=res.markdown), res.title if ext in _METADATA_TITLE_FORMATS else None
+    except (ConversionFailed, UnsupportedFile):
+        raise
+    except Exception as exc:  # noqa: BLE001 - third-party parsers raise anything
+        name = type(exc).__name__
+        if "MissingDependency" in name:
+            raise ConversionFailed(
+                f"{path}: the {ext} converter is not installed ({str(exc).splitlines()[0]})",
+                hint="Install the package named in the message (for .xls: xlrd).",
+            ) from None
+        raise _failed(path, ext, exc) from None
+
+
+# ---------------------------------------------------------------- public API
+
+def to_markdown(path: Path, *, ocr: OcrConfig | None, max_file_size: int) -> Converted:
+    """Convert one file to Markdown with its title; raises ApplianceError subclasses."""
+    path = Path(path)
+    check_name(path)
+    ext = path.suffix.lower()
+    if ext not in SUPPORTED_EXTENSIONS and ext not in IMAGE_EXTENSIONS:
+        raise UnsupportedFile(f"{path}: extension {ext or '(none)'} is not a supported format")
+    check_size(path, max_file_size)
+    if not path.is_file():
+        raise ConversionFailed(f"{path}: not a regular file")
+    try:
+        conv, meta_title = _convert_file(path, ext, ocr)
+    except MemoryError:
+        raise ConversionFailed(f"{path}: ran out of memory converting {ext}") from None
+    except RecursionError:
+        raise ConversionFailed(f"{path}: document nesting too deep to convert") from None
+    markdown = conv.markdown if conv.has_lines else _tidy(strip_data_images(conv.markdown))
+    title = choose_title(metadata_title=meta_title, markdown=markdown, path=path)
+    return Converted(
+        markdown=markdown,
+        title=title,
+        ocr_engine=conv.ocr_engine,
+        has_lines=conv.has_lines,
+        metadata=dict(conv.metadata),
+    )
+
+
+def convert_data(
+    content: str, fmt: Literal["text", "markdown", "html"], *, title: str | None = None
+) -> Converted:
+    """Convert content a client hands over (ingest_data). Title only if given or in the content."""
+    meta_title: str | None = None
+    metadata: dict[str, str] = {}
+    has_lines = False
+    if fmt == "html":
+        markdown, meta_title = _convert_html_bytes(content.encode("utf-8"), None)
+        markdown = _tidy(strip_data_images(markdown))
+    elif fmt == "markdown":
+        markdown = strip_data_images(content.replace("\r\n", "\n"))
+        metadata.update(front_matter(markdown))
+        has_lines = True
+    elif fmt == "text":
+        markdown = content.replace("\r\n", "\n")
+        has_lines = True
+    else:
+        from appliance.errors import InvalidArgument
+
+        raise InvalidArgument(f"format must be text, markdown or html, not {fmt!r}")
+    if "\x00" in markdown:
+        from appliance.ingest.failures import BinaryContent
+
+        raise BinaryContent("content contains NUL characters: binary data, not text")
+    if title is not None and title.strip():
+        chosen: str | None = re.sub(r"\s+", " ", title).strip()
+    elif fmt == "text":
+        chosen = None
+    else:
+        chosen = choose_title(metadata_title=meta_title, markdown=markdown, path=None)
+    return Converted(markdown=markdown, title=chosen, has_lines=has_lines, metadata=metadata)
+
+
+__all__ = [
+    "SUPPORTED_EXTENSIONS",
+    "IMAGE_EXTENSIONS",
+    "TEXT_EXTENSIONS",
+    "OcrConfig",
+    "to_markdown",
+    "convert_data",
+    "check_name",
+    "check_size",
+    "strip_data_images",
+    "front_matter",
+]
