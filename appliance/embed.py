@@ -1,0 +1,223 @@
+"""Turn texts into vectors with the baked model; the only module that imports fastembed.
+
+Nothing is loaded until first use. The model's own tokenizer is loaded once and
+serves both token counting (untruncated, for chunking) and fastembed's batches
+(truncated and padded here), because a second copy of the 250k-piece tokenizer
+costs ~300 MB of RSS.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from appliance.models.bake import check_baked
+from appliance.models.manifest import ModelSpec, load_spec
+
+__all__ = ["Embedder", "load_spec"]
+
+DEFAULT_TOKEN_BUDGET = 4096
+"""Padded tokens per batch: long passages go in small batches (MODELS.md: ~400-token
+inputs at batch 32 peak at 1.9-3 GB and run slower than at batch 8)."""
+DEFAULT_MAX_BATCH = 32
+
+_REGISTER_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class _Encoded:
+    ids: list[int]
+    attention_mask: list[int]
+
+
+class _BatchTokenizer:
+    """What fastembed calls `encode_batch` on: the shared untruncated tokenizer, with
+    truncation to max_length (keeping the closing special tokens) and padding done here."""
+
+    def __init__(self, tokenizer: Any, max_length: int, pad_id: int) -> None:
+        self._tokenizer = tokenizer
+        self._max_length = max_length
+        self._pad_id = pad_id
+
+    def encode_batch(self, texts: Sequence[str], *args: Any, **kwargs: Any) -> list[_Encoded]:
+        rows = []
+        for encoding in self._tokenizer.encode_batch(list(texts)):
+            ids = encoding.ids
+            if len(ids) > self._max_length:
+                mask = encoding.special_tokens_mask
+                tail = len(mask) - len(_rstrip_ones(mask))
+                ids = ids[:self._max_length - tail] + (ids[-tail:] if tail else [])
+            rows.append(ids)
+        width = max((len(ids) for ids in rows), default=0)
+        return [_Encoded(ids + [self._pad_id] * (width - len(ids)), [1] * len(ids) + [0] * (width - len(ids)))
+                for ids in rows]
+
+
+def _rstrip_ones(mask: list[int]) -> list[int]:
+    end = len(mask)
+    while end and mask[end - 1] == 1:
+        end -= 1
+    return mask[:end]
+
+
+def _fastembed_cache_dir() -> str:
+    # fastembed takes a lock in its cache dir even when loading from a given path,
+    # which fails on a read-only models volume; point it at a private temp dir.
+    path = Path(tempfile.gettempdir()) / f"minirag-fastembed-{os.getuid()}"
+    path.mkdir(parents=True, exist_ok=True)
+    return str(path)
+
+
+def _register(spec: ModelSpec) -> str:
+    """Register spec with fastembed once per process, under our own alias (fastembed
+    ships some of the same names with other files and pooling)."""
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    alias = f"minirag/{spec.dir_name}-{spec.dim}-{spec.pooling}"
+    with _REGISTER_LOCK:
+        if any(m["model"] == alias for m in TextEmbedding.list_supported_models()):
+            return alias
+        TextEmbedding.add_custom_model(
+            model=alias,
+            pooling=PoolingType.MEAN if spec.pooling == "mean" else PoolingType.CLS,
+            normalization=spec.normalize,
+            sources=ModelSource(hf=spec.source.get("repo", spec.id)),
+            dim=spec.dim,
+            model_file="model.onnx",
+        )
+    return alias
+
+
+class Embedder:
+    """Embeds passages and queries with one baked model; safe to share between threads."""
+
+    def __init__(self, spec: ModelSpec, models_dir: Path, threads: int | None = None, *,
+                 token_budget: int = DEFAULT_TOKEN_BUDGET, max_batch: int = DEFAULT_MAX_BATCH) -> None:
+        self.spec = spec
+        self.models_dir = Path(models_dir)
+        self.threads = threads
+        self.token_budget = token_budget
+        self.max_batch = max_batch
+        self._lock = threading.Lock()
+        self._tokenizer: Any = None
+        self._model: Any = None
+        self._window: int | None = None
+
+    @property
+    def dim(self) -> int:
+        return self.spec.dim
+
+    @property
+    def model_id(self) -> str:
+        return self.spec.id
+
+    @property
+    def window(self) -> int:
+        """The most text tokens one passage may have: max_seq_length minus the special
+        tokens minus the passage prefix's tokens."""
+        if self._window is None:
+            tok = self._ensure_tokenizer()
+            specials = len(tok.encode("").ids) - len(tok.encode("", add_special_tokens=False).ids)
+            probe = "x"
+            prefix = (self.count_tokens(self.spec.passage_prefix + probe) - self.count_tokens(probe)
+                      if self.spec.passage_prefix else 0)
+            self._window = self.spec.max_seq_length - specials - prefix
+        return self._window
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of text in the model's own tokenizer, untruncated, without special tokens."""
+        return len(self._ensure_tokenizer().encode(text, add_special_tokens=False).ids)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), dim) float32, L2-normalised; the passage prefix is applied here.
+
+        Raises ModelMissing / ModelCorrupt when the baked model is absent or damaged.
+        """
+        return self._embed([self.spec.passage_prefix + t for t in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """(dim,) float32, L2-normalised; the query prefix is applied here."""
+        return self._embed([self.spec.query_prefix + text])[0]
+
+    def load(self) -> None:
+        """Load tokenizer and ONNX session now instead of at first use."""
+        self._ensure_model()
+
+    # ---------------------------------------------------------------- internals
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        model = self._ensure_model()
+        for batch in self._batches(texts):
+            vectors = list(model.embed([texts[i] for i in batch], batch_size=len(batch)))
+            out[batch] = np.asarray(vectors, dtype=np.float32)
+        return out
+
+    def _batches(self, texts: list[str]) -> list[list[int]]:
+        """Indices grouped by similar token length, each batch within the padded-token budget."""
+        tok = self._ensure_tokenizer()
+        limit = self.spec.max_seq_length
+        lengths = [min(len(e.ids), limit) for e in tok.encode_batch(texts)]
+        order = sorted(range(len(texts)), key=lengths.__getitem__)
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for i in order:
+            # sorted ascending, so the newest member is the longest and sets the padded width
+            if current and (len(current) >= self.max_batch or (len(current) + 1) * lengths[i] > self.token_budget):
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
+        return batches
+
+    def _ensure_tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            with self._lock:
+                if self._tokenizer is None:
+                    from tokenizers import Tokenizer
+
+                    path = check_baked(self.spec, self.models_dir, full=False)
+                    tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+                    tok.no_truncation()
+                    tok.no_padding()
+                    self._tokenizer = tok
+        return self._tokenizer
+
+    def _ensure_model(self) -> Any:
+        if self._model is None:
+            tok = self._ensure_tokenizer()
+            with self._lock:
+                if self._model is None:
+                    self._model = self._load_model(tok)
+        return self._model
+
+    def _load_model(self, tok: Any) -> Any:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        from fastembed import TextEmbedding
+
+        path = check_baked(self.spec, self.models_dir, full=False)
+        model = TextEmbedding(
+            model_name=_register(self.spec),
+            specific_model_path=str(path),
+            cache_dir=_fastembed_cache_dir(),
+            threads=self.threads,
+            lazy_load=True,
+            # onnxruntime's CPU arena grows to the peak batch and never returns it
+            # to the OS; in a long-lived server that peak would stick.
+            enable_cpu_mem_arena=False,
+        )
+        pad_id = tok.token_to_id("<pad>")
+        if pad_id is None:
+            pad_id = tok.token_to_id("[PAD]") or 0
+        model.model.tokenizer = _BatchTokenizer(tok, self.spec.max_seq_length, pad_id)
+        model.model.load_onnx_model()
+        return model
