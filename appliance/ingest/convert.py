@@ -409,8 +409,8 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
         with open(path, "rb") as fh:
             res = _run(conv, fh, ext)
         return Converted(markdown=res.markdown), res.title if ext in _METADATA_TITLE_FORMATS else None
-    except (ConversionFailed, UnsupportedFile):
-        raise
+    except (ConversionFailed, UnsupportedFile, MemoryError):
+        raise  # MemoryError: the worker reports it as the memory limit and is replaced
     except Exception as exc:  # noqa: BLE001 - third-party parsers raise anything
         name = type(exc).__name__
         if "MissingDependency" in name:
@@ -435,8 +435,6 @@ def to_markdown(path: Path, *, ocr: OcrConfig | None, max_file_size: int) -> Con
         raise ConversionFailed(f"{path}: not a regular file")
     try:
         conv, meta_title = _convert_file(path, ext, ocr)
-    except MemoryError:
-        raise ConversionFailed(f"{path}: ran out of memory converting {ext}") from None
     except RecursionError:
         raise ConversionFailed(f"{path}: document nesting too deep to convert") from None
     markdown = conv.markdown if conv.has_lines else _tidy(strip_data_images(conv.markdown))

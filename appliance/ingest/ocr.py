@@ -155,17 +155,22 @@ def ocr_image_file(path: Path, cfg: OcrConfig) -> list[str]:
     """Recognise every frame of an image file (all pages of a multi-page TIFF)."""
     from PIL import Image, ImageSequence, UnidentifiedImageError
 
+    import warnings
+
     Image.MAX_IMAGE_PIXELS = cfg.max_pixels  # Pillow's own bomb check, belt and braces
     texts: list[str] = []
     try:
-        with Image.open(path) as img:
-            _check_pixels(img.width, img.height, cfg, path.name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(path)
+        with img:
+            _check_pixels(img.width, img.height, cfg, str(path))
             for frame in ImageSequence.Iterator(img):
-                _check_pixels(frame.width, frame.height, cfg, path.name)
+                _check_pixels(frame.width, frame.height, cfg, str(path))
                 frame.load()
                 texts.append(ocr_pil(frame, cfg))
     except Image.DecompressionBombError as exc:
-        raise ImageTooLarge(f"{path.name}: {exc}") from None
+        raise ImageTooLarge(f"{path}: {exc}") from None
     except UnidentifiedImageError:
         raise ConversionFailed(f"{path}: not an image Pillow can read (damaged or mislabelled)") from None
     except (OSError, SyntaxError, ValueError) as exc:

@@ -1,0 +1,347 @@
+"""Conversion in worker processes, each file under a time and a memory limit.
+
+Parsers for PDF, Office and images are large C and Python code bases fed with
+untrusted bytes: a zip bomb, a pathological PDF or a 30,000 x 30,000 pixel PNG must
+cost one named error, never the server. So:
+
+* workers are started with the `spawn` context (the parent may hold onnxruntime
+  threads, which `fork` would copy in a broken state) and import only the ingest
+  modules: markitdown, pypdfium2, Pillow - never fastembed or lancedb;
+* each worker limits its own address space with RLIMIT_AS (inherited by the
+  tesseract processes it starts) and runs in its own process group;
+* the parent checks names (`~$` lock files, dot-files) and MAX_FILE_SIZE with stat()
+  before a worker ever opens the file;
+* a file that outlives `timeout_s` gets its worker's whole process group killed
+  (SIGKILL) and the worker replaced; a worker that dies (segfault, out of memory,
+  killed) is reported as ConversionFailed naming the file, and replaced too.
+
+The pool is thread-safe: `convert` may be called from several threads at once, and
+`imap` keeps a bounded number of files in flight, yielding results in input order so
+the caller can embed early files while later ones are still converting.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import signal
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from appliance.errors import ApplianceError, ConversionFailed
+from appliance.ingest.convert import check_name, check_size
+from appliance.ingest.failures import ConversionMemoryLimit, ConversionTimeout, WorkerCrashed
+from appliance.ingest.ocr import OcrConfig
+from appliance.records import Converted
+
+_MB = 1 << 20
+STARTUP_TIMEOUT_S = 120.0
+"""How long a fresh worker may take to import its parsers (about 3 s measured)."""
+
+
+def _limit_memory(memory_bytes: int) -> None:
+    if memory_bytes and memory_bytes > 0:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = memory_bytes if hard == resource.RLIM_INFINITY else min(memory_bytes, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _worker_main(conn, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
+    """Loop in the worker: receive a path, send back ("ok", Converted) or ("err", error)."""
+    try:
+        os.setpgid(0, 0)  # own process group: a kill takes tesseract children along
+    except OSError:
+        pass
+    os.environ["OMP_THREAD_LIMIT"] = "1"
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    from appliance.ingest.convert import to_markdown  # heavy imports happen before the limit
+
+    import markitdown.converters  # noqa: F401  (warm the import before limiting memory)
+
+    _limit_memory(memory_bytes)
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        path = Path(msg)
+        recycle = False
+        try:
+            result: tuple[str, object] = (
+                "ok",
+                to_markdown(path, ocr=ocr, max_file_size=max_file_size),
+            )
+        except MemoryError:
+            recycle = True
+            result = (
+                "err",
+                ConversionMemoryLimit(
+                    f"{path}: conversion exceeded the memory limit of {memory_bytes // _MB} MB"
+                ),
+            )
+        except ApplianceError as exc:
+            result = ("err", exc)
+        except BaseException as exc:  # noqa: BLE001 - anything a parser throws is this file's failure
+            result = ("err", ConversionFailed(f"{path}: {type(exc).__name__}: {exc}"[:500]))
+        try:
+            conn.send(result)
+        except MemoryError:
+            conn.send(("err", ConversionMemoryLimit(f"{path}: result too large for the memory limit")))
+        if recycle:
+            return  # a MemoryError can leave C libraries in a bad state: start afresh
+
+
+class _Worker:
+    def __init__(self, ctx, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(
+            target=_worker_main,
+            args=(child, ocr, max_file_size, memory_bytes),
+            daemon=True,
+            name="minirag-convert",
+        )
+        self.proc.start()
+        child.close()
+        self.tasks = 0
+        self.ready = False
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Wait for the worker's imports to finish, so start-up is not billed to a file."""
+        if self.ready:
+            return True
+        try:
+            if self.conn.poll(timeout_s):
+                status, _ = self.conn.recv()
+                self.ready = status == "ready"
+        except (EOFError, OSError, ValueError):
+            self.ready = False
+        return self.ready
+
+    def kill(self) -> None:
+        pid = self.proc.pid
+        if pid is not None and self.proc.is_alive():
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self.proc.join(timeout=5)
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass
+        self.proc.join(timeout=2)
+        if self.proc.is_alive():
+            self.kill()
+        else:
+            try:
+                self.conn.close()
+            except OSError:
+                pass
+
+
+class ConvertPool:
+    """Worker processes that run `to_markdown` with per-file time and memory limits."""
+
+    def __init__(
+        self,
+        *,
+        workers: int,
+        timeout_s: float,
+        memory_bytes: int,
+        ocr: OcrConfig | None,
+        max_file_size: int,
+        max_tasks_per_worker: int = 200,
+    ) -> None:
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.workers = workers
+        self.timeout_s = float(timeout_s)
+        self.memory_bytes = int(memory_bytes)
+        self.ocr = ocr
+        self.max_file_size = int(max_file_size)
+        self.max_tasks_per_worker = max_tasks_per_worker
+        self._ctx = mp.get_context("spawn")
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._all: set[_Worker] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self.restarts = 0
+        """Workers replaced after a timeout, crash or memory failure (for status and tests)."""
+        for _ in range(workers):
+            self._idle.put(self._spawn())
+
+    # -------------------------------------------------------------- workers
+
+    def _spawn(self) -> _Worker:
+        w = _Worker(self._ctx, self.ocr, self.max_file_size, self.memory_bytes)
+        with self._lock:
+            self._all.add(w)
+        return w
+
+    def _retire(self, w: _Worker, *, replace: bool, kill: bool, failure: bool = True) -> None:
+        if kill:
+            w.kill()
+        else:
+            w.stop()
+        with self._lock:
+            self._all.discard(w)
+            closed = self._closed
+        if replace and not closed:
+            if failure:
+                self.restarts += 1
+            self._idle.put(self._spawn())
+
+    def worker_pids(self) -> list[int]:
+        with self._lock:
+            return [w.proc.pid for w in self._all if w.proc.pid is not None]
+
+    # -------------------------------------------------------------- conversion
+
+    def convert(self, path: Path) -> Converted:
+        """Convert one file in a worker; raises ApplianceError subclasses."""
+        path = Path(path)
+        if self._closed:
+            raise RuntimeError("ConvertPool is closed")
+        check_name(path)
+        check_size(path, self.max_file_size)
+        return self._run(self._idle.get(), path)
+
+    def _run(self, w: _Worker, path: Path) -> Converted:
+        if not w.wait_ready(STARTUP_TIMEOUT_S):
+            code = w.proc.exitcode
+            self._retire(w, replace=True, kill=True)
+            raise WorkerCrashed(
+                f"{path}: the converter process did not start (exit code {code}); "
+                f"is the memory limit ({self.memory_bytes // _MB} MB) too small for the parsers?"
+            )
+        try:
+            w.conn.send(str(path))
+        except (OSError, ValueError):
+            self._retire(w, replace=True, kill=True)
+            raise WorkerCrashed(f"{path}: the converter process was gone before the file was sent")
+        w.tasks += 1
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                ready = w.conn.poll(max(0.0, min(left, 1.0)))
+            except (OSError, ValueError):
+                ready = True
+            if ready:
+                break
+            if not w.proc.is_alive():
+                ready = True
+                break
+            if left <= 0:
+                self._retire(w, replace=True, kill=True)
+                raise ConversionTimeout(
+                    f"{path}: conversion timed out after {self.timeout_s:g} s; the worker was stopped"
+                )
+        try:
+            status, payload = w.conn.recv()
+        except (EOFError, OSError, ValueError):
+            w.proc.join(timeout=5)
+            code = w.proc.exitcode
+            self._retire(w, replace=True, kill=True)
+            raise self._crash_error(path, code) from None
+        if isinstance(payload, ConversionMemoryLimit):
+            # the worker exits by itself after a MemoryError
+            self._retire(w, replace=True, kill=True)
+        elif w.tasks >= self.max_tasks_per_worker:  # planned recycling bounds slow leaks
+            self._retire(w, replace=True, kill=False, failure=False)
+        else:
+            self._idle.put(w)
+        if status == "ok":
+            assert isinstance(payload, Converted)
+            return payload
+        if isinstance(payload, ApplianceError):
+            raise payload
+        raise ConversionFailed(f"{path}: {payload}")
+
+    def _crash_error(self, path: Path, exitcode: int | None) -> ConversionFailed:
+        limit = f"{self.memory_bytes // _MB} MB" if self.memory_bytes else "none"
+        if exitcode is not None and exitcode < 0:
+            try:
+                sig = signal.Signals(-exitcode).name
+            except ValueError:
+                sig = f"signal {-exitcode}"
+            if sig in ("SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS"):
+                return WorkerCrashed(
+                    f"{path}: the converter process died ({sig}); it probably exceeded the memory "
+                    f"limit ({limit}) or hit a parser bug"
+                )
+            return WorkerCrashed(f"{path}: the converter process died ({sig})")
+        return WorkerCrashed(f"{path}: the converter process exited unexpectedly (code {exitcode})")
+
+    def imap(self, paths: Iterable[Path], *, in_flight: int | None = None) -> Iterator[tuple[Path, Converted | ApplianceError]]:
+        """Yield (path, Converted or the error) in input order, with at most `in_flight` pending."""
+        limit = in_flight or self.workers * 2
+        pending: deque[tuple[Path, Future]] = deque()
+        it = iter(paths)
+        with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="convert") as ex:
+
+            def submit_next() -> bool:
+                try:
+                    p = Path(next(it))
+                except StopIteration:
+                    return False
+                pending.append((p, ex.submit(self.convert, p)))
+                return True
+
+            for _ in range(limit):
+                if not submit_next():
+                    break
+            while pending:
+                p, fut = pending.popleft()
+                try:
+                    res: Converted | ApplianceError = fut.result()
+                except ApplianceError as exc:
+                    res = exc
+                except Exception as exc:  # noqa: BLE001
+                    res = ConversionFailed(f"{p}: {type(exc).__name__}: {exc}")
+                submit_next()
+                yield p, res
+
+    # -------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            workers = list(self._all)
+            self._all.clear()
+        for w in workers:
+            if w.proc.is_alive():
+                w.stop()
+
+    def __enter__(self) -> "ConvertPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
