@@ -7,6 +7,7 @@ costs ~300 MB of RSS.
 """
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import threading
@@ -63,6 +64,12 @@ def _rstrip_ones(mask: list[int]) -> list[int]:
     while end and mask[end - 1] == 1:
         end -= 1
     return mask[:end]
+
+
+def _pad_token(model_path: Path) -> str:
+    config = json.loads((model_path / "tokenizer_config.json").read_text(encoding="utf-8"))
+    pad = config.get("pad_token", "<pad>")
+    return pad["content"] if isinstance(pad, dict) else pad
 
 
 def _fastembed_cache_dir() -> str:
@@ -215,9 +222,7 @@ class Embedder:
             # to the OS; in a long-lived server that peak would stick.
             enable_cpu_mem_arena=False,
         )
-        pad_id = tok.token_to_id("<pad>")
-        if pad_id is None:
-            pad_id = tok.token_to_id("[PAD]") or 0
+        pad_id = tok.token_to_id(_pad_token(path))
         model.model.tokenizer = _BatchTokenizer(tok, self.spec.max_seq_length, pad_id)
         model.model.load_onnx_model()
         return model

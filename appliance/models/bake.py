@@ -220,7 +220,8 @@ def _materialise_dir(spec: ModelSpec, out: Path, from_dir: Path) -> None:
 
 # -------------------------------------------------------------------- bake
 
-def _write_record(spec: ModelSpec, out: Path, how: str) -> None:
+def write_record(spec: ModelSpec, out: Path, how: str) -> None:
+    """Write baked.json: the model id, how it got here, and each file's sha256 and size."""
     files = {name: {"sha256": sha256_file(out / name), "size": (out / name).stat().st_size}
              for name in sorted(spec.files)}
     record = {"id": spec.id, "source": spec.source["kind"] if how == "baked" else how, "files": files}
@@ -271,7 +272,7 @@ def bake_one(spec: ModelSpec, models_dir: Path, *, force: bool = False, from_dir
             _materialise_huggingface(spec, tmp, hub_cache, allow_download)
             how = "baked"
         _check_output(spec, tmp)
-        _write_record(spec, tmp, "dir" if how == "imported" else how)
+        write_record(spec, tmp, "dir" if how == "imported" else how)
         _replace_dir(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
