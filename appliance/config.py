@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal, Mapping
 
 from appliance.errors import ConfigError
+from appliance.models.manifest import default_models_dir
 
 DEFAULT_MODEL = "intfloat/multilingual-e5-small"
 DEFAULT_MAX_FILE_SIZE = 100 * 1024 * 1024
@@ -74,11 +75,6 @@ class Settings:
             "snapshotDedupe": self.snapshot_dedupe,
             "syncIntervalSeconds": self.sync_interval_s,
         }
-
-
-def default_models_dir() -> Path:
-    """`models/baked` of the checkout this package lives in (not the current directory)."""
-    return Path(__file__).resolve().parent.parent / "models" / "baked"
 
 
 def load_settings(

@@ -25,6 +25,25 @@ MAX_TOKEN_CHARS = 40
 
 _STEMMERS = {lang: Stemmer.Stemmer(lang) for lang in ("english", "german", "russian")}
 
+# Function words carry no topic. Under rank fusion a document that shares only
+# "the" or "und" with a query would still earn a keyword rank and outrank a
+# better cross-language match, so they are dropped on both sides.
+STOP_WORDS = frozenset("""
+a about above after again all also am an and any are as at be been before being below between both but by
+can could did do does doing down during each few for from further had has have having he her here hers him
+his how i if in into is it its itself just me more most my no nor not of off on once only or other our out
+over own same she should so some such than that the their them then there these they this those through to
+too under until up very was we were what when where which while who whom why will with would you your
+aber als am an auch auf aus bei bin bis bist da damit dann das dass dem den denn der des die dies diese
+dieser dieses doch dort du durch ein eine einem einen einer eines er es etwas für hat hatte ich ihr ihre im
+in ist ja jede jedem jeden jeder kann kein keine man mich mir mit muss nach nicht noch nun nur ob oder ohne
+sich sie sind so soll über um und uns unter vom von vor war waren was weil wenn wer wie wir wird wo zu zum zur
+а без более бы был была были было быть в вам вас весь во вот все всего всех вы где да даже для до его ее
+ей ему если есть еще же за здесь и из или им их к как ко когда кто ли либо мне может мы на над надо наш не
+него нее нет ни них но ну о об однако он она они оно от очень по под при с со так также такой там те тем
+то того тоже той только том ты у уже хотя чего чей чем что чтобы чье чья эта эти это я
+""".replace("ё", "е").split())
+
 
 @lru_cache(maxsize=200_000)
 def _terms(word: str) -> tuple[str, ...]:
@@ -38,10 +57,14 @@ def _terms(word: str) -> tuple[str, ...]:
 
 
 def analyze(text: str) -> list[str]:
-    """Index terms for `text`, in order of appearance (duplicates kept for term frequency)."""
+    """Index terms for `text`, in order of appearance (duplicates kept for term frequency).
+
+    Stop words are dropped, and so a query of stop words alone has no keyword side."""
     out: list[str] = []
     for match in _WORD.finditer(text.lower().replace("ё", "е")):
         word = match.group()[:MAX_TOKEN_CHARS]
+        if word in STOP_WORDS:
+            continue
         parts = [p for p in word.split("_") if p] if "_" in word else []
         if len(parts) > 1:
             out.append(word)

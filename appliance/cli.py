@@ -1,0 +1,238 @@
+"""The `minirag` command: parse arguments, call the service, print.
+
+With no subcommand it serves MCP on stdio. Errors are translated here once:
+`error: <message>` and the hint on stderr (or the error object with --json),
+exit status 1. `status` answers even when the configuration is broken.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from typing import Annotated, Any, Iterator, Optional
+
+import typer
+
+from appliance import __version__
+from appliance.config import load_settings
+from appliance.errors import ApplianceError
+from appliance.models.cli import models_app
+
+app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None,
+                  help="Offline document search for AI agents. With no command: the MCP server on stdio.")
+app.add_typer(models_app, name="models")
+
+BaseDir = Annotated[Optional[list[str]], typer.Option("--base-dir", help="Document root (repeatable); overrides BASE_DIR/BASE_DIRS.")]
+DbPath = Annotated[Optional[str], typer.Option("--db-path", help="Index directory (DB_PATH).")]
+ModelsDir = Annotated[Optional[str], typer.Option("--models-dir", help="Baked models directory (MODELS_DIR).")]
+ModelName = Annotated[Optional[str], typer.Option("--model-name", help="Embedding model id (MODEL_NAME).")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+def _appliance(base_dir: list[str] | None, db_path: str | None, models_dir: str | None, model_name: str | None):  # type: ignore[no-untyped-def]
+    from appliance.service import Appliance
+
+    settings = load_settings(base_dirs=base_dir, db_path=db_path, models_dir=models_dir, model_name=model_name)
+    return Appliance(settings)
+
+
+def _emit(data: Any, as_json: bool, human: str | None = None) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write((human if human is not None else json.dumps(data, ensure_ascii=False, indent=2, default=str)) + "\n")
+
+
+@contextmanager
+def _reported(as_json: bool) -> Iterator[None]:
+    try:
+        yield
+    except ApplianceError as exc:
+        if as_json:
+            _emit({"error": exc.to_dict()}, True)
+        else:
+            typer.echo(f"error: {exc.message}", err=True)
+            if exc.hint:
+                typer.echo(f"hint: {exc.hint}", err=True)
+        raise typer.Exit(1) from None
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Any]:
+    """A progress bar on a terminal; silent under --json or when piped."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[path]}"), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("indexing", total=None, path="")
+
+        def update(phase: str, done: int, total: int, path: str) -> None:
+            bar.update(task, description=phase, completed=done, total=total, path=path[-60:])
+
+        yield update
+
+
+def _print_run(report: Any, as_json: bool) -> None:
+    data = report.to_dict()
+    for item in data["failed"]:
+        typer.echo(f"warn: {item['path']}: {item['reason']}", err=True)
+    human = (f"seen {data['seen']}: added {data['added']}, updated {data['updated']}, unchanged {data['unchanged']}, "
+             f"refreshed {data['refreshed']}, deleted {data['deleted']}, skipped {data['skippedCount']}, "
+             f"failed {data['failedCount']}; {data['chunks']} chunks in {data['seconds']:.1f} s")
+    _emit(data, as_json, human)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.callback(invoke_without_command=True)
+def _root(ctx: typer.Context,
+          version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False) -> None:
+    if version:
+        typer.echo(__version__)
+        raise typer.Exit(0)
+    if ctx.invoked_subcommand is None:
+        from appliance.server import serve_stdio
+
+        serve_stdio()
+
+
+@app.command()
+def serve(base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+          model_name: ModelName = None) -> None:
+    """Run the MCP server on stdio (the default with no command)."""
+    from appliance.server import serve_stdio
+
+    serve_stdio(base_dirs=base_dir, db_path=db_path, models_dir=models_dir, model_name=model_name)
+
+
+@app.command()
+def ingest(paths: Annotated[list[str], typer.Argument(help="Files or directories (recursive).")],
+           base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+           model_name: ModelName = None, as_json: AsJson = False) -> None:
+    """Index files and folders, replacing what was indexed for them."""
+    with _reported(as_json), _progress(not as_json) as progress:
+        report = _appliance(base_dir, db_path, models_dir, model_name).ingest(paths, progress=progress)
+    _print_run(report, as_json)
+
+
+@app.command()
+def sync(path: Annotated[Optional[str], typer.Argument(help="Reconcile only under this path.")] = None,
+         full: Annotated[bool, typer.Option("--full", help="Re-ingest everything in place (after a model or budget change).")] = False,
+         clean: Annotated[bool, typer.Option("--clean", help="Start from an empty index.")] = False,
+         base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+         model_name: ModelName = None, as_json: AsJson = False) -> None:
+    """Make the index equal to the files on disk."""
+    with _reported(as_json), _progress(not as_json) as progress:
+        report = _appliance(base_dir, db_path, models_dir, model_name).sync(path, full=full, clean=clean, progress=progress)
+    _print_run(report, as_json)
+
+
+@app.command()
+def query(text: Annotated[str, typer.Argument(help="What to search for.")],
+          top_k: Annotated[int, typer.Option("--top-k", help="Results to return (1-100).")] = 10,
+          scope: Annotated[Optional[str], typer.Option("--scope", help="Only under this path or source-id prefix.")] = None,
+          doc_class: Annotated[Optional[str], typer.Option("--doc-class", help="Only sources of this class.")] = None,
+          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+          model_name: ModelName = None, as_json: AsJson = False) -> None:
+    """Hybrid search over the index."""
+    with _reported(as_json):
+        result = _appliance(base_dir, db_path, models_dir, model_name).search(text, top_k=top_k, scope=scope, doc_class=doc_class)
+    lines = []
+    for n, hit in enumerate(result.results, 1):
+        where = hit["displayPath"] + (f":{hit['startLine']}" if hit.get("startLine") else "")
+        dist = "-" if hit["distance"] is None else f"{hit['distance']:.3f}"
+        lines.append(f"{n:2}. {where}  [chunk {hit['chunkIndex']}, distance {dist}]"
+                     + (f"  — {hit['title']}" if hit.get("title") else ""))
+        lines.append("    " + " ".join(hit["text"].split())[:300])
+    _emit(result.to_dict(), as_json, "\n".join(lines) or "no results")
+
+
+@app.command()
+def read(target: Annotated[Optional[str], typer.Argument(help="A file path.")] = None,
+         source: Annotated[Optional[str], typer.Option("--source", help="A data or URL source id.")] = None,
+         base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+         model_name: ModelName = None, as_json: AsJson = False) -> None:
+    """Print a whole indexed document, rebuilt from its chunks."""
+    with _reported(as_json):
+        doc = _appliance(base_dir, db_path, models_dir, model_name).read(source or target or "")
+    _emit(doc, as_json, doc["content"])
+
+
+@app.command("read-neighbors")
+def read_neighbors(file_path: Annotated[Optional[str], typer.Option("--file-path")] = None,
+                   source: Annotated[Optional[str], typer.Option("--source")] = None,
+                   chunk_index: Annotated[int, typer.Option("--chunk-index")] = 0,
+                   before: Annotated[int, typer.Option("--before")] = 2,
+                   after: Annotated[int, typer.Option("--after")] = 2,
+                   base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+                   model_name: ModelName = None, as_json: AsJson = False) -> None:
+    """Print the chunks before and after one chunk."""
+    with _reported(as_json):
+        out = _appliance(base_dir, db_path, models_dir, model_name).read_neighbors(
+            source or file_path or "", chunk_index, before=before, after=after)
+    _emit(out, as_json, "\n\n".join(f"[{c['chunkIndex']}] {c['text']}" for c in out["chunks"]))
+
+
+@app.command("list")
+def list_(scope: Annotated[Optional[str], typer.Option("--scope")] = None,
+          ignored: Annotated[bool, typer.Option("--ignored", help="Also show files excluded by rules.")] = False,
+          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+          model_name: ModelName = None, as_json: AsJson = False) -> None:
+    """List every file under the roots with its state, and indexed data/URL sources."""
+    with _reported(as_json):
+        out = _appliance(base_dir, db_path, models_dir, model_name).list_files(scope=scope, include_ignored=ignored)
+    lines = []
+    for f in out["files"]:
+        extra = f" ({f['reason']})" if f.get("reason") else ""
+        ocr = f" [ocr:{f['ocrEngine']}]" if f.get("ocrEngine") else ""
+        lines.append(f"{f['state']:9} {f['filePath']}{ocr}{extra}")
+    lines += [f"{s['sourceKind']:9} {s['source']}" for s in out["sources"]]
+    _emit(out, as_json, "\n".join(lines) or "no files under the roots")
+
+
+@app.command()
+def status(base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+           model_name: ModelName = None, as_json: AsJson = False) -> None:
+    """Configuration and index health. Exits 0 even when the configuration is broken."""
+    try:
+        out = _appliance(base_dir, db_path, models_dir, model_name).status()
+    except ApplianceError as exc:
+        out = {"version": __version__, "configError": exc.to_dict()}
+    _emit(out, True)
+
+
+@app.command()
+def delete(target: Annotated[Optional[str], typer.Argument(help="A file path.")] = None,
+           source: Annotated[Optional[str], typer.Option("--source", help="A data or URL source id.")] = None,
+           base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+           model_name: ModelName = None, as_json: AsJson = False) -> None:
+    """Remove a document from the index (the file on disk is untouched)."""
+    with _reported(as_json):
+        out = _appliance(base_dir, db_path, models_dir, model_name).delete(source or target or "")
+    _emit(out, as_json, f"deleted {out['source']} ({out['chunksRemoved']} chunks)")
+
+
+@app.command()
+def grep(pattern: Annotated[str, typer.Argument(help="Text to find (a regular expression with --regex).")],
+         regex: Annotated[bool, typer.Option("--regex", help="Treat PATTERN as a Python regular expression.")] = False,
+         case_sensitive: Annotated[bool, typer.Option("--case-sensitive")] = False,
+         scope: Annotated[Optional[str], typer.Option("--scope", help="Only under this path.")] = None,
+         max_results: Annotated[int, typer.Option("--max-results", help="At most this many lines (1-500).")] = 100,
+         base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+         model_name: ModelName = None, as_json: AsJson = False) -> None:
+    """Exact-match search over the text files the index covers: file, line number, line."""
+    with _reported(as_json):
+        out = _appliance(base_dir, db_path, models_dir, model_name).grep(
+            pattern, regex=regex, case_sensitive=case_sensitive, scope=scope, max_results=max_results).to_dict()
+    lines = [f"{hit['filePath']}:{hit['lineNumber']}: {hit['line']}" for hit in out["matches"]]
+    if out["truncated"] or out["stopped"]:
+        lines.append(f"(stopped early: {out['stopped'] or 'max results reached'})")
+    _emit(out, as_json, "\n".join(lines) or "no matches")
+
+
+def main() -> None:
+    app()

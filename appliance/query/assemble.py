@@ -1,0 +1,81 @@
+"""Fused candidates -> the response: hits, each parent section once, citations."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from appliance.ingest.chunk import section_text
+from appliance.query.hybrid import Candidate
+from appliance.records import Chunk
+
+HIT_COLUMNS = ["id", "source_id", "source_kind", "root", "path", "chunk_index", "text", "body_start",
+               "title", "parent_id", "heading", "start_line", "end_line", "doc_class", "ocr_engine",
+               "snapshot_date", "also_unchanged_on"]
+SECTION_COLUMNS = ["source_id", "parent_id", "chunk_index", "text", "body_start", "heading",
+                   "start_line", "end_line"]
+
+
+def row_to_chunk(row: dict[str, Any]) -> Chunk:
+    """Rebuild the chunker's record from a stored row (section ordinal is not needed here)."""
+    return Chunk(index=int(row["chunk_index"]), section=0, text=row["text"],
+                 body_start=int(row.get("body_start") or 0), start_line=row.get("start_line"),
+                 end_line=row.get("end_line"), heading=row.get("heading") or "")
+
+
+def hit_dict(row: dict[str, Any], *, distance: float | None = None, score: float | None = None) -> dict[str, Any]:
+    """One chunk as the tools and `--json` show it."""
+    is_file = row["source_kind"] == "file"
+    out: dict[str, Any] = {
+        "filePath": row["source_id"] if is_file else None,
+        "source": row["source_id"],
+        "sourceKind": row["source_kind"],
+        "displayPath": row["path"],
+        "title": row["title"] or None,
+        "chunkIndex": int(row["chunk_index"]),
+        "text": row["text"],
+        "parentId": row["parent_id"],
+        "heading": row["heading"] or None,
+        "startLine": row.get("start_line"),
+        "endLine": row.get("end_line"),
+        "docClass": row.get("doc_class") or None,
+    }
+    if score is not None:
+        out["score"] = round(score, 6)
+        out["distance"] = None if distance is None else round(distance, 6)
+    if row.get("snapshot_date"):
+        out["snapshotDate"] = row["snapshot_date"]
+        out["alsoUnchangedOn"] = list(row.get("also_unchanged_on") or [])
+    return out
+
+
+@dataclass
+class SearchResult:
+    query: str
+    results: list[dict[str, Any]] = field(default_factory=list)
+    parents: dict[str, str] = field(default_factory=dict)
+    sources: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"query": self.query, "results": self.results, "parents": self.parents,
+                "sources": self.sources}
+
+
+def assemble(query: str, hits: Sequence[Candidate], section_rows: Sequence[dict[str, Any]]) -> SearchResult:
+    """Hits in fused order; `parents` maps each parentId to its section text once."""
+    by_parent: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in section_rows:
+        by_parent[row["parent_id"]].append(row)
+    parents = {}
+    for pid, rows in by_parent.items():
+        rows.sort(key=lambda r: r["chunk_index"])
+        parents[pid] = section_text([row_to_chunk(r) for r in rows])
+    results, sources, seen = [], [], set()
+    for hit in hits:
+        results.append(hit_dict(hit.row, distance=hit.distance, score=hit.score))
+        if hit.row["source_id"] not in seen:
+            seen.add(hit.row["source_id"])
+            sources.append({"source": hit.row["source_id"], "displayPath": hit.row["path"],
+                            "title": hit.row["title"] or None, "sourceKind": hit.row["source_kind"]})
+    wanted = {h.row["parent_id"] for h in hits}
+    return SearchResult(query, results, {k: v for k, v in parents.items() if k in wanted}, sources)

@@ -1,0 +1,601 @@
+"""The one service layer: every operation the CLI and the MCP server offer.
+
+Adapters build `Settings` once, construct `Appliance(settings)`, call a method
+and render its result; they never rank, resolve paths or validate themselves.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from appliance import __version__
+from appliance.config import TOP_K_CAP, Settings
+from appliance.embed import Embedder, load_spec
+from appliance.errors import (ApplianceError, ConfigError, IndexMismatch, InvalidArgument, NotFound,
+                              UnsupportedFile)
+from appliance.ingest import convert
+from appliance.ingest.ocr import OcrConfig, ocr_status
+from appliance.ingest.chunk import SCHEME_VERSION, chunk_document, reconstruct
+from appliance.ingest.discover import FoundFile, Skipped, contained_root, resolve_in_roots, walk
+from appliance.ingest.isolate import ConvertPool
+from appliance.keywords import keywords_field, query_terms
+from appliance.locking import lock_holder, sync_lock
+from appliance.query.assemble import HIT_COLUMNS, SECTION_COLUMNS, SearchResult, assemble, hit_dict, row_to_chunk
+from appliance.query.hybrid import cap_distance, cap_files, fuse, group_cut
+from appliance.records import Chunk, Converted
+from appliance.store import Identity, Index, SourceRow, in_list, sql_str
+
+Progress = Callable[[str, int, int, str], None]
+"""progress(phase, done, total, current_path)"""
+
+EMBED_BATCH_CHUNKS = 128
+LAST_SYNC_FILE = "last_sync.json"
+MAX_QUERY_CHARS = 4000
+MAX_SOURCE_ID_CHARS = 1024
+DEFAULT_BUDGET = 256
+RESERVED_TOKENS = 16
+"""Room in the model window beyond the budget: special tokens and the passage prefix."""
+
+
+@dataclass
+class RunReport:
+    """What an ingest or sync did; counts add up to what it saw."""
+
+    seen: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    refreshed: int = 0
+    deleted: int = 0
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    failed: list[dict[str, str]] = field(default_factory=list)
+    chunks: int = 0
+    seconds: float = 0.0
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seen": self.seen, "added": self.added, "updated": self.updated,
+                "unchanged": self.unchanged, "refreshed": self.refreshed, "deleted": self.deleted,
+                "skippedCount": len(self.skipped), "failedCount": len(self.failed),
+                "skipped": self.skipped, "failed": self.failed, "chunks": self.chunks,
+                "seconds": round(self.seconds, 3), "startedAt": self.started_at}
+
+
+def content_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def source_key(source_id: str) -> str:
+    return hashlib.sha1(source_id.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+class Appliance:
+    """Index, search and read documents under the configured roots."""
+
+    def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
+        self.settings = settings
+        self.spec = embedder.spec if embedder is not None else load_spec(settings.model_name, settings.models_dir)
+        self._embedder = embedder
+        self._embedder_lock = threading.Lock()
+        self.index = Index(settings.db_path, self.spec.dim)
+
+    # ---- shared pieces -------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        """Loaded on first use, once, so the server starts without the model."""
+        if self._embedder is None:
+            with self._embedder_lock:
+                if self._embedder is None:
+                    self._embedder = Embedder(self.spec, self.settings.models_dir,
+                                              threads=self.settings.embed_threads)
+        return self._embedder
+
+    @property
+    def budget(self) -> int:
+        budget = self.settings.chunk_token_budget or DEFAULT_BUDGET
+        window = self.spec.max_seq_length - RESERVED_TOKENS
+        if not 16 <= budget <= window:
+            raise ConfigError(f"CHUNK_TOKEN_BUDGET must be between 16 and {window} for {self.spec.id}, not {budget}")
+        return budget
+
+    def identity(self) -> Identity:
+        return Identity(model_id=self.spec.id, dim=self.spec.dim, scheme=SCHEME_VERSION, budget=self.budget)
+
+    def identity_problem(self) -> str | None:
+        """Why the index cannot be used with the current model/budget, or None."""
+        stored = self.index.read_identity()
+        if stored is None:
+            return None
+        current = self.identity()
+        if (stored.model_id, stored.dim) != (current.model_id, current.dim):
+            return (f"The index at {self.settings.db_path} was built with {stored.model_id} ({stored.dim} dims), "
+                    f"not the configured {current.model_id} ({current.dim} dims)")
+        if stored.budget != current.budget:
+            return (f"The index at {self.settings.db_path} was cut with a {stored.budget}-token budget, "
+                    f"not the configured {current.budget}")
+        return None
+
+    def _require_identity(self) -> None:
+        problem = self.identity_problem()
+        if problem:
+            raise IndexMismatch(problem)
+
+    def ocr_config(self) -> OcrConfig:
+        return OcrConfig(languages=self.settings.ocr_languages,
+                                 min_chars_per_page=self.settings.ocr_min_chars_per_page)
+
+    def extensions(self) -> frozenset[str]:
+        name, _hint = ocr_status(self.ocr_config())
+        images = convert.IMAGE_EXTENSIONS if name != "unavailable" else frozenset()
+        return convert.SUPPORTED_EXTENSIONS | images
+
+    def resolve(self, path: str | Path, *, require_absolute: bool = False, must_exist: bool = True) -> tuple[Path, Path]:
+        return resolve_in_roots(path, self.settings.roots, require_absolute=require_absolute, must_exist=must_exist)
+
+    def _pool(self) -> ConvertPool:
+        return ConvertPool(workers=self.settings.convert_workers, timeout_s=self.settings.convert_timeout_s,
+                           memory_bytes=self.settings.convert_memory_mb * 1024 * 1024,
+                           ocr=self.ocr_config(), max_file_size=self.settings.max_file_size)
+
+    # ---- writing -------------------------------------------------------------
+    def ingest(self, paths: Sequence[str | Path], *, require_absolute: bool = False,
+               progress: Progress | None = None) -> RunReport:
+        """Index the named files and everything under the named directories, replacing old content."""
+        report = RunReport()
+        files: list[FoundFile] = []
+        for raw in paths:
+            target, root = self.resolve(raw, require_absolute=require_absolute)
+            if target.is_dir():
+                for item in walk(self.settings.roots, self.extensions(), under=target):
+                    self._collect(item, files, report)
+            else:
+                if target.suffix.lower() not in self.extensions():
+                    raise UnsupportedFile(f"Cannot index {target}: the extension {target.suffix or '(none)'} is not supported",
+                                          hint="Supported: " + " ".join(sorted(self.extensions())))
+                st = target.stat()
+                files.append(FoundFile(target, root, st.st_size, st.st_mtime_ns))
+        report.seen = len(files) + len(report.skipped)
+        self._check_writable_identity()
+        self._index_files(files, report, progress, known={}, force=True)
+        return self._finish(report)
+
+    def sync(self, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
+             progress: Progress | None = None) -> RunReport:
+        """Make the index equal to the files on disk (under `path`, when given)."""
+        with sync_lock(self.settings.db_path):
+            report = RunReport()
+            under = None
+            if path is not None:
+                under, _root = self.resolve(path)
+            if clean:
+                self.index.drop_all()
+            elif not full:
+                self._check_writable_identity()
+            files: list[FoundFile] = []
+            for item in walk(self.settings.roots, self.extensions(), under=under):
+                self._collect(item, files, report)
+            report.seen = len(files) + len(report.skipped)
+            known = {s.source_id: s for s in self.index.source_rows("source_kind = 'file'")}
+            if under is not None:
+                known = {k: v for k, v in known.items() if Path(k) == under or Path(k).is_relative_to(under)}
+            on_disk = {str(f.path) for f in files} | {s["path"] for s in report.skipped}
+            gone = [sid for sid in known if sid not in on_disk]
+            if gone:
+                self.index.delete_sources(gone)
+                report.deleted = len(gone)
+            if full or clean:
+                self.index.write_identity(self.identity())
+            self._index_files(files, report, progress, known=known, force=full)
+            result = self._finish(report)
+            self._save_last_sync(result, under)
+            return result
+
+    def ingest_data(self, source_id: str, content: str, fmt: str = "markdown", *, title: str | None = None) -> RunReport:
+        """Index content the caller holds under a source id of its choosing."""
+        source_id = _valid_source_id(source_id)
+        if fmt not in ("text", "markdown", "html"):
+            raise InvalidArgument(f"format must be one of text, markdown, html, not {fmt!r}")
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidArgument("content must be non-empty text")
+        if len(content.encode("utf-8", "surrogatepass")) > self.settings.max_file_size:
+            raise InvalidArgument(f"content is larger than MAX_FILE_SIZE ({self.settings.max_file_size} bytes)")
+        self._check_writable_identity()
+        converted = convert.convert_data(content, fmt, title=title)  # type: ignore[arg-type]
+        report = RunReport(seen=1)
+        digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+        existed = bool(self.index.source_rows(f"source_id = {sql_str(source_id)}"))
+        source = SourceRow(source_id=source_id, source_kind="data", path=source_id, content_hash=digest,
+                           size=len(content))
+        self._write_batch([(source, converted)], report)
+        report.added, report.updated = (0, 1) if existed else (1, 0)
+        self.index.refresh_indexes()
+        return self._finish(report)
+
+    def delete(self, target: str, *, require_absolute: bool = False) -> dict[str, Any]:
+        """Remove a file, data item or URL item from the index (never from disk)."""
+        source_id = self._source_id_for(target, require_absolute=require_absolute)
+        rows = self.index.source_rows(f"source_id = {sql_str(source_id)}")
+        chunks = self.index.count_chunks(f"source_id = {sql_str(source_id)}")
+        if not rows and not chunks:
+            raise NotFound(f"Nothing indexed for {source_id}", hint="`minirag list` shows what is indexed.")
+        self.index.delete_sources([source_id])
+        return {"source": source_id, "deleted": True, "chunksRemoved": chunks}
+
+    def _collect(self, item: FoundFile | Skipped, files: list[FoundFile], report: RunReport) -> None:
+        if isinstance(item, FoundFile):
+            files.append(item)
+        else:
+            report.skipped.append({"path": str(item.path), "code": item.code, "reason": item.reason})
+
+    def _check_writable_identity(self) -> None:
+        problem = self.identity_problem()
+        if problem:
+            raise IndexMismatch(problem)
+        if self.index.read_identity() is None:
+            self.index.write_identity(self.identity())
+
+    def _index_files(self, files: Sequence[FoundFile], report: RunReport, progress: Progress | None,
+                     *, known: dict[str, SourceRow], force: bool) -> None:
+        """Convert (in worker processes) while embedding and writing earlier files."""
+        todo: list[tuple[FoundFile, str]] = []
+        for f in files:
+            old = known.get(str(f.path))
+            fresh = (old is not None and not old.error_code and old.scheme == SCHEME_VERSION
+                     and old.model_id == self.spec.id)
+            if not force and fresh and old.mtime_ns == f.mtime_ns and old.size == f.size:
+                report.unchanged += 1
+                continue
+            try:
+                digest = content_hash(f.path)
+            except OSError as exc:
+                report.failed.append({"path": str(f.path), "code": "unreadable", "reason": exc.strerror or str(exc)})
+                continue
+            if not force and fresh and old.content_hash == digest:
+                self.index.record_sources([_replace_stat(old, f)])
+                report.refreshed += 1
+                continue
+            if not force and old is not None and old.error_code and old.content_hash == digest \
+                    and old.mtime_ns == f.mtime_ns:
+                report.failed.append({"path": str(f.path), "code": old.error_code, "reason": old.error})
+                continue
+            todo.append((f, digest))
+        if not todo:
+            return
+        total = len(todo)
+        by_path = {f.path: (f, digest) for f, digest in todo}
+        batch: list[tuple[SourceRow, Converted]] = []
+        batch_chunks = 0
+        with self._pool() as pool:
+            for done, (path, result) in enumerate(pool.imap([f.path for f, _ in todo]), start=1):
+                f, digest = by_path[path]
+                old = known.get(str(path))
+                source = SourceRow(source_id=str(path), source_kind="file", root=str(f.root), path=f.display,
+                                   content_hash=digest, mtime_ns=f.mtime_ns, size=f.size)
+                if isinstance(result, ApplianceError):
+                    self.index.replace_sources([_failed(source, result)], [])
+                    report.failed.append({"path": str(path), "code": result.code, "reason": result.message})
+                else:
+                    batch.append((source, result))
+                    batch_chunks += max(1, len(result.markdown) // 1000)
+                    if old is None:
+                        report.added += 1
+                    else:
+                        report.updated += 1
+                if batch_chunks >= EMBED_BATCH_CHUNKS:
+                    self._write_batch(batch, report)
+                    batch, batch_chunks = [], 0
+                if progress:
+                    progress("index", done, total, str(path))
+            self._write_batch(batch, report)
+        self.index.refresh_indexes()
+
+    def _write_batch(self, batch: list[tuple[SourceRow, Converted]], report: RunReport) -> None:
+        """Chunk, embed and store a batch of converted documents in one write."""
+        if not batch:
+            return
+        budget = self.budget
+        embedder = self.embedder
+        sources: list[SourceRow] = []
+        rows: list[dict[str, Any]] = []
+        texts: list[str] = []
+        now = time.time()
+        for source, converted in batch:
+            chunks = chunk_document(converted.markdown, count_tokens=embedder.count_tokens, budget=budget,
+                                    title=converted.title)
+            doc_class = _doc_class(converted)
+            meta = json.dumps(converted.metadata, ensure_ascii=False, sort_keys=True)
+            key = source_key(source.source_id)
+            full = SourceRow(**{**source.__dict__, "title": converted.title or "", "scheme": SCHEME_VERSION,
+                                "model_id": self.spec.id, "chunk_count": len(chunks), "ingested_at": now,
+                                "ocr_engine": converted.ocr_engine, "doc_class": doc_class, "metadata": meta,
+                                "error_code": "", "error": ""})
+            sources.append(full)
+            for chunk in chunks:
+                texts.append(self._embedded_text(chunk, converted.title))
+                rows.append(_chunk_row(full, chunk, key, converted, meta))
+        vectors = embedder.embed_passages(texts) if texts else []
+        for row, vector in zip(rows, vectors):
+            row["vector"] = vector
+        self.index.replace_sources(sources, rows)
+        report.chunks += len(rows)
+
+    def _embedded_text(self, chunk: Chunk, title: str | None) -> str:
+        """Chunk 0 carries the title into the vector once, when it fits the window."""
+        if chunk.index != 0 or not title or title in chunk.text:
+            return chunk.text
+        text = f"# {title}\n{chunk.text}"
+        return text if self.embedder.count_tokens(text) <= self.embedder.window else chunk.text
+
+    def _finish(self, report: RunReport) -> RunReport:
+        report.seconds = time.time() - report.started_at
+        return report
+
+    def _save_last_sync(self, report: RunReport, under: Path | None) -> None:
+        data = report.to_dict() | {"finishedAt": time.time(), "scope": str(under) if under else None}
+        path = self.settings.db_path / LAST_SYNC_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), "utf-8")
+        os.replace(tmp, path)
+
+    # ---- reading ---------------------------------------------------------------
+    def search(self, query: str, *, top_k: int = 10, scope: str | None = None,
+               doc_class: str | None = None) -> SearchResult:
+        """Hybrid search: vector and BM25 in parallel, fused by weighted RRF."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidArgument("The query is empty", hint="Ask with a few words or an exact identifier.")
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidArgument(f"The query is {len(query)} characters; at most {MAX_QUERY_CHARS} are accepted")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise InvalidArgument(f"topK must be at least 1, not {top_k!r}")
+        top_k = min(top_k, TOP_K_CAP)
+        self._require_identity()
+        self.index.checkout_latest()
+        where = self._filters(scope, doc_class)
+        fetch = max(top_k * 4, 40)
+        weight = self.settings.hybrid_weight
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            keyword_future = None
+            if weight > 0.0:
+                keyword_future = pool.submit(self.index.keyword_search, query_terms(query), fetch, where, HIT_COLUMNS)
+            vector = self.embedder.embed_query(query)
+            vector_rows = self.index.vector_search(vector, fetch, where, HIT_COLUMNS)
+            keyword_rows = keyword_future.result() if keyword_future else []
+        fused = fuse(vector_rows, keyword_rows, weight)
+        fused = cap_distance(fused, self.settings.max_distance)
+        fused = group_cut(fused, self.settings.grouping)
+        hits = cap_files(fused, self.settings.max_files)[:top_k]
+        parents = sorted({h.row["parent_id"] for h in hits})
+        section_rows = self.index.chunk_rows(in_list("parent_id", parents), SECTION_COLUMNS) if parents else []
+        return assemble(query, hits, section_rows)
+
+    def _filters(self, scope: str | None, doc_class: str | None) -> str | None:
+        clauses = []
+        if scope:
+            clauses.append(self._scope_clause(scope))
+        if doc_class:
+            known = {s.doc_class for s in self.index.source_rows()} | {"note"}
+            if doc_class not in known:
+                raise InvalidArgument(f"Unknown doc class {doc_class!r}",
+                                      hint="Known classes: " + ", ".join(sorted(known)))
+            clauses.append(f"doc_class = {sql_str(doc_class)}")
+        return " AND ".join(f"({c})" for c in clauses) or None
+
+    def _scope_clause(self, scope: str) -> str:
+        """A path prefix that stops at a separator: /docs/proj never matches /docs/project-x."""
+        if not isinstance(scope, str) or not scope.strip() or "\x00" in scope:
+            raise InvalidArgument("scope must be a non-empty path or source-id prefix")
+        if scope.startswith("/") or scope.startswith("~"):
+            path = Path(os.path.normpath(Path(scope).expanduser()))
+            if contained_root(path, self.settings.roots) is None and contained_root(path.resolve(), self.settings.roots) is None \
+                    and not any(r.is_relative_to(path) for r in self.settings.roots):
+                raise InvalidArgument(f"scope {scope!r} is outside the configured document roots")
+            prefix = str(path)
+        else:
+            prefix = scope.rstrip("/") or scope
+        prefix = prefix.rstrip("/") if len(prefix) > 1 else prefix
+        return f"source_id = {sql_str(prefix)} OR starts_with(source_id, {sql_str(prefix + '/')})"
+
+    def read(self, target: str, *, require_absolute: bool = False) -> dict[str, Any]:
+        """A whole document rebuilt from its chunks (no repeated breadcrumbs or headers)."""
+        source_id = self._source_id_for(target, require_absolute=require_absolute)
+        rows = self.index.chunk_rows(f"source_id = {sql_str(source_id)}", HIT_COLUMNS)
+        if not rows:
+            raise NotFound(f"Nothing indexed for {source_id}",
+                           hint="Run `minirag sync` (or ingest the file) first; `minirag list` shows what is indexed.")
+        rows.sort(key=lambda r: r["chunk_index"])
+        return {"source": source_id, "sourceKind": rows[0]["source_kind"], "displayPath": rows[0]["path"],
+                "title": rows[0]["title"] or None, "chunkCount": len(rows),
+                "content": reconstruct([row_to_chunk(r) for r in rows])}
+
+    def read_neighbors(self, target: str, chunk_index: int, *, before: int = 2, after: int = 2,
+                       require_absolute: bool = False) -> dict[str, Any]:
+        """The chunks around one hit, in document order."""
+        for name, value, cap in (("chunkIndex", chunk_index, 10**9), ("before", before, 50), ("after", after, 50)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= cap:
+                raise InvalidArgument(f"{name} must be an integer from 0 to {cap}, not {value!r}")
+        source_id = self._source_id_for(target, require_absolute=require_absolute)
+        where = (f"source_id = {sql_str(source_id)} AND chunk_index >= {chunk_index - before} "
+                 f"AND chunk_index <= {chunk_index + after}")
+        rows = self.index.chunk_rows(where, HIT_COLUMNS)
+        if not any(r["chunk_index"] == chunk_index for r in rows):
+            raise NotFound(f"{source_id} has no chunk {chunk_index}")
+        return {"source": source_id, "chunkIndex": chunk_index,
+                "chunks": [hit_dict(r) for r in sorted(rows, key=lambda r: r["chunk_index"])]}
+
+    def _source_id_for(self, target: str, *, require_absolute: bool) -> str:
+        """A file path (resolved and contained) or a data/url source id, as stored."""
+        if not isinstance(target, str) or not target.strip():
+            raise InvalidArgument("Name a file path or a source id")
+        looks_like_path = target.startswith(("/", "~", ".")) or os.sep in target and "://" not in target
+        if looks_like_path or not require_absolute and Path(target).exists():
+            path, _root = self.resolve(target, require_absolute=require_absolute, must_exist=False)
+            return str(path)
+        return _valid_source_id(target)
+
+    def list_files(self, *, scope: str | None = None, include_ignored: bool = False) -> dict[str, Any]:
+        """Every file under the roots with its state, plus indexed data and URL sources."""
+        under = self.resolve(scope, must_exist=True)[0] if scope else None
+        known = {s.source_id: s for s in self.index.source_rows()}
+        files = []
+        for item in walk(self.settings.roots, self.extensions(), under=under, report_skips=include_ignored):
+            if isinstance(item, Skipped):
+                files.append({"filePath": str(item.path), "state": item.code, "reason": item.reason})
+                continue
+            old = known.pop(str(item.path), None)
+            files.append(_file_state(item, old))
+        others = []
+        for s in known.values():
+            if s.source_kind == "file":
+                if under is None or Path(s.source_id).is_relative_to(under):
+                    files.append({"filePath": s.source_id, "state": "missing", "chunkCount": s.chunk_count,
+                                  "reason": "indexed, but no longer on disk; the next sync removes it"})
+            else:
+                others.append({"source": s.source_id, "sourceKind": s.source_kind, "title": s.title or None,
+                               "chunkCount": s.chunk_count, "ingestedAt": s.ingested_at})
+        return {"files": files, "sources": others}
+
+    def status(self) -> dict[str, Any]:
+        """Configuration and index health; never raises for a broken index."""
+        out: dict[str, Any] = {"version": __version__, "config": self.settings.describe()}
+        name, hint = ocr_status(self.ocr_config())
+        out["ocr"] = name
+        if hint:
+            out["ocrHint"] = hint
+        out["model"] = {"id": self.spec.id, "dim": self.spec.dim, "maxSeqLength": self.spec.max_seq_length,
+                        "baked": (self.settings.models_dir / self.spec.dir_name / "model.onnx").is_file()}
+        try:
+            out["chunkTokenBudget"] = self.budget
+            index: dict[str, Any] = {"dbPath": str(self.settings.db_path)}
+            sources = self.index.source_rows()
+            index["sourceCount"] = sum(1 for s in sources if not s.error_code)
+            index["failedCount"] = sum(1 for s in sources if s.error_code)
+            index["chunkCount"] = self.index.count_chunks()
+            index["unindexedRows"] = self.index.unindexed_rows()
+            index["hasKeywordIndex"] = self.index.has_fts_index()
+            stale = self.index.count_chunks(f"scheme != {sql_str(SCHEME_VERSION)}") if index["chunkCount"] else 0
+            index["staleChunkCount"] = stale
+            if stale:
+                index["schemeWarning"] = (f"{stale} chunks were cut by an older chunking scheme; "
+                                          "run `minirag sync` to re-cut them")
+            identity = self.index.read_identity()
+            index["identity"] = identity.__dict__ if identity else None
+            problem = self.identity_problem()
+            if problem:
+                index["identityMismatch"] = problem
+                index["identityHint"] = IndexMismatch.hint
+            out["index"] = index
+        except ApplianceError as exc:
+            out["indexError"] = exc.to_dict()
+        holder = lock_holder(self.settings.db_path)
+        out["syncRunning"] = holder
+        last = self.settings.db_path / LAST_SYNC_FILE
+        try:
+            out["lastSync"] = json.loads(last.read_text("utf-8"))
+        except (OSError, ValueError):
+            out["lastSync"] = None
+        return out
+
+    # ---- exact match and background sync (the MCP server's grep / sync_start / sync_status) ----
+    def grep(self, pattern: str, *, regex: bool = False, case_sensitive: bool = False, scope: str | None = None,
+             max_results: int = 100) -> Any:
+        """Matching lines in the text files the indexer would index (same roots, ignore rules and extensions)."""
+        from appliance.grep import GrepFile, grep
+        from appliance.ingest.textfile import read_text
+
+        under = self.resolve(scope, must_exist=True)[0] if scope else None
+        files = (GrepFile(item.path, item.display) for item in walk(self.settings.roots, self.extensions(), under=under)
+                 if isinstance(item, FoundFile) and item.size <= self.settings.max_file_size)
+        return grep(files, pattern, is_regex=regex, case_sensitive=case_sensitive, max_results=max_results,
+                    read=lambda path: read_text(path)[0])
+
+    def sync_start(self, path: str | None = None, *, require_absolute: bool = False) -> dict[str, Any]:
+        """Start `sync(path)` in a background thread and return the job; SyncBusy while a sync holds the lock."""
+        from appliance.errors import SyncBusy
+        from appliance.jobs import SyncJobs
+
+        if path is not None:
+            self.resolve(path, require_absolute=require_absolute)
+        holder = lock_holder(self.settings.db_path)
+        if holder is not None:
+            raise SyncBusy(f"Another sync is running (pid {holder.get('pid', '?')}) on {self.settings.db_path}")
+        jobs: SyncJobs = self.__dict__.setdefault("_sync_jobs", SyncJobs())
+        return jobs.start(path, lambda progress: self.sync(path, progress=progress)).to_dict()
+
+    def sync_status(self, job_id: str) -> dict[str, Any]:
+        """A job started by sync_start in this process; NotFound for an unknown id."""
+        from appliance.jobs import SyncJobs
+
+        jobs: SyncJobs = self.__dict__.setdefault("_sync_jobs", SyncJobs())
+        return jobs.get(job_id).to_dict()
+
+
+def _valid_source_id(source_id: str) -> str:
+    if not isinstance(source_id, str) or not source_id.strip():
+        raise InvalidArgument("A source id must be a non-empty string")
+    if len(source_id) > MAX_SOURCE_ID_CHARS or any(ord(c) < 32 for c in source_id):
+        raise InvalidArgument(f"A source id must be at most {MAX_SOURCE_ID_CHARS} characters without control characters")
+    if source_id.startswith("/"):
+        raise InvalidArgument("A data source id must not start with /; that namespace belongs to files")
+    return source_id.strip()
+
+
+def _doc_class(converted: Converted) -> str:
+    meta = converted.metadata
+    kind = (meta.get("type") or "").strip().lower()
+    if kind:
+        return kind
+    tags = [t.strip().lower() for t in (meta.get("tags") or "").split(",") if t.strip()]
+    return tags[0] if tags else "note"
+
+
+def _chunk_row(source: SourceRow, chunk: Chunk, key: str, converted: Converted, meta: str) -> dict[str, Any]:
+    return {
+        "id": f"{key}:{chunk.index}", "source_id": source.source_id, "source_kind": source.source_kind,
+        "root": source.root, "path": source.path, "chunk_index": chunk.index, "text": chunk.text,
+        "body_start": chunk.body_start, "keywords": keywords_field(source.title, chunk.text),
+        "title": source.title, "parent_id": f"{key}:s{chunk.section}", "heading": chunk.heading,
+        "start_line": chunk.start_line if converted.has_lines else None,
+        "end_line": chunk.end_line if converted.has_lines else None,
+        "content_hash": source.content_hash, "mtime_ns": source.mtime_ns, "size": source.size,
+        "scheme": source.scheme, "model_id": source.model_id, "ingested_at": source.ingested_at,
+        "ocr_engine": source.ocr_engine, "doc_class": source.doc_class, "snapshot_date": None,
+        "also_unchanged_on": [], "metadata": meta,
+    }
+
+
+def _replace_stat(old: SourceRow, f: FoundFile) -> SourceRow:
+    return SourceRow(**{**old.__dict__, "mtime_ns": f.mtime_ns, "size": f.size})
+
+
+def _failed(source: SourceRow, exc: ApplianceError) -> SourceRow:
+    return SourceRow(**{**source.__dict__, "error_code": exc.code, "error": exc.message,
+                        "ingested_at": time.time()})
+
+
+def _file_state(found: FoundFile, old: SourceRow | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"filePath": str(found.path), "displayPath": found.display, "size": found.size}
+    if old is None:
+        entry["state"] = "new"
+    elif old.error_code:
+        entry |= {"state": "failed", "reason": old.error, "code": old.error_code}
+    elif old.mtime_ns != found.mtime_ns or old.size != found.size:
+        entry |= {"state": "changed", "chunkCount": old.chunk_count}
+    else:
+        entry |= {"state": "indexed", "chunkCount": old.chunk_count, "title": old.title or None,
+                  "ocrEngine": old.ocr_engine, "docClass": old.doc_class}
+    return entry

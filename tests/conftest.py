@@ -1,0 +1,58 @@
+"""Shared fixtures: settings on tmp dirs, the shared data folder, the real baked model."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from appliance.config import load_settings
+from appliance.models.manifest import default_models_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def shared_path() -> Path:
+    return Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared"))
+
+
+@pytest.fixture(scope="session")
+def shared() -> Path:
+    """../shared (or $MINIRAG_SHARED); a clear failure when it is missing — CI always has it."""
+    path = shared_path()
+    if not (path / "corpus").is_dir():
+        pytest.fail(f"shared test data is missing: {path} (set MINIRAG_SHARED to its location)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def models_dir() -> Path:
+    path = Path(os.environ.get("MODELS_DIR", default_models_dir()))
+    if not path.is_dir() or not any(path.iterdir()):
+        pytest.fail(f"no baked models in {path}: run `make models` first")
+    return path
+
+
+@pytest.fixture(scope="session")
+def real_embedder(models_dir: Path):  # type: ignore[no-untyped-def]
+    """The default multilingual model, loaded once for the whole session."""
+    from appliance.embed import Embedder, load_spec
+    from appliance.config import DEFAULT_MODEL
+
+    return Embedder(load_spec(DEFAULT_MODEL, models_dir), models_dir)
+
+
+@pytest.fixture
+def make_app(tmp_path: Path, models_dir: Path, real_embedder) -> Callable[..., object]:  # type: ignore[no-untyped-def]
+    """Build an Appliance over `docs` (default tmp_path/docs) with the real model."""
+    from appliance.service import Appliance
+
+    def build(docs: Path | None = None, **env: str):  # type: ignore[no-untyped-def]
+        docs = docs or tmp_path / "docs"
+        docs.mkdir(parents=True, exist_ok=True)
+        settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "index"),
+                                  "MODELS_DIR": str(models_dir), **env})
+        return Appliance(settings, embedder=real_embedder)
+
+    return build

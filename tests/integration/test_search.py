@@ -1,0 +1,138 @@
+"""Hybrid search end to end: real files, real model, real LanceDB."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from appliance.errors import IndexMismatch, InvalidArgument
+
+pytestmark = pytest.mark.model
+
+EN_PASSAGE = ("The quarterly maintenance window for the billing cluster starts on the first Sunday "
+              "of each quarter at 02:00 UTC and lasts four hours. During the window, invoices are queued.")
+RU_PASSAGE = ("Кошки спят большую часть дня: взрослая домашняя кошка спит от двенадцати до шестнадцати "
+              "часов в сутки, а котята ещё больше.")
+DE_PASSAGE = ("Der Antrag auf Elternzeit muss spätestens sieben Wochen vor Beginn schriftlich beim "
+              "Arbeitgeber eingereicht werden.")
+ID_PASSAGE = ("When the importer stops with ERR_ZORBLATT_7741 the upstream feed delivered a record "
+              "without a checksum; re-run the import after the feed is repaired.")
+FILLER = [
+    "Our office plants need watering twice a week, more often in summer.",
+    "The football team won the regional championship after a penalty shoot-out.",
+    "Погода в Москве в ноябре обычно холодная и пасмурная.",
+    "Die Bibliothek ist montags geschlossen und samstags bis 14 Uhr geöffnet.",
+]
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "billing-maintenance.md").write_text(f"# Billing maintenance\n\n{EN_PASSAGE}\n", "utf-8")
+    (docs / "koshki.md").write_text(f"# Сон кошек\n\n{RU_PASSAGE}\n", "utf-8")
+    (docs / "elternzeit.txt").write_text(DE_PASSAGE + "\n", "utf-8")
+    (docs / "importer-errors.md").write_text(f"# Importer\n\n{ID_PASSAGE}\n", "utf-8")
+    for n, text in enumerate(FILLER):
+        (docs / f"filler-{n}.md").write_text(text + "\n", "utf-8")
+    return docs
+
+
+def _top(result) -> str:  # type: ignore[no-untyped-def]
+    return Path(result.results[0]["source"]).name
+
+
+def test_russian_query_finds_english_passage_and_vice_versa(make_app, corpus: Path) -> None:
+    app = make_app(corpus)
+    report = app.sync()
+    assert report.ok and report.added == 8
+    assert _top(app.search("Когда начинается окно обслуживания биллинга?", top_k=3)) == "billing-maintenance.md"
+    # The vector side alone carries meaning across languages; at the default weight an
+    # English query that shares a word ("hours") with an English document lets BM25 lean
+    # towards it, which is the documented trade-off of keyword-leaning fusion.
+    vectors = make_app(corpus, RAG_HYBRID_WEIGHT="0.0")
+    assert _top(vectors.search("How many hours a day do cats sleep?", top_k=3)) == "koshki.md"
+    assert _top(app.search("When must parental leave be requested from the employer?", top_k=3)) == "elternzeit.txt"
+
+
+def test_identifier_missed_by_vectors_is_found_by_bm25(make_app, corpus: Path) -> None:
+    app = make_app(corpus)
+    app.sync()
+    keyword = app.search("ERR_ZORBLATT_7741", top_k=3)
+    assert _top(keyword) == "importer-errors.md"
+    assert "ERR_ZORBLATT_7741" in keyword.results[0]["text"]
+    vector_only = make_app(corpus, RAG_HYBRID_WEIGHT="0.0").search("ZORBLATT", top_k=10)
+    assert all(h["distance"] is not None for h in vector_only.results)
+
+
+def test_row_added_after_fts_index_is_found_by_keyword(make_app, corpus: Path) -> None:
+    app = make_app(corpus)
+    app.sync()
+    assert app.index.has_fts_index()
+    (corpus / "late.md").write_text("The password rotation code is QUUXWIDGET42 for the staging vault.\n")
+    app.ingest([str(corpus / "late.md")])
+    assert app.status()["index"]["unindexedRows"] == 0
+    keyword_only = make_app(corpus, RAG_HYBRID_WEIGHT="1.0").search("QUUXWIDGET42", top_k=3)
+    assert _top(keyword_only) == "late.md"
+    assert keyword_only.results[0]["text"].count("QUUXWIDGET42") == 1
+
+
+def test_response_carries_parents_sources_and_lines(make_app, corpus: Path) -> None:
+    app = make_app(corpus)
+    app.sync()
+    result = app.search("billing maintenance window", top_k=2)
+    hit = result.results[0]
+    assert hit["parentId"] in result.parents
+    assert EN_PASSAGE[:40] in result.parents[hit["parentId"]]
+    assert hit["startLine"] >= 1 and hit["endLine"] >= hit["startLine"]
+    assert result.sources[0]["displayPath"] == "billing-maintenance.md"
+    assert result.sources[0]["title"] == "Billing maintenance"
+
+
+def test_top_k_is_bounded_and_empty_queries_refused(make_app, corpus: Path) -> None:
+    app = make_app(corpus)
+    app.sync()
+    with pytest.raises(InvalidArgument):
+        app.search("   ")
+    with pytest.raises(InvalidArgument):
+        app.search("x", top_k=0)
+    assert len(app.search("cats", top_k=1000).results) <= 100
+
+
+def test_scope_stops_at_a_separator(make_app, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    (docs / "proj").mkdir(parents=True)
+    (docs / "project-secret").mkdir()
+    (docs / "proj" / "a.md").write_text("alpha release notes for the widget\n")
+    (docs / "project-secret" / "b.md").write_text("alpha release notes for the secret widget\n")
+    app = make_app(docs)
+    app.sync()
+    scoped = app.search("alpha release notes", scope=str(docs / "proj"))
+    assert {Path(h["source"]).parent.name for h in scoped.results} == {"proj"}
+
+
+def test_sync_removes_deleted_and_skips_unchanged(make_app, corpus: Path) -> None:
+    app = make_app(corpus)
+    app.sync()
+    (corpus / "filler-0.md").unlink()
+    again = app.sync()
+    assert again.deleted == 1 and again.unchanged == 7 and again.added == 0
+    assert all(Path(h["source"]).name != "filler-0.md" for h in app.search("office plants watering").results)
+
+
+def test_changed_model_identity_refuses_queries(make_app, corpus: Path) -> None:
+    app = make_app(corpus)
+    app.sync()
+    other = make_app(corpus, CHUNK_TOKEN_BUDGET=str(app.budget // 2))
+    with pytest.raises(IndexMismatch):
+        other.search("cats")
+    assert "identityMismatch" in other.status()["index"]
+
+
+def test_read_rebuilds_document_and_neighbors_surround_a_hit(make_app, corpus: Path) -> None:
+    app = make_app(corpus)
+    app.sync()
+    doc = app.read(str(corpus / "billing-maintenance.md"))
+    assert " ".join(doc["content"].split()) == " ".join(f"# Billing maintenance\n\n{EN_PASSAGE}".split())
+    around = app.read_neighbors(str(corpus / "billing-maintenance.md"), 0, before=1, after=1)
+    assert around["chunks"][0]["chunkIndex"] == 0
