@@ -350,8 +350,6 @@ def _convert_image(path: Path, ocr: OcrConfig | None) -> Converted:
 
 def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converted, str | None]:
     """Returns the conversion and the converter's metadata title (HTML/EPUB)."""
-    from markitdown import converters as mc
-
     if ext in IMAGE_EXTENSIONS:
         return _convert_image(path, ocr), None
 
@@ -372,6 +370,7 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
 
     if ext in _ZIP_FORMATS:
         _check_zip(path, head, ext)
+    from markitdown import converters as mc  # imported only when a format needs it (~3 s)
 
     try:
         if ext in (".html", ".htm"):

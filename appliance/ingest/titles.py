@@ -48,6 +48,7 @@ GENERIC_STEM_WORDS: frozenset[str] = frozenset(
         "screenshot", "screen", "shot", "file", "draft", "final", "version", "v", "page",
         "export", "print", "output", "temp", "tmp", "test", "unnamed", "noname", "default",
         "wa", "whatsapp", "signal", "telegram", "vid", "mvimg", "snapshot", "capture",
+        "at", "am", "pm", "um", "bildschirmfoto",
         "копия", "документ", "документа", "новый", "новая", "новое", "скан", "сканирование",
         "изображение", "фото", "снимок", "экрана", "безымянный", "без", "имени", "файл",
         "черновик", "лист", "microsoft", "word", "excel",

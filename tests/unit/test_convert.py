@@ -1,0 +1,187 @@
+"""Conversion on files made here: encodings, binary data, names, sizes, front matter, pictures."""
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from appliance.errors import ConversionFailed, FileTooLarge, InvalidArgument, UnsupportedFile
+from appliance.ingest.convert import (
+    IMAGE_EXTENSIONS,
+    SUPPORTED_EXTENSIONS,
+    convert_data,
+    front_matter,
+    strip_data_images,
+    to_markdown,
+)
+from appliance.ingest.failures import BinaryContent, MislabelledFile
+from appliance.ingest.textfile import decode_text
+
+MB = 1 << 20
+
+
+def convert(path: Path):  # type: ignore[no-untyped-def]
+    return to_markdown(path, ocr=None, max_file_size=10 * MB)
+
+
+def test_extension_sets() -> None:
+    assert SUPPORTED_EXTENSIONS == {
+        ".md", ".markdown", ".txt", ".pdf", ".docx", ".pptx", ".xlsx", ".xls",
+        ".html", ".htm", ".csv", ".epub", ".ipynb", ".json",
+    }
+    assert IMAGE_EXTENSIONS == {".png", ".jpg", ".jpeg", ".tiff", ".tif", ".bmp", ".webp"}
+    assert not SUPPORTED_EXTENSIONS & IMAGE_EXTENSIONS
+
+
+# -- encodings ---------------------------------------------------------------------------
+RUSSIAN = "Однажды, в студёную зимнюю пору,\nЯ из лесу вышел; был сильный мороз.\n"
+GERMAN = "Er enthält deutsche Wörter und Sätze über Größe.\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [
+        (RUSSIAN, "cp1251"), (RUSSIAN, "cp866"), (RUSSIAN, "koi8_r"), (RUSSIAN, "utf-8"),
+        (GERMAN, "cp1252"), (GERMAN, "utf-8"),
+        (RUSSIAN + GERMAN, "utf-16-le"), (RUSSIAN + GERMAN, "utf-16-be"), (RUSSIAN, "utf-16"),
+        (RUSSIAN, "utf-8-sig"), ("名前,年齢,住所\n佐藤太郎,30,東京\n三木英子,25,大阪\n", "cp932"),
+    ],
+)
+def test_text_encodings_are_detected(tmp_path: Path, text: str, encoding: str) -> None:
+    f = tmp_path / "note.txt"
+    f.write_bytes(text.encode(encoding))
+    assert convert(f).markdown == text
+
+
+def test_short_cp1251_is_not_read_as_cjk() -> None:
+    text, enc = decode_text('{"name": "Иван", "city": "Москва"}'.encode("cp1251"))
+    assert "Москва" in text and enc == "cp1251"
+
+
+def test_nul_bytes_in_a_text_file_are_refused(tmp_path: Path) -> None:
+    f = tmp_path / "data.md"
+    f.write_bytes(b"# Title\n" + bytes(range(256)) * 20)
+    with pytest.raises(BinaryContent, match="data.md"):
+        convert(f)
+
+
+def test_lines_are_kept_one_to_one(tmp_path: Path) -> None:
+    src = "# T\r\n\r\n\r\n\r\nline five   \r\n  indented\r\n"
+    f = tmp_path / "a.md"
+    f.write_bytes(src.encode())
+    c = convert(f)
+    assert c.has_lines
+    assert c.markdown.split("\n") == src.replace("\r\n", "\n").split("\n")
+
+
+# -- names, sizes, mislabelled files ------------------------------------------------------
+def test_lock_and_dot_files_are_refused_by_name(tmp_path: Path) -> None:
+    for name in ("~$report.docx", ".hidden.md"):
+        f = tmp_path / name
+        f.write_bytes(b"x" * 162)
+        with pytest.raises(UnsupportedFile, match="lock file|hidden"):
+            convert(f)
+
+
+def test_unknown_extension(tmp_path: Path) -> None:
+    f = tmp_path / "a.exe"
+    f.write_bytes(b"MZ")
+    with pytest.raises(UnsupportedFile, match=r"\.exe"):
+        convert(f)
+
+
+def test_size_limit_before_parsing(tmp_path: Path) -> None:
+    f = tmp_path / "big.pdf"
+    f.write_bytes(b"not even a pdf" * 100)
+    with pytest.raises(FileTooLarge, match="big.pdf"):
+        to_markdown(f, ocr=None, max_file_size=100)
+
+
+def test_pdf_that_is_html(tmp_path: Path) -> None:
+    f = tmp_path / "invoice.pdf"
+    f.write_text("<!DOCTYPE html><html><body>Error 404</body></html>")
+    with pytest.raises(MislabelledFile, match=r"invoice\.pdf.*HTML"):
+        convert(f)
+
+
+def test_docx_that_is_not_a_zip(tmp_path: Path) -> None:
+    f = tmp_path / "memo.docx"
+    f.write_text("plain words")
+    with pytest.raises(ConversionFailed, match=r"memo\.docx.*zip"):
+        convert(f)
+
+
+def test_zip_bomb_docx_is_refused_before_parsing(tmp_path: Path) -> None:
+    f = tmp_path / "bomb.docx"
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("word/document.xml", b"\0" * (64 * MB))
+    with pytest.raises(ConversionFailed, match=r"bomb\.docx.*zip bomb"):
+        convert(f)
+
+
+def test_images_need_ocr(tmp_path: Path) -> None:
+    f = tmp_path / "scan.png"
+    f.write_bytes(b"\x89PNG\r\n\x1a\n")
+    with pytest.raises(UnsupportedFile, match="OCR"):
+        convert(f)
+
+
+# -- front matter and pictures -----------------------------------------------------------
+def test_front_matter_type_and_tags(tmp_path: Path) -> None:
+    src = "---\ntitle: X\ntype: runbook\ntags: [ops, 'db', \"backup\"]\n---\n# Restore\nbody\n"
+    f = tmp_path / "restore.md"
+    f.write_text(src)
+    c = convert(f)
+    assert c.metadata["type"] == "runbook"
+    assert c.metadata["tags"] == "ops,db,backup"
+    assert c.markdown == src  # the text is kept
+
+
+@pytest.mark.parametrize(
+    ("block", "tags"),
+    [("tags: a, b ,c", "a,b,c"), ("tags:\n  - one\n  - two words", "one,two words"), ("tags: []", None)],
+)
+def test_front_matter_tag_shapes(block: str, tags: str | None) -> None:
+    assert front_matter(f"---\n{block}\n---\nbody").get("tags") == tags
+
+
+def test_no_front_matter_unless_at_the_top() -> None:
+    assert front_matter("text\n---\ntype: x\n---\n") == {}
+
+
+def test_data_uri_pictures_become_their_alt_text() -> None:
+    md = (
+        "Intro ![Org chart](data:image/png;base64,iVBORw0KGgo=) after\n"
+        "![](data:image/jpeg;base64...)\n"
+        "![diagram](images/diagram.png) and ![logo](https://example.com/l.png)\n"
+        "```\n![kept](data:image/png;base64,AAAA)\n```\n"
+    )
+    out = strip_data_images(md)
+    assert "Intro Org chart after" in out
+    assert "data:image/jpeg" not in out
+    assert "![diagram](images/diagram.png)" in out and "![logo](https://example.com/l.png)" in out
+    assert "![kept](data:image/png;base64,AAAA)" in out
+
+
+# -- ingest_data ---------------------------------------------------------------------------
+def test_convert_data_html_title_from_content() -> None:
+    c = convert_data("<html><head><title>Price list</title></head><body><p>Item <b>42</b></p></body></html>", "html")
+    assert c.title == "Price list" and "Item **42**" in c.markdown
+
+
+def test_convert_data_titles_only_from_content_or_argument() -> None:
+    assert convert_data("just words", "text").title is None
+    assert convert_data("# Heading\nwords", "markdown").title == "Heading"
+    assert convert_data("# Heading\nwords", "markdown", title="Given").title == "Given"
+    assert convert_data("no heading", "markdown").title is None
+
+
+def test_convert_data_markdown_keeps_lines_and_strips_pictures() -> None:
+    c = convert_data("a\n![x](data:image/png;base64,QQ==)\nc", "markdown")
+    assert c.markdown == "a\nx\nc" and c.has_lines
+
+
+def test_convert_data_rejects_unknown_format() -> None:
+    with pytest.raises(InvalidArgument):
+        convert_data("x", "pdf")  # type: ignore[arg-type]
