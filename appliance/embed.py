@@ -152,6 +152,10 @@ class Embedder:
         """(dim,) float32, L2-normalised; the query prefix is applied here."""
         return self._embed([self.spec.query_prefix + text])[0]
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), dim) float32 for many queries at once (batched like passages)."""
+        return self._embed([self.spec.query_prefix + t for t in texts])
+
     def load(self) -> None:
         """Load tokenizer and ONNX session now instead of at first use."""
         self._ensure_model()

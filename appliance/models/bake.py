@@ -60,7 +60,8 @@ def check_baked(spec: ModelSpec, models_dir: Path, *, full: bool = True) -> Path
     """Return the baked directory of spec, raising ModelMissing / ModelCorrupt naming the file.
 
     full=True re-hashes every file; full=False (used when the embedder loads) checks
-    that every file is present with the size and manifest hash recorded at bake time.
+    that every file is present with the size and manifest hash recorded in baked.json
+    at bake time, re-hashing only files baked.json does not describe.
     """
     path = model_dir(models_dir, spec)
     if not path.is_dir():
@@ -74,11 +75,14 @@ def check_baked(spec: ModelSpec, models_dir: Path, *, full: bool = True) -> Path
     record = _read_record(path)
     for name, expected in sorted(spec.files.items()):
         file = path / name
-        if full:
+        entry = record.get("files", {}).get(name)
+        if full or entry is None:
             actual = sha256_file(file)
+        elif entry.get("size") != file.stat().st_size:
+            raise ModelCorrupt(f"Model {spec.id}: {file} has {file.stat().st_size} bytes, baked with {entry.get('size')}",
+                               hint=f"Re-bake it: {_fix(spec)}, then `minirag models verify`.")
         else:
-            entry = record.get("files", {}).get(name, {})
-            actual = entry.get("sha256") if entry.get("size") == file.stat().st_size else "size-mismatch"
+            actual = entry.get("sha256")
         if actual != expected:
             raise ModelCorrupt(f"Model {spec.id}: {file} does not match the manifest (sha256 {actual}, expected {expected})",
                                hint=f"Re-bake it: {_fix(spec)}, then `minirag models verify`.")

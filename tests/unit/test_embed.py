@@ -119,3 +119,16 @@ def test_load_spec_rejects_unknown_ids():
     assert load_spec("intfloat/multilingual-e5-small").dim == 384
     with pytest.raises(ConfigError, match="intfloat/multilingual-e5-small"):
         load_spec("intfloat/e5-huge")
+
+
+def test_embed_queries_matches_embed_query(embedder):
+    batch = embedder.embed_queries(["the cat", "dogs bark at night"])
+    np.testing.assert_allclose(batch[1], embedder.embed_query("dogs bark at night"), atol=1e-5)
+
+
+def test_truncated_file_is_caught_by_size_at_load(tmp_path):
+    spec = write_tiny_model(tmp_path)
+    path = tmp_path / spec.dir_name / "tokenizer.json"
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(ModelCorrupt, match="bytes"):
+        Embedder(spec, tmp_path).count_tokens("x")
