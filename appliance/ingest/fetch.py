@@ -112,10 +112,10 @@ def _class_refusal(ip: IPAddress) -> str | None:
             return "site-local address"
         if ip in _NAT64_LOCAL:
             return "local-use NAT64 address"
-    if ip.is_private:
-        return "private address"
     if ip.is_reserved:
         return "reserved address"
+    if ip.is_private:
+        return "private address"
     if not ip.is_global:
         return "address that is not globally routable"
     return None
