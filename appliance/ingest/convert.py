@@ -274,7 +274,8 @@ def _html_charset(data: bytes) -> str:
 
 
 def _convert_html_bytes(data: bytes, path: Path | None) -> tuple[str, str | None]:
-    from markitdown.converters import HtmlConverter, WikipediaConverter
+    from markitdown import StreamInfo
+    from markitdown.converters import BingSerpConverter, HtmlConverter, WikipediaConverter
 
     charset = _html_charset(data)
     text = keep_emphasised_spaces(data.decode(charset, errors="replace").lstrip("\ufeff"))
@@ -282,6 +283,16 @@ def _convert_html_bytes(data: bytes, path: Path | None) -> tuple[str, str | None
     # A saved MediaWiki page: take the article, not the navigation around it.
     if b'id="mw-content-text"' in raw:
         res = _run(WikipediaConverter(), io.BytesIO(raw), ".html", "utf-8")
+    elif b'id="b_results"' in raw and b"b_algo" in raw:
+        # A saved Bing results page: keep the results, decode Bing's redirect links.
+        from urllib.parse import quote
+
+        m = re.search(r"""<input[^>]*\bname=["']q["'][^>]*\bvalue=["']([^"']*)""", text) or re.search(
+            r"<title>(.*?)(?: - Search)?</title>", text, re.S
+        )
+        query = m.group(1).strip() if m else ""
+        info = StreamInfo(extension=".html", charset="utf-8", url="https://www.bing.com/search?q=" + quote(query))
+        res = BingSerpConverter().convert(io.BytesIO(raw), info)
     else:
         res = _run(HtmlConverter(), io.BytesIO(raw), ".html", "utf-8")
     return res.markdown, res.title
