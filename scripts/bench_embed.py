@@ -1,8 +1,10 @@
 #!/usr/bin/env python
 """Measure the baked embedding models: chunks/s on ~200- and ~400-token passages, RSS, query latency,
-and the cosine between models' embeddings of the same passages.
+the cosine between models' embeddings of the same passages, and (--quality N) recall@1 / MRR@10
+of N XQuAD-R questions (EN/DE/RU) against the 720-passage multilingual pool.
 
-usage: python scripts/bench_embed.py [--models ID ...] [--threads N] [--per-size N] [--models-dir DIR] [--json]
+usage: python scripts/bench_embed.py [--models ID ...] [--threads N] [--per-size N] [--quality N]
+                                    [--models-dir DIR] [--json]
 
 Each model runs in its own subprocess so peak RSS is that model's alone. Passages
 are mixed EN (scifact), DE and RU (xquad-r) text cut to the target token counts.
@@ -61,7 +63,37 @@ def build_passages(embedder, per_size: int) -> dict[int, list[str]]:
     return out
 
 
-def worker(model_id: str, models_dir: Path, threads: int, per_size: int, out_npz: Path) -> dict:
+def retrieval_quality(embedder, n_queries: int) -> dict:
+    """recall@1 and MRR@10 on xquad-r-multi-passage (each question has its passage in 3 languages)."""
+    import numpy as np
+
+    folder = EVAL / "xquad-r" / "xquad-r-multi-passage"
+    with open(folder / "corpus.jsonl", encoding="utf-8") as handle:
+        corpus = [json.loads(line) for line in handle]
+    with open(folder / "queries.jsonl", encoding="utf-8") as handle:
+        queries = [json.loads(line) for line in handle]
+    relevant: dict[str, set[str]] = {}
+    with open(folder / "qrels" / "test.tsv", encoding="utf-8") as handle:
+        next(handle)
+        for line in handle:
+            qid, did, score = line.rstrip("\n").split("\t")
+            if int(score) > 0:
+                relevant.setdefault(qid, set()).add(did)
+    step = max(1, len(queries) // n_queries)
+    queries = [q for q in queries[::step] if q["_id"] in relevant][:n_queries]
+    passages = embedder.embed_passages([d["text"] for d in corpus])
+    vectors = embedder.embed_queries([q["text"] for q in queries])
+    ids = [d["_id"] for d in corpus]
+    hits1, rr = 0, 0.0
+    for q, v in zip(queries, vectors):
+        ranked = [ids[i] for i in np.argsort(-(passages @ v))[:10]]
+        hits1 += ranked[0] in relevant[q["_id"]]
+        rr += next((1 / (r + 1) for r, d in enumerate(ranked) if d in relevant[q["_id"]]), 0.0)
+    return {"queries": len(queries), "recall_at_1": round(hits1 / len(queries), 4),
+            "mrr_at_10": round(rr / len(queries), 4)}
+
+
+def worker(model_id: str, models_dir: Path, threads: int, per_size: int, out_npz: Path, quality: int = 0) -> dict:
     import numpy as np
 
     from appliance.embed import Embedder, load_spec
@@ -90,6 +122,8 @@ def worker(model_id: str, models_dir: Path, threads: int, per_size: int, out_npz
     result["query_latency_ms_median"] = round(statistics.median(latencies), 1)
     result["query_latency_ms_max"] = round(max(latencies), 1)
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    if quality:
+        result["xquad_r_multi"] = retrieval_quality(embedder, quality)
     result["model_file_mb"] = round((embedder.models_dir / embedder.spec.dir_name / "model.onnx").stat().st_size / 1e6)
     np.savez(out_npz, **{f"s{size}": v for size, v in vectors.items()})
     return result
@@ -100,6 +134,7 @@ def main() -> int:
     parser.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--per-size", type=int, default=150, help="passages per size (two sizes)")
+    parser.add_argument("--quality", type=int, default=0, metavar="N", help="also score N XQuAD-R questions")
     parser.add_argument("--models-dir", type=Path, default=None)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -109,7 +144,7 @@ def main() -> int:
 
     models_dir = args.models_dir or Path(os.environ.get("MODELS_DIR") or default_models_dir())
     if args.worker:
-        print(json.dumps(worker(args.worker, models_dir, args.threads, args.per_size, args.out)))
+        print(json.dumps(worker(args.worker, models_dir, args.threads, args.per_size, args.out, args.quality)))
         return 0
 
     import numpy as np
@@ -120,6 +155,7 @@ def main() -> int:
             out = Path(tmp) / (model_id.replace("/", "__") + ".npz")
             proc = subprocess.run([sys.executable, __file__, "--worker", model_id, "--out", str(out),
                                    "--threads", str(args.threads), "--per-size", str(args.per_size),
+                                   "--quality", str(args.quality),
                                    "--models-dir", str(models_dir)], capture_output=True, text=True)
             if proc.returncode != 0:
                 sys.stderr.write(proc.stderr)
@@ -142,6 +178,9 @@ def main() -> int:
               f"{r['chunks_per_s_200tok']} chunks/s @200 tok, {r['chunks_per_s_400tok']} chunks/s @400 tok, "
               f"RSS after load {r['rss_after_load_mb']} MB, peak {r['peak_rss_mb']} MB, "
               f"query {r['query_latency_ms_median']} ms median ({r['query_latency_ms_max']} max)")
+        if "xquad_r_multi" in r:
+            q = r["xquad_r_multi"]
+            print(f"  XQuAD-R multi ({q['queries']} questions): recall@1 {q['recall_at_1']}, MRR@10 {q['mrr_at_10']}")
     for c in report["cosine"]:
         print(f"cosine {c['a']} vs {c['b']}: mean {c['mean']}, median {c['median']}, min {c['min']}")
     return 0

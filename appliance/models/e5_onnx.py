@@ -90,16 +90,11 @@ def _tensor_shape(name: str, shape: EncoderShape) -> tuple[int, ...]:
         return (shape.max_positions, h)
     if name == "emb.type":
         return (shape.type_vocab, h)
-    kind, _, suffix = name.rpartition(".")[0].rpartition(".")[2], None, name.rsplit(".", 1)[1]
-    if suffix == "w" and kind in ("q", "k", "v", "ao"):
-        return (h, h)
-    if suffix == "w" and kind == "fi":
-        return (ff, h)
-    if suffix == "w" and kind == "fo":
-        return (h, ff)
-    if suffix == "b" and kind == "fi":
-        return (ff,)
-    return (h,)
+    kind, suffix = name.split(".")[-2:]  # "l3.fi.w" -> ("fi", "w"); LayerNorms are (h,)
+    matrices = {"q": (h, h), "k": (h, h), "v": (h, h), "ao": (h, h), "fi": (ff, h), "fo": (h, ff)}
+    if suffix == "w" and kind in matrices:
+        return matrices[kind]
+    return (ff,) if (kind, suffix) == ("fi", "b") else (h,)
 
 
 def read_e5_image(data: bytes) -> E5Image:
