@@ -234,6 +234,8 @@ def _resolve_and_vet(
             raise UrlFetchFailed(f"Could not resolve host {host!r}: {exc.strerror or exc}") from None
         except PermissionError as exc:
             raise UrlIngestDisabled(f"URL ingestion is disabled: {exc}") from None
+        except (OSError, UnicodeError) as exc:
+            raise UrlFetchFailed(f"Could not resolve host {host!r}: {exc}") from None
     addresses: list[tuple[int, tuple]] = []
     seen: set[tuple] = set()
     for family, _type, _proto, _canon, sockaddr in infos:
