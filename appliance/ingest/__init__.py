@@ -1,0 +1,1 @@
+"""Ingest: discovery, conversion and chunking of documents."""

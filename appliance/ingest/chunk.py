@@ -334,7 +334,8 @@ def _table_context(header: str, sep: str, counter: _Counter, budget: int) -> str
     for candidate in (f"{header}\n{sep}", header):
         if counter.cached(candidate) <= cap:
             return candidate
-    cut = _fit(header, 0, len(header), cap - counter.cached(" " + _ELLIPSIS), counter, words=True)
+    cut, _ = _fit(header, 0, len(header), cap - counter.cached(" " + _ELLIPSIS), counter,
+                  words=True)
     return header[:cut].rstrip() + " " + _ELLIPSIS
 
 
@@ -435,8 +436,10 @@ def _safe_cut(text: str, pos: int, lo: int) -> int:
 
 
 def _fit(text: str, a: int, end: int, limit: int, counter: _Counter, *,
-         words: bool, sentences: bool = False) -> int:
+         words: bool, sentences: bool = False) -> tuple[int, int | None]:
     """Cut position b in (a, end] with text[a:b] within `limit` tokens, packed near full.
+
+    Returns (b, tokens of text[a:b]) with tokens None when b is not a window counted.
 
     Tries windows sized by the running chars-per-token estimate, so each call costs a
     handful of counts on budget-sized strings.  Prefers a sentence end (when asked),
@@ -444,13 +447,13 @@ def _fit(text: str, a: int, end: int, limit: int, counter: _Counter, *,
     """
     limit = max(1, limit)
     span = end - a
-    w = min(span, max(8, int(limit * counter.ratio)))
+    w = min(span, max(8, int(limit * counter.ratio * 0.95)))
     good, good_tokens, bad = 0, 0, None
     for _ in range(64):
         c = counter.count(text[a:a + w])
         if c <= limit:
             good, good_tokens = w, c
-            if w == span:
+            if w == span or c >= limit * 0.9:
                 break
             nw = min(span, int(w * min(2.0, max(1.1, limit / max(c, 1))))) if bad is None \
                 else (w + bad) // 2
@@ -467,26 +470,26 @@ def _fit(text: str, a: int, end: int, limit: int, counter: _Counter, *,
     if good_tokens:
         counter.ratio = max(0.5, min(12.0, good / good_tokens))
     if good == 0:
-        return _safe_cut(text, a + 1, a) if a + 1 < end else end
+        return (_safe_cut(text, a + 1, a) if a + 1 < end else end), None
     cut = a + good
     if cut >= end:
-        return end
+        return end, good_tokens
     if sentences:
         best = -1
         for m in _SENTENCE_END.finditer(text, a + good // 2, cut):
             best = m.end()
         if best > a:
-            return best
+            return best, None
     if text[cut].isspace():
-        return cut
+        return cut, good_tokens
     if words:
         k = cut - 1
-        lo = a
-        while k > lo and not text[k].isspace():
+        while k > a and not text[k].isspace():
             k -= 1
-        if k > lo:
-            return k
-    return _safe_cut(text, cut, a)
+        if k > a:
+            return k, None
+    safe = _safe_cut(text, cut, a)
+    return safe, good_tokens if safe == cut else None
 
 
 def _split_to_pieces(md: str, a: int, end: int, limit: int, counter: _Counter, kind: str, *,
@@ -506,11 +509,11 @@ def _split_to_pieces(md: str, a: int, end: int, limit: int, counter: _Counter, k
         if not out and first_limit is not None and first_limit >= max(4, limit // 4):
             lim = first_limit
         while True:
-            cut = _fit(md, a, end, lim, counter, words=True, sentences=sentences)
+            cut, known = _fit(md, a, end, lim, counter, words=True, sentences=sentences)
             stop = cut
             while stop > a and md[stop - 1].isspace():
                 stop -= 1
-            tokens = counter.count(md[a:stop])
+            tokens = known if known is not None and stop == cut else counter.count(md[a:stop])
             if tokens <= lim or cut - a <= 1:
                 break
             lim = max(1, lim - max(1, tokens - limit))
@@ -535,7 +538,7 @@ def _elide(parts: list[str], cap: int, counter: _Counter) -> str:
             return text
     room = cap - counter.cached(" " + _ELLIPSIS)
     if room > 0:
-        cut = _fit(full, 0, len(full), room, counter, words=True)
+        cut, _ = _fit(full, 0, len(full), room, counter, words=True)
         text = full[:cut].rstrip() + " " + _ELLIPSIS
         if counter.cached(text) <= cap:
             return text
@@ -688,15 +691,17 @@ def audit(markdown: str, chunks: Sequence[Chunk], *, count_tokens: TokenCounter,
     """
     problems: list[str] = []
     lines = LineIndex.of(markdown)
+    pos = 0
     for c in chunks:
         n = count_tokens(c.text)
         body = c.body.strip()
         code = body.startswith(("```", "~~~")) and body.endswith(body[:3]) and "\n" in body
         if n > budget and not (code and n <= CODE_BLOCK_BUDGETS * budget):
             problems.append(f"chunk {c.index} has {n} tokens, over the budget of {budget}")
-        if c.start_line is not None and body:
-            offset = markdown.find(body[:40])
-            if markdown.count(body[:40]) == 1 and lines.number_at(offset) != c.start_line:
+        offset = markdown.find(body[:40], pos)
+        if offset >= 0:
+            pos = offset + max(1, len(body))
+            if c.start_line is not None and lines.number_at(offset) != c.start_line:
                 problems.append(f"chunk {c.index} starts on line {lines.number_at(offset)}, "
                                 f"not {c.start_line}")
     if collapse_whitespace(reconstruct(chunks)) != collapse_whitespace(markdown):
@@ -710,6 +715,11 @@ def audit(markdown: str, chunks: Sequence[Chunk], *, count_tokens: TokenCounter,
         joined = collapse_whitespace("".join(c.body for c in members))
         if not collapse_whitespace(section_text(members)).endswith(joined):
             problems.append(f"section {ordinal} text does not hold its chunks' bodies")
+    by_line: dict[int, list[Chunk]] = {}
+    for c in chunks:
+        if c.start_line is not None and c.end_line is not None:
+            for number in range(c.start_line, c.end_line + 1):
+                by_line.setdefault(number, []).append(c)
     if _is_transcript(lines) is None:
         for b in parse_blocks(lines):
             if b.kind != "table":
@@ -719,7 +729,7 @@ def audit(markdown: str, chunks: Sequence[Chunk], *, count_tokens: TokenCounter,
                 continue  # repeated shortened, by design
             for i in range(b.first + 2, b.last + 1):
                 row = lines.line(i).strip()
-                holders = [c for c in chunks if row in c.body]
+                holders = [c for c in by_line.get(i + 1, ()) if row in c.body]
                 if len(holders) == 1:
                     text = holders[0].text
                     if text.find(header) == -1 or text.find(header) > text.rfind(row):
