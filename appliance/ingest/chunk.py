@@ -351,14 +351,19 @@ def _cap(md: str, label: str, parts: list[str], units: list[_Unit]) -> list[_Sec
         return u.end - (cur[0].start if cur else u.start)
 
     def add(u: _Unit) -> bool:
-        if not out[-1].units or size_with(u) <= SECTION_CHAR_CAP:
+        if size_with(u) <= SECTION_CHAR_CAP:
             out[-1].units.append(u)
             return True
         return False
 
+    def fresh(members: list[_Unit]) -> None:
+        if out[-1].units:
+            out.append(_Section(label, parts, []))
+        out[-1].units.extend(members)
+
     def push(u: _Unit) -> None:
         if not add(u):
-            out.append(_Section(label, parts, [u]))
+            fresh([u])
 
     i = 0
     while i < len(units):
@@ -371,7 +376,7 @@ def _cap(md: str, label: str, parts: list[str], units: list[_Unit]) -> list[_Sec
             if add(whole):
                 out[-1].units[-1:] = units[i:j + 1]
             elif whole.end - whole.start <= SECTION_CHAR_CAP:
-                out.append(_Section(label, parts, list(units[i:j + 1])))
+                fresh(list(units[i:j + 1]))
             else:
                 for part in units[i:j + 1]:
                     push(part)
@@ -381,7 +386,7 @@ def _cap(md: str, label: str, parts: list[str], units: list[_Unit]) -> list[_Sec
             i += 1
             continue
         if u.end - u.start <= SECTION_CHAR_CAP or u.kind not in ("text", "codesplit"):
-            out.append(_Section(label, parts, [u]))
+            fresh([u])
         else:
             for part in _cap_pieces(md, u):
                 push(part)
