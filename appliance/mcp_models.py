@@ -1,0 +1,156 @@
+"""The MCP tools' result shapes: what the output schemas promise and what clients read.
+
+Field names follow the service's dictionaries (camelCase, as on the wire).
+Every model tolerates extra fields, so a field the service grows later reaches
+clients without a schema change breaking validation on their side.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorInfo(_Out):
+    code: str = Field(description="Stable machine-readable code, e.g. invalid_argument, not_found, config_error.")
+    message: str = Field(description="One sentence: what went wrong and to what.")
+    hint: Optional[str] = Field(None, description="What to do about it.")
+
+
+class ErrorResult(BaseModel):
+    """The shape of every failed call (sent with isError set)."""
+
+    error: ErrorInfo
+
+
+class Failure(_Out):
+    path: str
+    reason: str
+    code: Optional[str] = None
+
+
+class RunReport(_Out):
+    seen: int = Field(description="Files or items looked at.")
+    added: int
+    updated: int
+    unchanged: int
+    refreshed: int = Field(0, description="Unchanged content whose file metadata was refreshed.")
+    deleted: int = 0
+    skippedCount: int = 0
+    failedCount: int = 0
+    skipped: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    chunks: int = Field(0, description="Chunks written.")
+    seconds: float = 0.0
+
+
+class SyncJob(_Out):
+    jobId: str
+    path: Optional[str] = None
+    phase: Literal["queued", "scanning", "indexing", "succeeded", "failed"]
+    filesDone: int
+    filesTotal: int
+    currentPath: Optional[str] = None
+    startedAt: float
+    finishedAt: Optional[float] = None
+    elapsedSeconds: float
+    failures: list[Failure] = Field([], description="Files that could not be indexed, with the reason.")
+    counts: Optional[dict[str, Any]] = Field(None, description="Final counts once the job has succeeded.")
+    error: Optional[ErrorInfo] = Field(None, description="Why the whole job failed (phase 'failed').")
+
+
+class Hit(_Out):
+    filePath: Optional[str] = Field(None, description="Absolute path for files; null for data/url sources.")
+    source: str
+    sourceKind: str
+    displayPath: str = Field(description="Path relative to its root (or the source id): use it in citations.")
+    title: Optional[str] = None
+    chunkIndex: int
+    text: str = Field(description="The matched passage only; the full section is parents[parentId].")
+    parentId: Optional[str] = None
+    heading: Optional[str] = None
+    startLine: Optional[int] = None
+    endLine: Optional[int] = None
+
+
+class SourceRef(_Out):
+    source: str
+    displayPath: str
+    title: Optional[str] = None
+    sourceKind: str
+
+
+class SearchResults(_Out):
+    query: str
+    results: list[Hit]
+    parents: dict[str, str] = Field(description="parentId -> the text of the section the hit sits in.")
+    sources: list[SourceRef] = []
+
+
+class Neighbors(_Out):
+    source: str
+    chunkIndex: int
+    chunks: list[Hit]
+
+
+class Document(_Out):
+    source: str
+    sourceKind: str
+    displayPath: str
+    title: Optional[str] = None
+    chunkCount: int
+    content: str = Field(description="The document as Markdown, rebuilt from its chunks.")
+
+
+class FileEntry(_Out):
+    filePath: str
+    state: str = Field(description="new, indexed, changed, failed, missing, or a skip code such as ignored.")
+    reason: Optional[str] = None
+
+
+class SourceEntry(_Out):
+    source: str
+    sourceKind: str
+    title: Optional[str] = None
+    chunkCount: int = 0
+
+
+class FileList(_Out):
+    files: list[FileEntry]
+    sources: list[SourceEntry]
+
+
+class Deleted(_Out):
+    source: str
+    deleted: bool
+    chunksRemoved: int
+
+
+class Status(_Out):
+    version: str
+    configError: Optional[ErrorInfo] = Field(None, description="Set when the configuration is invalid; "
+                                                                "every other tool refuses until it is fixed.")
+
+
+class GrepMatch(_Out):
+    filePath: str
+    displayPath: str
+    lineNumber: int
+    line: str
+
+
+class GrepResults(_Out):
+    pattern: str
+    regex: bool
+    matches: list[GrepMatch]
+    matchCount: int
+    filesSearched: int
+    truncated: bool = Field(description="True when maxResults was reached before every file was searched.")
+    stopped: Optional[Literal["deadline", "regex_timeout"]] = Field(
+        None, description="Why the scan was cut short, if it was; the matches so far are still returned.")
+    skipped: list[dict[str, str]] = []
+    seconds: float

@@ -1,0 +1,321 @@
+"""The MCP adapter: declare the tools, call the Appliance, return a model or a structured error.
+
+Startup stays cheap: `initialize` and `tools/list` never touch the service, the
+index or the model. The Appliance (LanceDB, the embedding model) is imported and
+built on the first tool call, once per process, and shared by every later call;
+calls run in worker threads so a slow search never blocks the protocol loop.
+
+Every failure reaches the client as `{"error": {code, message, hint}}` with
+isError set; nothing but protocol frames is written to stdout.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Optional
+
+import anyio
+from fastmcp import FastMCP
+from fastmcp.exceptions import ValidationError as ArgumentsInvalid
+from fastmcp.server.middleware import Middleware
+from fastmcp.tools import ToolResult
+from mcp.types import TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from appliance import __version__, mcp_models as m
+from appliance.config import Settings, load_settings
+from appliance.errors import ApplianceError, ConfigError, InvalidArgument, UrlIngestDisabled
+from appliance.instructions import build_instructions
+
+if TYPE_CHECKING:
+    from appliance.service import Appliance
+
+log = logging.getLogger("appliance.server")
+
+READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+REPLACES = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
+
+FilePath = Annotated[str, Field(min_length=1, max_length=4096,
+                                description="Absolute path of a file inside a document root.")]
+SourceId = Annotated[str, Field(min_length=1, max_length=1024,
+                                description="A data or url source id, as list_files shows it.")]
+Scope = Annotated[Optional[str], Field(None, min_length=1, max_length=4096,
+                                       description="Only under this absolute path or source-id prefix "
+                                                   "(matching stops at a '/').")]
+
+
+class Runtime:
+    """Settings and the Appliance for one server process, built on first use."""
+
+    def __init__(self, overrides: dict[str, Any] | None = None) -> None:
+        self.overrides = overrides or {}
+        self._lock = threading.Lock()
+        self._settings: Settings | None = None
+        self._settings_error: ConfigError | None = None
+        self._appliance: Appliance | None = None
+
+    def settings(self) -> Settings:
+        """The settings in effect; a broken configuration raises the same ConfigError every time."""
+        if self._settings is None and self._settings_error is None:
+            try:
+                self._settings = load_settings(**self.overrides)
+            except ConfigError as exc:
+                self._settings_error = exc
+        if self._settings_error is not None:
+            raise self._settings_error
+        assert self._settings is not None
+        return self._settings
+
+    def warm_up(self) -> None:
+        """Import the service and load the model in the background, once, so the first query is not cold."""
+        with self._lock:
+            if getattr(self, "_warming", False):
+                return
+            self._warming = True
+
+        def run() -> None:
+            try:
+                self.appliance().embedder.load()
+            except ApplianceError:
+                pass  # the first tool call reports it as a value
+            except Exception:
+                log.warning("warm-up failed; the first tool call will retry", exc_info=True)
+
+        threading.Thread(target=run, name="warm-up", daemon=True).start()
+
+    def appliance(self) -> Appliance:
+        with self._lock:
+            if self._appliance is None:
+                from appliance.service import Appliance
+
+                self._appliance = Appliance(self.settings())
+            return self._appliance
+
+
+def _result(data: dict[str, Any], *, is_error: bool = False) -> ToolResult:
+    text = json.dumps(data, ensure_ascii=False, default=str)
+    return ToolResult(content=[TextContent(type="text", text=text)], structured_content=data, is_error=is_error)
+
+
+def error_result(code: str, message: str, hint: str | None = None) -> ToolResult:
+    return _result({"error": {"code": code, "message": message, "hint": hint}}, is_error=True)
+
+
+def internal_error() -> ToolResult:
+    return error_result("internal_error", "The server hit an unexpected error; nothing about it is exposed here",
+                        "The server log (stderr) has the traceback; retrying may help if the cause was transient.")
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema(mode="serialization")
+
+
+async def _render(model: type[BaseModel], work: Callable[[], Any]) -> ToolResult:
+    """Run `work` in a worker thread; validate its result against `model`, or render its error."""
+    def run() -> dict[str, Any]:
+        out = work()
+        out = out.to_dict() if hasattr(out, "to_dict") else out
+        return model.model_validate(out).model_dump(mode="json")
+
+    try:
+        return _result(await anyio.to_thread.run_sync(run))
+    except ApplianceError as exc:
+        return _result({"error": exc.to_dict()}, is_error=True)
+    except Exception:
+        log.exception("tool call failed")
+        return internal_error()
+
+
+def _status(runtime: Runtime) -> dict[str, Any]:
+    """The service's status, or {version, configError} when the configuration cannot be used."""
+    try:
+        return runtime.appliance().status()
+    except ApplianceError as exc:
+        out: dict[str, Any] = {"version": __version__, "configError": exc.to_dict()}
+        try:
+            out["config"] = runtime.settings().describe()
+        except ConfigError:
+            pass
+        return out
+
+
+class ErrorsAsValues(Middleware):
+    """Arguments that fail the input schema, and anything that slips past a tool, become error values."""
+
+    async def on_call_tool(self, context, call_next):  # type: ignore[no-untyped-def]
+        try:
+            return await call_next(context)
+        except ArgumentsInvalid as exc:
+            return error_result("invalid_argument", _describe_invalid(exc),
+                                "Check the tool's input schema (tools/list) for names, types and bounds.")
+        except Exception as exc:
+            if type(exc).__name__ == "NotFoundError":  # an unknown tool name stays a protocol error
+                raise
+            log.error("tool %r failed outside its handler", context.message.name, exc_info=exc)
+            return internal_error()
+
+
+class WarmUpAfterListing(Middleware):
+    """Clients list tools right after the handshake; that is the moment to start loading the model."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    async def on_list_tools(self, context, call_next):  # type: ignore[no-untyped-def]
+        result = await call_next(context)
+        self.runtime.warm_up()
+        return result
+
+
+def _describe_invalid(exc: Exception) -> str:
+    cause = exc.__cause__
+    errors = getattr(cause, "errors", None)
+    if not callable(errors):
+        return "The arguments do not match the tool's input schema"
+    parts = []
+    for err in errors(include_input=False, include_url=False)[:5]:
+        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return ("Invalid arguments: " + "; ".join(parts))[:600]
+
+
+def create_server(runtime: Runtime) -> FastMCP:
+    """A FastMCP server whose tools call the Appliance that `runtime` builds."""
+    try:
+        extra = runtime.settings().instructions_extra
+    except ConfigError:
+        extra = ""
+    mcp = FastMCP("minirag", instructions=build_instructions(extra), version=__version__,
+                  mask_error_details=True, middleware=[ErrorsAsValues(), WarmUpAfterListing(runtime)])
+
+    def call(model: type[BaseModel], work: Callable[[Appliance], Any]) -> Any:
+        return _render(model, lambda: work(runtime.appliance()))
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False), output_schema=_schema(m.SyncJob))
+    async def sync_start(path: Annotated[Optional[str], Field(
+            None, min_length=1, max_length=4096,
+            description="Reconcile only under this absolute path (default: every root).")] = None) -> ToolResult:
+        """Start reconciling the index with the files on disk in the background; returns a jobId.
+
+        New and changed files are indexed, deleted ones removed. Poll sync_status with the jobId.
+        Refuses with sync_busy while another sync holds the index."""
+        return await call(m.SyncJob, lambda app: app.sync_start(path, require_absolute=True))
+
+    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.SyncJob))
+    async def sync_status(jobId: Annotated[str, Field(min_length=1, max_length=64,
+                                                      description="The jobId sync_start returned.")]) -> ToolResult:
+        """Progress of a sync job: phase, filesDone/filesTotal, per-file failures, and final counts."""
+        return await call(m.SyncJob, lambda app: app.sync_status(jobId))
+
+    @mcp.tool(annotations=WRITES, output_schema=_schema(m.RunReport))
+    async def ingest_file(filePath: FilePath) -> ToolResult:
+        """Index (or re-index) one file, replacing whatever was indexed for it before."""
+        return await call(m.RunReport, lambda app: app.ingest([filePath], require_absolute=True))
+
+    @mcp.tool(annotations=REPLACES, output_schema=_schema(m.RunReport))
+    async def ingest_data(
+            content: Annotated[str, Field(min_length=1, description="The document text.")],
+            source: Annotated[str, Field(min_length=1, max_length=1024, description=(
+                "An id of your choosing, e.g. 'meeting-2024-05'; must not start with '/'. "
+                "Ingesting the same id again replaces its content."))],
+            format: Annotated[Literal["text", "markdown", "html"], Field(description="How to read content.")] = "markdown",
+            title: Annotated[Optional[str], Field(None, max_length=500)] = None) -> ToolResult:
+        """Index text, Markdown or HTML you already hold, under a source id you choose."""
+        return await call(m.RunReport, lambda app: app.ingest_data(source, content, format, title=title))
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=True), output_schema=_schema(m.RunReport))
+    async def ingest_url(url: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://",
+                                                   description="An http(s) URL to fetch and index.")]) -> ToolResult:
+        """Fetch a web page, convert it to Markdown and index it (only when the operator enabled URL ingest)."""
+        return await call(m.RunReport, lambda app: _ingest_url(app, url))
+
+    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.SearchResults))
+    async def query_documents(
+            query: Annotated[str, Field(min_length=1, max_length=4000, description="Words, a question or an identifier.")],
+            topK: Annotated[int, Field(ge=1, le=100, description="How many passages to return.")] = 10,
+            scope: Scope = None,
+            docClass: Annotated[Optional[str], Field(None, min_length=1, max_length=100,
+                                                     description="Only sources of this class (front-matter type).")] = None,
+    ) -> ToolResult:
+        """Hybrid search (meaning plus exact keywords) over the indexed documents.
+
+        Each hit's text is the matched passage; answer from parents[hit.parentId], the whole section.
+        Cite each hit as displayPath (or title) with :startLine-endLine when present."""
+        return await call(m.SearchResults, lambda app: app.search(query, top_k=topK, scope=scope, doc_class=docClass))
+
+    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.Neighbors))
+    async def read_chunk_neighbors(
+            chunkIndex: Annotated[int, Field(ge=0, le=10**9, description="chunkIndex of a search hit.")],
+            filePath: Optional[FilePath] = None, source: Optional[SourceId] = None,
+            before: Annotated[int, Field(ge=0, le=50)] = 2, after: Annotated[int, Field(ge=0, le=50)] = 2,
+    ) -> ToolResult:
+        """The chunks just before and after one chunk of a document, in order. Give filePath or source."""
+        return await call(m.Neighbors, lambda app: app.read_neighbors(
+            _one_target(filePath, source), chunkIndex, before=before, after=after, require_absolute=True))
+
+    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.Document))
+    async def read_file(filePath: Optional[FilePath] = None, source: Optional[SourceId] = None) -> ToolResult:
+        """A whole indexed document as Markdown, rebuilt from its chunks. Give filePath or source."""
+        return await call(m.Document, lambda app: app.read(_one_target(filePath, source), require_absolute=True))
+
+    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.FileList))
+    async def list_files(scope: Scope = None) -> ToolResult:
+        """Every file under the document roots with its state, plus the indexed data and url sources."""
+        return await call(m.FileList, lambda app: app.list_files(scope=scope))
+
+    @mcp.tool(annotations=REPLACES, output_schema=_schema(m.Deleted))
+    async def delete_file(filePath: Optional[FilePath] = None, source: Optional[SourceId] = None) -> ToolResult:
+        """Remove a file, data item or url item from the index; the file on disk is never touched."""
+        return await call(m.Deleted, lambda app: app.delete(_one_target(filePath, source), require_absolute=True))
+
+    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.GrepResults))
+    async def grep(
+            pattern: Annotated[str, Field(min_length=1, max_length=1000, description="Text (or a regex) to find.")],
+            regex: Annotated[bool, Field(description="Treat pattern as a Python regular expression.")] = False,
+            caseSensitive: bool = False, scope: Scope = None,
+            maxResults: Annotated[int, Field(ge=1, le=500)] = 100) -> ToolResult:
+        """Exact-match search over the text files under the roots (same files and ignore rules as the index).
+
+        Returns file, line number and line. Use it for identifiers and error codes; bounded in count and time."""
+        return await call(m.GrepResults, lambda app: app.grep(pattern, regex=regex, case_sensitive=caseSensitive,
+                                                                scope=scope, max_results=maxResults))
+
+    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.Status))
+    async def status() -> ToolResult:
+        """Configuration and index health: roots, model, counts, stale chunks, a running sync.
+
+        Answers even when the configuration is broken (then with configError)."""
+        return await _render(m.Status, lambda: _status(runtime))
+
+    return mcp
+
+
+def _one_target(file_path: str | None, source: str | None) -> str:
+    if (file_path is None) == (source is None):
+        raise InvalidArgument("Give exactly one of filePath or source")
+    return file_path if file_path is not None else source  # type: ignore[return-value]
+
+
+def _ingest_url(app: Appliance, url: str) -> Any:
+    if not app.settings.allow_url_ingest:
+        raise UrlIngestDisabled(f"URL ingest is disabled on this server, so {url} was not fetched")
+    ingest_url = getattr(app, "ingest_url", None)  # the fetcher (appliance/ingest/fetch.py) plugs in here
+    if ingest_url is None:
+        raise UrlIngestDisabled("URL ingest is enabled, but this build has no URL fetcher yet",
+                                hint="Ingest the page's text with ingest_data instead.")
+    return ingest_url(url)
+
+
+def serve_stdio(*, base_dirs: list[str] | None = None, db_path: str | None = None,
+                models_dir: str | None = None, model_name: str | None = None) -> None:
+    """Serve MCP on stdin/stdout until the client disconnects. Logs go to stderr only."""
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    overrides = {"base_dirs": base_dirs, "db_path": db_path, "models_dir": models_dir, "model_name": model_name}
+    server = create_server(Runtime(overrides))
+    # While serving, the SDK points fd 1 at stderr and writes frames to a private
+    # duplicate, so stray print()s from libraries or child processes miss the wire.
+    server.run(transport="stdio", show_banner=False)
