@@ -1,0 +1,173 @@
+"""ConvertPool against hostile files: one named error each, the pool keeps working, memory bounded."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from appliance.errors import ApplianceError, ConversionFailed, FileTooLarge, UnsupportedFile
+from appliance.ingest.failures import (
+    BinaryContent,
+    ConversionMemoryLimit,
+    ConversionTimeout,
+    ImageTooLarge,
+    MislabelledFile,
+    WorkerCrashed,
+)
+from appliance.ingest.isolate import ConvertPool
+from appliance.ingest.ocr import OcrConfig
+from appliance.records import Converted
+
+MB = 1 << 20
+MEMORY = 900 * MB  # address space per worker: ~480 MB is mapped by the imports alone
+
+
+class PeakRss:
+    """Samples the workers' resident memory (VmRSS) every 50 ms and keeps the maximum."""
+
+    def __init__(self, pool: ConvertPool) -> None:
+        self.pool, self.peak_kb, self._stop = pool, 0, threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for pid in self.pool.worker_pids():
+                for kid in [pid, *_children(pid)]:
+                    self.peak_kb = max(self.peak_kb, _rss_kb(kid))
+            time.sleep(0.05)
+
+    def __enter__(self) -> "PeakRss":
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join()
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except OSError:
+        return []
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from PIL import Image
+
+    d = tmp_path_factory.mktemp("hostile")
+    with zipfile.ZipFile(d / "bomb.docx", "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", "<Types/>")
+        z.writestr("word/document.xml", b"\0" * (1200 * MB))
+    (d / "binary.md").write_bytes(os.urandom(2048) + b"\0" * 64)
+    (d / "report.pdf").write_text("<!DOCTYPE html><html><body><h1>Not found</h1></body></html>")
+    (d / "memo.docx").write_text("I am not a zip file")
+    (d / "~$memo.docx").write_bytes(b"\x05owner" + b"\0" * 156)
+    (d / ".secret.md").write_text("# hidden\n")
+    Image.new("1", (12000, 12000)).save(d / "poster.png")  # 144 MP, 18 KB on disk
+    (d / "huge.txt").write_bytes(b"a" * (21 * MB))  # over the pool's MAX_FILE_SIZE
+    (d / "deep.html").write_text("<html><body>" + "<div><span>x" * 200_000 + "</body></html>")
+    with open(d / "wide.csv", "w") as f:  # ~15 MB that takes > 900 MB to turn into a table
+        for i in range(120_000):
+            f.write(f"{i}," + "abc def ghi," * 10 + "\n")
+    for i in range(3):
+        (d / f"good{i}.md").write_text(f"# Good {i}\n\nплавающие строки {i}\n")
+    return d
+
+
+EXPECT: dict[str, type[ApplianceError] | tuple[type[ApplianceError], ...]] = {
+    "bomb.docx": ConversionFailed,
+    "binary.md": BinaryContent,
+    "report.pdf": MislabelledFile,
+    "memo.docx": MislabelledFile,
+    "~$memo.docx": UnsupportedFile,
+    ".secret.md": UnsupportedFile,
+    "poster.png": ImageTooLarge,
+    "huge.txt": FileTooLarge,
+    # MemoryError inside Python is reported as such; a C parser that dies on a failed malloc is a
+    # crash whose message still points at the memory limit.
+    "wide.csv": (ConversionMemoryLimit, WorkerCrashed),
+}
+
+
+def test_hostile_folder_one_named_error_each(hostile: Path) -> None:
+    names = ["good0.md", *EXPECT, "good1.md", "good2.md"]
+    with ConvertPool(workers=2, timeout_s=180, memory_bytes=MEMORY, ocr=OcrConfig(), max_file_size=20 * MB) as pool:
+        with PeakRss(pool) as peak:
+            results = list(pool.imap(hostile / n for n in names))
+        # the pool still works after all of it
+        assert pool.convert(hostile / "good0.md").title == "Good 0"
+    assert [p.name for p, _ in results] == names  # input order
+    for path, res in results:
+        if path.name.startswith("good"):
+            assert isinstance(res, Converted) and res.has_lines, res
+            continue
+        assert isinstance(res, EXPECT[path.name]), (path.name, res)
+        assert path.name in str(res), res  # every error names its file
+        assert res.code and res.message
+    assert "zip bomb" in str(dict(results)[hostile / "bomb.docx"])
+    assert "memory limit" in str(dict(results)[hostile / "wide.csv"])
+    print(f"peak worker RSS {peak.peak_kb / 1024:.0f} MB")
+    assert peak.peak_kb * 1024 < MEMORY
+
+
+def test_timeout_kills_and_replaces_the_worker(hostile: Path) -> None:
+    with ConvertPool(workers=1, timeout_s=1.5, memory_bytes=MEMORY, ocr=None, max_file_size=50 * MB) as pool:
+        before = pool.worker_pids()
+        with pytest.raises(ConversionTimeout, match=r"deep\.html.*timed out after 1\.5 s"):
+            pool.convert(hostile / "deep.html")
+        assert pool.restarts == 1
+        assert pool.convert(hostile / "good1.md").markdown.startswith("# Good 1")
+        assert pool.worker_pids() != before
+        assert not Path(f"/proc/{before[0]}").exists() or "Z" in open(f"/proc/{before[0]}/stat").read().split()[2]
+
+
+def test_crashed_worker_is_named_and_replaced(hostile: Path) -> None:
+    with ConvertPool(workers=1, timeout_s=120, memory_bytes=MEMORY, ocr=None, max_file_size=50 * MB) as pool:
+        pool.convert(hostile / "good2.md")  # worker is up and warm
+        [pid] = pool.worker_pids()
+        threading.Timer(1.0, os.kill, args=(pid, signal.SIGSEGV)).start()
+        with pytest.raises(WorkerCrashed, match=r"deep\.html.*SIGSEGV"):
+            pool.convert(hostile / "deep.html")
+        assert pool.convert(hostile / "good2.md").title == "Good 2"
+
+
+def test_concurrent_callers_share_the_pool(hostile: Path) -> None:
+    with ConvertPool(workers=2, timeout_s=60, memory_bytes=MEMORY, ocr=None, max_file_size=MB) as pool:
+        out: list[object] = []
+        threads = [
+            threading.Thread(target=lambda n=n: out.append(pool.convert(hostile / f"good{n % 3}.md").title))
+            for n in range(6)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert sorted(out) == sorted(f"Good {n % 3}" for n in range(6))  # type: ignore[type-var]
+
+
+def test_closed_pool_refuses_work(hostile: Path) -> None:
+    pool = ConvertPool(workers=1, timeout_s=10, memory_bytes=MEMORY, ocr=None, max_file_size=MB)
+    pids = pool.worker_pids()
+    pool.close()
+    with pytest.raises(RuntimeError):
+        pool.convert(hostile / "good0.md")
+    time.sleep(0.2)
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in open(f"/proc/{pid}/stat").read().split()[2]
