@@ -36,6 +36,8 @@ Progress = Callable[[str, int, int, str], None]
 """progress(phase, done, total, current_path)"""
 
 EMBED_BATCH_CHUNKS = 128
+CONVERT_AHEAD = 16
+"""Files converted ahead of the embedder, so conversion overlaps embedding."""
 LAST_SYNC_FILE = "last_sync.json"
 MAX_QUERY_CHARS = 4000
 MAX_SOURCE_ID_CHARS = 1024
@@ -281,7 +283,7 @@ class Appliance:
         batch: list[tuple[SourceRow, Converted]] = []
         batch_chunks = 0
         with self._pool() as pool:
-            for done, (path, result) in enumerate(pool.imap([f.path for f, _ in todo]), start=1):
+            for done, (path, result) in enumerate(pool.imap([f.path for f, _ in todo], in_flight=CONVERT_AHEAD), start=1):
                 f, digest = by_path[path]
                 old = known.get(str(path))
                 source = SourceRow(source_id=str(path), source_kind="file", root=str(f.root), path=f.display,

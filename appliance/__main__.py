@@ -1,0 +1,4 @@
+"""`python -m appliance` runs the minirag command."""
+from appliance.cli import main
+
+main()

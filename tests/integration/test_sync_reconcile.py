@@ -1,0 +1,134 @@
+"""Sync makes the index equal to the disk: scenarios on real folders, locking, crashes."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from appliance.errors import SyncBusy
+from appliance.locking import sync_lock
+
+pytestmark = pytest.mark.model
+
+
+def _state(app) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """source id -> chunk count, as stored in the chunks table."""
+    counts: dict[str, int] = {}
+    for row in app.index.chunk_rows("chunk_index >= 0", ["source_id"]):
+        counts[row["source_id"]] = counts.get(row["source_id"], 0) + 1
+    return counts
+
+
+def _adds_up(report) -> None:  # type: ignore[no-untyped-def]
+    d = report.to_dict()
+    assert d["added"] + d["updated"] + d["unchanged"] + d["refreshed"] + d["failedCount"] + d["skippedCount"] == d["seen"]
+
+
+def test_reconcile_scenarios(make_app, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Alpha\n\nThe alpha document talks about reindeer herding.\n")
+    (docs / "b.txt").write_text("Beta is about glacier hiking in Iceland.\n")
+    (docs / "sub").mkdir()
+    (docs / "sub" / "c.md").write_text("Gamma covers sourdough baking.\n")
+    app = make_app(docs)
+    first = app.sync()
+    _adds_up(first)
+    assert first.added == 3 and first.ok
+
+    # touch: same bytes, new mtime -> metadata refresh, no re-embedding
+    os.utime(docs / "a.md", ns=(time.time_ns(), time.time_ns() + 10**9))
+    touched = app.sync()
+    _adds_up(touched)
+    assert touched.refreshed == 1 and touched.chunks == 0
+
+    # edit -> replaced; rename -> delete + add; delete -> removed
+    (docs / "b.txt").write_text("Beta is now about volcano tours in Iceland.\n")
+    (docs / "sub" / "c.md").rename(docs / "sub" / "c2.md")
+    (docs / "a.md").unlink()
+    changed = app.sync()
+    _adds_up(changed)
+    assert (changed.updated, changed.added, changed.deleted) == (1, 1, 2)
+    assert set(_state(app)) == {str(docs / "b.txt"), str(docs / "sub" / "c2.md")}
+    assert "volcano" in app.search("volcano tours", top_k=1).results[0]["text"]
+
+    # a symlink that escapes is ignored; one that stays inside is indexed under its own name
+    outside = tmp_path / "outside.md"
+    outside.write_text("secret outside the root\n")
+    os.symlink(outside, docs / "escape.md")
+    os.symlink(docs / "b.txt", docs / "link-to-b.txt")
+    linked = app.sync()
+    assert set(_state(app)) == {str(docs / "b.txt"), str(docs / "sub" / "c2.md"), str(docs / "link-to-b.txt")}
+    _adds_up(linked)
+
+    # .indexignore excludes more; the excluded file's chunks go away
+    (docs / ".indexignore").write_text("sub/\n")
+    app.sync()
+    assert str(docs / "sub" / "c2.md") not in _state(app)
+
+    # sync PATH touches only that subtree
+    (docs / "other").mkdir()
+    (docs / "other" / "d.md").write_text("Delta is about tidal energy.\n")
+    (docs / "b.txt").unlink()
+    scoped = app.sync(docs / "other")
+    assert scoped.added == 1 and scoped.deleted == 0
+    assert str(docs / "b.txt") in _state(app)
+
+
+def test_move_between_roots(make_app, tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    (one / "x.md").write_text("Moving documents between roots keeps them searchable.\n")
+    app = make_app(one, BASE_DIRS=f'["{one}", "{two}"]')
+    app.sync()
+    (one / "x.md").rename(two / "x.md")
+    moved = app.sync()
+    assert (moved.added, moved.deleted) == (1, 1)
+    assert set(_state(app)) == {str(two / "x.md")}
+
+
+def test_second_sync_refuses_while_one_runs(make_app, tmp_path: Path) -> None:
+    app = make_app()
+    with sync_lock(app.settings.db_path):
+        with pytest.raises(SyncBusy) as err:
+            app.sync()
+    assert f"pid {os.getpid()}" in err.value.message
+    assert app.status()["syncRunning"] is None
+
+
+def test_killed_syncs_converge_to_a_clean_build(make_app, tmp_path: Path, models_dir: Path) -> None:
+    """kill -9 a sync at random moments; one more sync must equal a clean build."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    rng = random.Random(7)
+    words = ("river harbour lantern meadow copper violin orbit basalt ferry quartz "
+             "лес река мост город ветер Haus Brücke Wald Stadt Fluss").split()
+    for n in range(40):
+        paras = ["# Note %d\n" % n] + [" ".join(rng.choices(words, k=60)) for _ in range(rng.randint(1, 6))]
+        (docs / f"note-{n:02d}.md").write_text("\n\n".join(paras) + "\n", "utf-8")
+    env = dict(os.environ, BASE_DIR=str(docs), DB_PATH=str(tmp_path / "index"), MODELS_DIR=str(models_dir))
+    cmd = [sys.executable, "-m", "appliance", "sync", "--json"]
+    trials = 20
+    for trial in range(trials):
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(1.0, 8.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if trial % 4 == 3:  # edit a few files between crashes, so replacement is exercised too
+            for n in rng.sample(range(40), 3):
+                with (docs / f"note-{n:02d}.md").open("a") as fh:
+                    fh.write(f"\nedit {trial}\n")
+    final = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert final.returncode == 0, final.stderr[-2000:]
+    recovered = make_app(docs, DB_PATH=str(tmp_path / "index"))
+    clean = make_app(docs, DB_PATH=str(tmp_path / "clean"))
+    clean.sync()
+    assert _state(recovered) == _state(clean)
+    assert recovered.search("river harbour", top_k=3).results
+    assert recovered.status()["index"]["unindexedRows"] == 0
