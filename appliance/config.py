@@ -147,6 +147,14 @@ def load_settings(
     )
 
 
+def url_ingest_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the egress guard must leave room for the URL fetcher (False when unreadable)."""
+    try:
+        return _flag(dict(os.environ if env is None else env), "ALLOW_URL_INGEST")
+    except ConfigError:
+        return False
+
+
 def _resolve_roots(base_dirs: list[str] | None, env: Mapping[str, str], cwd: Path) -> tuple[Path, ...]:
     """--base-dir > BASE_DIRS > BASE_DIR > cwd; each level replaces the lower ones."""
     if base_dirs:

@@ -19,7 +19,7 @@ from appliance import __version__
 from appliance.config import TOP_K_CAP, Settings
 from appliance.embed import Embedder, load_spec
 from appliance.errors import (ApplianceError, ConfigError, IndexMismatch, InvalidArgument, NotFound,
-                              UnsupportedFile)
+                              UnsupportedFile, UrlIngestDisabled)
 from appliance.ingest import convert
 from appliance.ingest.ocr import OcrConfig, ocr_status
 from appliance.ingest.chunk import SCHEME_VERSION, chunk_document, reconstruct
@@ -218,11 +218,26 @@ class Appliance:
             raise InvalidArgument(f"content is larger than MAX_FILE_SIZE ({self.settings.max_file_size} bytes)")
         self._check_writable_identity()
         converted = convert.convert_data(content, fmt, title=title)  # type: ignore[arg-type]
-        report = RunReport(seen=1)
         digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+        return self._ingest_converted(source_id, "data", converted, digest, len(content))
+
+    def ingest_url(self, url: str, *, source_id: str | None = None) -> RunReport:
+        """Fetch one http(s) URL (opt-in: ALLOW_URL_INGEST) and index it under the URL or `source_id`."""
+        if not self.settings.allow_url_ingest:
+            raise UrlIngestDisabled("URL ingestion is disabled in this appliance")
+        from appliance.ingest.fetch import fetch_to_converted
+
+        key = _valid_source_id(source_id or url)
+        self._check_writable_identity()
+        converted = fetch_to_converted(url, allow_private=self.settings.allow_private_urls,
+                                       max_bytes=min(self.settings.max_file_size, 50 * 1024 * 1024))
+        digest = hashlib.sha256(converted.markdown.encode("utf-8", "surrogatepass")).hexdigest()
+        return self._ingest_converted(key, "url", converted, digest, len(converted.markdown))
+
+    def _ingest_converted(self, source_id: str, kind: str, converted: Converted, digest: str, size: int) -> RunReport:
+        report = RunReport(seen=1)
         existed = bool(self.index.source_rows(f"source_id = {sql_str(source_id)}"))
-        source = SourceRow(source_id=source_id, source_kind="data", path=source_id, content_hash=digest,
-                           size=len(content))
+        source = SourceRow(source_id=source_id, source_kind=kind, path=source_id, content_hash=digest, size=size)
         self._write_batch([(source, converted)], report)
         report.added, report.updated = (0, 1) if existed else (1, 0)
         self.index.refresh_indexes()
