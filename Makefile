@@ -38,3 +38,39 @@ eval: models ## retrieval quality on SciFact and XQuAD-R (nDCG@10, Recall@10)
 bench: models ## speed figures: embedding throughput, query latency
 	$(PY) scripts/bench_embed.py
 	$(PY) scripts/bench_query.py
+
+# ---- the container image (see Dockerfile; scripts/docker_ci.sh runs the image tests) ----
+.PHONY: base wheelhouse image demo serve sync save load docker-test
+DOCKER ?= docker
+BASE_IMAGE ?= local/base:bookworm
+BUNDLE ?= dist/minirag-image.tar.gz
+DOCKER_RUN = $(DOCKER) run --rm --pull never
+
+base:      ## the local Debian base image (debootstrap; only for BASE_IMAGE=local/...)
+	@case "$(BASE_IMAGE)" in local/*) scripts/make_base_image.sh $(BASE_IMAGE);; *) echo "base: using $(BASE_IMAGE)";; esac
+
+wheelhouse: install ## wheels for the image: the runtime lock (hash-checked) and this project
+	$(PY) -m pip download -qq --only-binary :all: --require-hashes -r requirements-runtime.lock -d wheelhouse/
+	rm -rf wheelhouse/project && $(PY) -m pip wheel -qq --no-deps . -w wheelhouse/project/
+
+image: base wheelhouse models ## build the image $(IMAGE) offline from the wheelhouse and baked models
+	$(DOCKER) build --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg REVISION=$$(git rev-parse --short HEAD) -t $(IMAGE) .
+
+demo: image ## index samples/ in the container (no network) and search it in English and Russian
+	$(DOCKER_RUN) --network none -v $(CURDIR)/samples:/docs:ro -v minirag-demo:/index $(IMAGE) sync
+	for q in "how often should solar panels be cleaned" "как долго варить пельмени" "Kaffeemaschine entkalken Essig"; do echo "== $$q"; $(DOCKER_RUN) --network none -v $(CURDIR)/samples:/docs:ro -v minirag-demo:/index $(IMAGE) query --top-k 3 "$$q"; done
+
+serve:     ## MCP on stdio from the image over DOCS, index in the INDEX volume
+	$(DOCKER_RUN) -i --network none -v $(DOCS):/docs:ro -v $(INDEX):/index $(IMAGE)
+
+sync:      ## one reconcile in the image: make sync DOCS=/path INDEX=volume-or-dir
+	$(DOCKER_RUN) --network none -v $(DOCS):/docs:ro -v $(INDEX):/index $(IMAGE) sync
+
+save:      ## air-gap bundle: BUNDLE (docker save | gzip), its sha256 and LOAD.txt
+	scripts/image_bundle.sh save $(IMAGE) $(BUNDLE)
+
+load:      ## load BUNDLE after checking its sha256
+	scripts/image_bundle.sh load $(IMAGE) $(BUNDLE)
+
+docker-test: ## the image tests (needs a Docker engine and `make image`)
+	MINIRAG_DOCKER=1 $(PY) -m pytest -m docker tests/docker

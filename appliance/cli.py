@@ -234,5 +234,41 @@ def grep(pattern: Annotated[str, typer.Argument(help="Text to find (a regular ex
     _emit(out, as_json, "\n".join(lines) or "no matches")
 
 
+@app.command()
+def scheduler() -> None:
+    """Run Appliance.sync() every SYNC_INTERVAL seconds (0 = off) until SIGTERM; state in DB_PATH/scheduler.json."""
+    from appliance.scheduler import main as scheduler_main
+
+    raise typer.Exit(scheduler_main())
+
+
+@app.command("serve-http")
+def serve_http(address: Annotated[str, typer.Argument(metavar="HOST:PORT", help="Where to listen, e.g. 127.0.0.1:8080.")] = "127.0.0.1:8080",
+               base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+               model_name: ModelName = None) -> None:
+    """Run the MCP server over streamable HTTP at /mcp (a non-loopback address needs MCP_AUTH_TOKEN)."""
+    from appliance.http_server import main as http_main
+
+    overrides = {"base_dirs": base_dir, "db_path": db_path, "models_dir": models_dir, "model_name": model_name}
+    raise typer.Exit(http_main(address, overrides))
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, hidden=True)
+def entrypoint(ctx: typer.Context) -> None:
+    """The container entrypoint: stdio MCP + scheduler, `daemon`, `sync`, or any minirag command."""
+    from appliance.entrypoint import main as entry_main
+
+    raise typer.Exit(entry_main(list(ctx.args)))
+
+
 def main() -> None:
+    # Offline switches go in before any library that reads them is imported; the
+    # guard refuses every outbound connection except the URL fetcher's own, and
+    # stays off only while baking models (the one step that may download).
+    from appliance import netguard
+    from appliance.config import url_ingest_enabled
+
+    netguard.apply_offline_env()
+    if sys.argv[1:2] != ["models"]:
+        netguard.install(allow_fetch=url_ingest_enabled())
     app()

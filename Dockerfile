@@ -1,0 +1,121 @@
+# minirag appliance: offline, CPU-only document search for AI agents, served over MCP.
+#
+# Hermetic build: nothing in here touches the network. On the host, first
+#   make wheelhouse   # wheels for requirements-runtime.lock (hash-checked) + the project's own wheel
+#   make models       # bakes the embedding model into models/baked
+# then `make image` (or: docker build --build-arg BASE_IMAGE=... -t minirag:latest .).
+#
+# BASE_IMAGE: python:3.11-slim for users; on hosts without a registry, the local
+# Debian bookworm base made by scripts/make_base_image.sh (Python 3.11 + tesseract).
+# It must provide python3 3.11 with the venv module.
+#
+# Behind a TLS-inspecting proxy: put the proxy's CA certificate(s) as *.crt files in
+# docker/ca-certificates/ (git-ignored). They are trusted for the one networked step,
+# the apt line that installs tesseract on a public base. The hermetic parts need none.
+ARG BASE_IMAGE=python:3.11-slim
+ARG MODEL_DIR=intfloat__multilingual-e5-small
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG UID=1000
+
+# ---------------------------------------------------------------------------
+# wheels: the application in a virtualenv, from the host's wheelhouse only.
+FROM ${BASE_IMAGE} AS wheels
+COPY requirements-runtime.lock /build/requirements-runtime.lock
+COPY wheelhouse/*.whl /build/wheelhouse/
+# A self-contained virtualenv that the runtime stage copies as one directory.
+RUN python3 -m venv /opt/minirag
+# The locked dependencies, every file checked against its sha256; no index, no network.
+RUN /opt/minirag/bin/pip install --no-cache-dir --no-index --find-links /build/wheelhouse \
+        --require-hashes -r /build/requirements-runtime.lock
+# The application itself (its own layer, so a code change does not reinstall the rest).
+COPY wheelhouse/project/ /build/project/
+RUN /opt/minirag/bin/pip install --no-cache-dir --no-index --no-deps /build/project/minirag_appliance-*.whl
+# Nothing at run time installs packages.
+RUN /opt/minirag/bin/pip uninstall -y -q pip
+
+# ---------------------------------------------------------------------------
+# models: the baked embedding model, verified against models/manifest.toml with
+# the same code the application loads it with.
+FROM wheels AS models
+ARG MODEL_DIR
+COPY models/baked/manifest.toml /models/manifest.toml
+COPY models/baked/${MODEL_DIR}/ /models/${MODEL_DIR}/
+# A corrupt or half-baked model fails the build here, not the first query. Then make
+# the files read-only for everyone (directories 555, files 444); COPY keeps the modes.
+RUN /opt/minirag/bin/minirag models verify --models-dir /models && chmod -R a-w /models
+
+# ---------------------------------------------------------------------------
+# runtime: what ships. No compilers, no pip, a non-root user, read-only models.
+FROM ${BASE_IMAGE} AS runtime
+ARG UID
+
+# Extra CA certificates (TLS-inspecting proxies) for the apt step below.
+COPY docker/ca-certificates/ /tmp/extra-ca/
+RUN if ls /tmp/extra-ca/*.crt >/dev/null 2>&1; then \
+        cp /tmp/extra-ca/*.crt /usr/local/share/ca-certificates/ && update-ca-certificates; \
+    fi; rm -rf /tmp/extra-ca
+
+# OCR for scanned PDFs and images. The local debootstrap base already has it
+# (installed with --include); a public base gets it from Debian here.
+RUN if ! command -v tesseract >/dev/null; then \
+        apt-get update \
+        && apt-get install -y --no-install-recommends \
+             tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-rus \
+        && rm -rf /var/lib/apt/lists/*; \
+    fi
+
+# The unprivileged user everything runs as; /index is its only writable place.
+RUN useradd --uid ${UID} --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin minirag \
+    && mkdir -p /index /docs /etc/minirag \
+    && chown minirag:minirag /index
+
+COPY --from=wheels /opt/minirag /opt/minirag
+COPY --from=models --chown=root:root /models /models
+COPY docker/supervisord-stdio.conf docker/supervisord-daemon.conf /etc/minirag/
+
+ENV PATH=/opt/minirag/bin:$PATH \
+    LANG=C.UTF-8 \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    MINIRAG_CONTAINER=1 \
+    MODELS_DIR=/models \
+    BASE_DIR=/docs \
+    DB_PATH=/index \
+    SYNC_INTERVAL=900 \
+    MCP_HTTP_ADDRESS=0.0.0.0:8080 \
+    HOME=/tmp \
+    XDG_CACHE_HOME=/tmp/.cache \
+    TMPDIR=/tmp \
+    HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 \
+    HF_DATASETS_OFFLINE=1 \
+    HF_HUB_DISABLE_TELEMETRY=1 \
+    DISABLE_TELEMETRY=1 \
+    DO_NOT_TRACK=1 \
+    HF_HUB_DISABLE_UPDATE_CHECK=1 \
+    HF_HUB_DISABLE_IMPLICIT_TOKEN=1
+
+VOLUME ["/index"]
+USER minirag
+WORKDIR /tmp
+EXPOSE 8080
+STOPSIGNAL SIGTERM
+# Daemon mode: the MCP HTTP endpoint answers and the index is readable. In stdio and
+# one-shot modes the check is `status` alone (it answers even when misconfigured).
+HEALTHCHECK --interval=60s --timeout=30s --start-period=60s --retries=3 \
+    CMD ["python3", "-m", "appliance.entrypoint", "healthcheck"]
+# No command: the MCP server on stdio plus the sync scheduler. `daemon`: MCP over HTTP
+# plus the scheduler under supervisord. Anything else is a `minirag` subcommand.
+ENTRYPOINT ["python3", "-m", "appliance.entrypoint"]
+CMD []
+
+# Last, so a new revision does not invalidate the layers above.
+ARG VERSION
+ARG REVISION
+LABEL org.opencontainers.image.title="minirag appliance" \
+      org.opencontainers.image.description="Offline, CPU-only document search for AI agents (hybrid vector + BM25 over LanceDB, MCP on stdio or HTTP)" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.licenses="MIT" \
+      org.opencontainers.image.vendor="minirag"

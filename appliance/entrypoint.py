@@ -1,0 +1,188 @@
+"""The container's entrypoint (`python3 -m appliance.entrypoint`, also `minirag entrypoint`).
+
+Modes, by the first argument:
+
+* none or `serve` (stdio): the MCP server on the container's stdin/stdout, plus the
+  sync scheduler. Supervisor cannot pass stdin through to a child, so this process
+  (PID 1) starts `supervisord` in the background for the scheduler, with its stdin on
+  /dev/null and its stdout on our stderr, and runs `minirag serve` itself as a
+  foreground child that inherits stdin/stdout. The container's stdout carries only
+  MCP frames. When the client disconnects (the server exits), supervisord is stopped
+  and the container exits with the server's status; SIGTERM/SIGINT go to both.
+  As PID 1 this process also reaps orphaned children.
+* `daemon`: `supervisord` in the foreground (exec'd, so it is PID 1) running the
+  scheduler and the MCP server over streamable HTTP at MCP_HTTP_ADDRESS.
+* `sync`: one reconcile and exit (refused when nothing is mounted at the document
+  root, because syncing an empty folder would empty the index).
+* `healthcheck`: the image's HEALTHCHECK (`minirag status` must answer; in daemon mode
+  the HTTP port must accept connections too).
+* anything else: passed to `minirag` unchanged (`docker run ... IMAGE query "..." --json`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CONF_DIR = Path(os.environ.get("MINIRAG_SUPERVISOR_DIR", "/etc/minirag"))
+STDIO_CONF = "supervisord-stdio.conf"
+DAEMON_CONF = "supervisord-daemon.conf"
+DAEMON_MARKER = Path("/tmp/minirag-daemon-mode")
+STOP_WAIT_S = 25.0
+
+
+def _minirag() -> str:
+    exe = Path(sys.executable).with_name("minirag")
+    return str(exe) if exe.exists() else "minirag"
+
+
+def _supervisord() -> str:
+    exe = Path(sys.executable).with_name("supervisord")
+    return str(exe) if exe.exists() else "supervisord"
+
+
+def _err(message: str) -> None:
+    sys.stderr.write(message.rstrip("\n") + "\n")
+    sys.stderr.flush()
+
+
+def run_stdio(args: list[str]) -> int:
+    """MCP on stdio in the foreground, the scheduler under a background supervisord."""
+    conf = CONF_DIR / STDIO_CONF
+    supervisor: subprocess.Popen[bytes] | None = None
+    if conf.is_file():
+        supervisor = subprocess.Popen([_supervisord(), "-n", "-c", str(conf)], stdin=subprocess.DEVNULL,
+                                      stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(),
+                                      start_new_session=True)
+    else:
+        _err(f"warning: {conf} not found; running without the sync scheduler")
+    server = subprocess.Popen([_minirag(), "serve", *args])  # inherits stdin/stdout: the MCP wire
+
+    def forward(signum: int, _frame: object) -> None:
+        for proc in (server, supervisor):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM if signum == signal.SIGTERM else signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    code = _wait_reaping(server)
+    if supervisor is not None and supervisor.poll() is None:
+        supervisor.send_signal(signal.SIGTERM)
+        _wait_reaping(supervisor, timeout=STOP_WAIT_S)
+        if supervisor.poll() is None:
+            supervisor.kill()
+            _wait_reaping(supervisor)
+    return code
+
+
+def _wait_reaping(proc: subprocess.Popen[bytes], timeout: float | None = None) -> int:
+    """Wait for `proc`, reaping any other child (orphans re-parented to PID 1) meanwhile."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while proc.returncode is None:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG if deadline is not None else 0)
+        except ChildProcessError:
+            proc.poll()
+            break
+        except InterruptedError:
+            continue
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+        elif pid == 0:
+            time.sleep(0.1)
+    code = proc.returncode if proc.returncode is not None else 1
+    return 128 - code if code < 0 else code
+
+
+def run_daemon() -> int:
+    """supervisord as PID 1 with the scheduler and the MCP HTTP server."""
+    from appliance.http_server import AddressRefused, check_address
+
+    address = os.environ.get("MCP_HTTP_ADDRESS", "0.0.0.0:8080")
+    try:
+        check_address(address, os.environ.get("MCP_AUTH_TOKEN", ""))
+    except AddressRefused as exc:
+        _err(f"error: {exc}")
+        return 2
+    os.environ["MCP_HTTP_ADDRESS"] = address
+    try:
+        DAEMON_MARKER.write_text(address)
+    except OSError:
+        pass
+    conf = CONF_DIR / DAEMON_CONF
+    os.execv(_supervisord(), [_supervisord(), "-n", "-c", str(conf)])
+    return 1  # not reached
+
+
+def run_sync(args: list[str]) -> int:
+    """One reconcile; refuses when the document root is not mounted in the container."""
+    if os.environ.get("MINIRAG_CONTAINER") == "1" and "--base-dir" not in " ".join(args):
+        from appliance.scheduler import _is_mount_point
+
+        for root in _roots():
+            if not root.is_dir() or not _is_mount_point(root):
+                _err(f"error: no documents are mounted at {root}; nothing to sync")
+                _err(f"hint: docker run --rm -v /path/to/docs:{root}:ro -v minirag-index:/index IMAGE sync")
+                return 1
+    os.execv(_minirag(), [_minirag(), "sync", *args])
+    return 1  # not reached
+
+
+def _roots() -> list[Path]:
+    try:
+        from appliance.config import load_settings
+
+        return list(load_settings().roots)
+    except Exception:
+        return [Path(os.environ.get("BASE_DIR", "/docs"))]
+
+
+def healthcheck() -> int:
+    """0 when `minirag status` answers (and, in daemon mode, the HTTP port accepts connections)."""
+    if DAEMON_MARKER.exists():
+        host, _, port = DAEMON_MARKER.read_text().strip().rpartition(":")
+        host = "127.0.0.1" if host in ("0.0.0.0", "", "[::]", "::") else host.strip("[]")
+        try:
+            socket.create_connection((host, int(port)), timeout=5).close()
+        except (OSError, ValueError) as exc:
+            _err(f"unhealthy: MCP HTTP endpoint {host}:{port} does not accept connections ({exc})")
+            return 1
+    try:
+        out = subprocess.run([_minirag(), "status"], capture_output=True, timeout=60, text=True)
+        data = json.loads(out.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        _err(f"unhealthy: `minirag status` did not answer ({exc})")
+        return 1
+    problem = data.get("configError") or data.get("indexError")
+    if problem:
+        _err(f"unhealthy: {problem.get('message', problem)}")
+        return 1
+    print("healthy")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    mode = args[0] if args else "serve"
+    rest = args[1:]
+    if mode == "serve" and "--help" not in rest:
+        return run_stdio(rest)
+    if mode == "daemon":
+        return run_daemon()
+    if mode == "sync":
+        return run_sync(rest)
+    if mode == "healthcheck":
+        return healthcheck()
+    os.execv(_minirag(), [_minirag(), *args])
+    return 1  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

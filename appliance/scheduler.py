@@ -1,0 +1,291 @@
+"""The sync scheduler: `Appliance.sync()` every SYNC_INTERVAL seconds (0 = off).
+
+Runs as its own process (`minirag scheduler`, a supervisor program in the
+container). It shares the sync lock with manual and MCP syncs: when the lock is
+busy the round is skipped and logged. What it did is kept in DB_PATH/scheduler.json
+(see `write_state`) so `status` can show last run, next run and failures.
+
+At start it syncs at once when the index has never been synced or the last sync is
+older than the interval. SIGTERM/SIGINT stop it cleanly: while sleeping at once;
+during a sync after the current write batch (the unwritten rest is abandoned, the
+store replaces a source's chunks before recording the source, and the next sync
+picks the remainder up).
+
+Every problem is one clear log line on stderr, repeated only when it changes, and
+the process keeps running: a misconfigured container never turns into a crash loop.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from appliance.config import Settings, load_settings
+from appliance.errors import ApplianceError, SyncBusy
+
+STATE_FILE = "scheduler.json"
+STATE_SCHEMA = 1
+RETRY_AFTER_PROBLEM_S = 60
+"""How soon a round is retried after a setup problem (no docs, unwritable index), at most the interval."""
+
+log = logging.getLogger("appliance.scheduler")
+
+
+class Stopped(Exception):
+    """Raised from the progress callback to leave a sync between write batches."""
+
+
+def read_state(db_path: Path) -> dict[str, Any] | None:
+    """The scheduler's last recorded state, or None when it never ran here."""
+    try:
+        return json.loads((db_path / STATE_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def docs_problem(settings: Settings, index_has_sources: bool) -> str | None:
+    """Why a scheduled sync must not run now, or None.
+
+    A root that is missing, or (in the container) not mounted, would make a sync
+    delete the whole index; an empty root with a non-empty index is treated the
+    same way (an unmounted network share looks exactly like that). A manual
+    `minirag sync` still does what it is told.
+    """
+    for root in settings.roots:
+        if not root.is_dir():
+            return f"document root {root} does not exist or is not a directory; nothing to sync"
+        if os.environ.get("MINIRAG_CONTAINER") == "1" and not _is_mount_point(root):
+            return (f"no documents are mounted at {root}; run the container with "
+                    f"-v /path/to/docs:{root}:ro")
+    if all(not any(root.iterdir()) for root in settings.roots):
+        roots = ", ".join(str(r) for r in settings.roots)
+        if index_has_sources:
+            return (f"{roots} is empty but the index is not; skipping instead of deleting everything "
+                    f"(run `minirag sync` by hand if the folder really is empty now)")
+        return f"{roots} is empty: nothing to index yet"
+    return None
+
+
+def _is_mount_point(path: Path) -> bool:
+    target = str(path.resolve())
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+            for line in fh:
+                fields = line.split()
+                if len(fields) > 4 and fields[4].replace("\\040", " ") == target:
+                    return True
+        return False
+    except OSError:
+        return os.path.ismount(target)
+
+
+class Scheduler:
+    """One scheduler loop over one DB_PATH."""
+
+    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
+        self.settings = settings
+        self.interval = settings.sync_interval_s
+        self.clock = clock
+        self.stop_event = threading.Event()
+        self.state: dict[str, Any] = {
+            "schema": STATE_SCHEMA, "pid": os.getpid(), "intervalSeconds": self.interval,
+            "state": "starting", "startedAt": clock(), "lastRunStartedAt": None, "lastRunFinishedAt": None,
+            "lastResult": None, "lastError": None, "lastReport": None, "nextRunAt": None,
+            "runs": 0, "failures": 0, "skips": 0, "consecutiveFailures": 0, "problem": None,
+        }
+        old = read_state(settings.db_path) or {}
+        for key in ("lastRunStartedAt", "lastRunFinishedAt", "lastResult", "lastError", "lastReport"):
+            self.state[key] = old.get(key)
+        self._last_logged: str | None = None
+        self._state_write_failed = False
+
+    # ---- the loop ------------------------------------------------------------
+    def run(self) -> int:
+        if self.interval <= 0:
+            self._update(state="off", nextRunAt=None)
+            self._say("SYNC_INTERVAL=0: scheduled sync is off (manual `minirag sync` and MCP sync_start still work)")
+            self.stop_event.wait()
+            self._update(state="stopped")
+            return 0
+        next_at = self._first_run_at()
+        self._update(state="idle", nextRunAt=next_at)
+        log.info("scheduled sync every %d s; next at %s", self.interval, _clock_str(next_at))
+        while not self.stop_event.is_set():
+            delay = next_at - self.clock()
+            if delay > 0 and self.stop_event.wait(delay):
+                break
+            next_at = self.round()
+            self._update(nextRunAt=next_at)
+        self._update(state="stopped", nextRunAt=None)
+        log.info("scheduler stopped")
+        return 0
+
+    def _first_run_at(self) -> float:
+        """Now when never synced or stale, else one interval after the last finished sync."""
+        from appliance.service import LAST_SYNC_FILE
+
+        try:
+            last = json.loads((self.settings.db_path / LAST_SYNC_FILE).read_text("utf-8"))
+            finished = float(last.get("finishedAt") or 0)
+        except (OSError, ValueError, TypeError, AttributeError):
+            finished = 0.0
+        now = self.clock()
+        return now if now - finished >= self.interval else finished + self.interval
+
+    def round(self) -> float:
+        """One scheduled sync (or a logged skip); returns when the next one is due."""
+        now = self.clock()
+        retry = now + min(self.interval, RETRY_AFTER_PROBLEM_S)
+        unwritable = _unwritable(self.settings.db_path)
+        if unwritable:
+            return self._problem(unwritable, retry)
+        try:
+            from appliance.service import Appliance
+
+            app = Appliance(self.settings)
+            model = self.settings.models_dir / app.spec.dir_name / "model.onnx"
+            if not model.is_file():
+                return self._problem(f"no baked model {app.spec.id} in {self.settings.models_dir} ({model} is missing); "
+                                     "bake it with `minirag models bake` or mount a baked models folder", retry)
+            problem = docs_problem(self.settings, bool(app.index.source_rows()))
+        except ApplianceError as exc:
+            return self._problem(exc.message + (f" ({exc.hint})" if exc.hint else ""), retry, exc.to_dict())
+        except OSError as exc:
+            return self._problem(_os_message(self.settings.db_path, exc), retry)
+        except Exception as exc:  # e.g. a damaged index LanceDB cannot open
+            return self._problem(f"cannot open the index at {self.settings.db_path}: {type(exc).__name__}: {exc}", retry)
+        if problem:
+            return self._problem(problem, retry)
+        self._update(state="syncing", lastRunStartedAt=now, problem=None)
+        try:
+            report = app.sync(progress=self._check_stop)
+        except Stopped:
+            self._record("abandoned", None, "stopped during a sync; the next sync finishes the rest")
+            log.info("sync stopped between write batches; the next sync picks up the rest")
+            return now + self.interval
+        except SyncBusy as exc:
+            self.state["skips"] += 1
+            self._update(state="idle", lastResult="skipped_busy")
+            log.info("scheduled sync skipped: %s", exc.message)
+            return now + self.interval
+        except ApplianceError as exc:
+            self._record("failed", exc.to_dict(), exc.message)
+            return now + self.interval
+        except OSError as exc:
+            return self._problem(_os_message(self.settings.db_path, exc), retry)
+        except Exception as exc:  # keep scheduling; the traceback goes to the log once
+            log.exception("scheduled sync crashed")
+            self._record("failed", {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}, None)
+            return now + self.interval
+        finally:
+            del app
+        data = report.to_dict()
+        summary = {k: data[k] for k in ("seen", "added", "updated", "unchanged", "refreshed", "deleted",
+                                        "skippedCount", "failedCount", "chunks", "seconds")}
+        result = "ok" if report.ok else "partial"
+        self.state["runs"] += 1
+        self.state["consecutiveFailures"] = 0
+        self._update(state="idle", lastResult=result, lastError=None, lastReport=summary,
+                     lastRunFinishedAt=self.clock())
+        self._last_logged = None
+        changed = data["added"] + data["updated"] + data["deleted"] + data["failedCount"]
+        (log.info if changed else log.debug)(
+            "scheduled sync: seen %d, added %d, updated %d, deleted %d, failed %d; %d chunks in %.1f s",
+            data["seen"], data["added"], data["updated"], data["deleted"], data["failedCount"],
+            data["chunks"], data["seconds"])
+        return now + self.interval
+
+    def _check_stop(self, phase: str, done: int, total: int, path: str) -> None:
+        if self.stop_event.is_set():
+            raise Stopped()
+
+    def stop(self, *_: object) -> None:
+        self.stop_event.set()
+
+    # ---- bookkeeping -----------------------------------------------------------
+    def _problem(self, message: str, retry_at: float, error: dict[str, Any] | None = None) -> float:
+        self.state["skips"] += 1
+        self._update(state="waiting", lastResult="skipped_problem", problem=message,
+                     lastError=error or {"code": "setup_problem", "message": message})
+        self._say(f"scheduled sync not run: {message}", warn=True)
+        return retry_at
+
+    def _record(self, result: str, error: dict[str, Any] | None, message: str | None) -> None:
+        self.state["failures"] += 1 if result == "failed" else 0
+        self.state["consecutiveFailures"] += 1 if result == "failed" else 0
+        self._update(state="idle", lastResult=result, lastError=error, lastRunFinishedAt=self.clock())
+        if result == "failed":
+            self._say(f"scheduled sync failed: {message or (error or {}).get('message')}", warn=True)
+
+    def _say(self, message: str, *, warn: bool = False) -> None:
+        """Log a problem once; again only when it changes."""
+        if message != self._last_logged:
+            (log.warning if warn else log.info)(message)
+            self._last_logged = message
+
+    def _update(self, **values: Any) -> None:
+        self.state.update(values, updatedAt=self.clock())
+        self.write_state()
+
+    def write_state(self) -> None:
+        """DB_PATH/scheduler.json, replaced atomically; an unwritable index is logged once."""
+        path = self.settings.db_path / STATE_FILE
+        try:
+            tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self.state, ensure_ascii=False, indent=1), "utf-8")
+            os.replace(tmp, path)
+            self._state_write_failed = False
+        except OSError as exc:
+            if not self._state_write_failed:
+                log.warning("cannot record the scheduler state: %s", _os_message(self.settings.db_path, exc))
+                self._state_write_failed = True
+
+
+def _unwritable(db_path: Path) -> str | None:
+    """Why DB_PATH cannot be written by this user, or None."""
+    probe = db_path
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if os.access(probe, os.W_OK | os.X_OK):
+        return None
+    return (f"the index directory {db_path} is not writable by uid {os.getuid()}; "
+            f"mount a writable volume there (e.g. -v minirag-index:{db_path})")
+
+
+def _os_message(db_path: Path, exc: OSError) -> str:
+    where = exc.filename or db_path
+    reason = exc.strerror or str(exc)
+    if isinstance(exc, PermissionError) or exc.errno in (13, 30):
+        return (f"the index directory {db_path} is not writable by uid {os.getuid()} ({where}: {reason}); "
+                f"mount a writable volume there (e.g. -v minirag-index:{db_path})")
+    return f"{where}: {reason}"
+
+
+def _clock_str(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def main(env: dict[str, str] | None = None) -> int:
+    """Entry for `minirag scheduler`: logs to stderr, stops on SIGTERM/SIGINT."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s scheduler: %(message)s",
+                        handlers=[logging.StreamHandler()])
+    try:
+        settings = load_settings(env)
+    except ApplianceError as exc:
+        # The configuration cannot change while this process lives: say so once and
+        # idle until stopped, so supervisor does not restart us in a loop.
+        log.error("scheduled sync is off: %s", exc.message + (f" ({exc.hint})" if exc.hint else ""))
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        stop.wait()
+        return 0
+    scheduler = Scheduler(settings)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, scheduler.stop)
+    return scheduler.run()
