@@ -444,7 +444,9 @@ def _fit(text: str, a: int, end: int, limit: int, counter: _Counter, *,
          words: bool, sentences: bool = False) -> tuple[int, int | None]:
     """Cut position b in (a, end] with text[a:b] within `limit` tokens, packed near full.
 
-    Returns (b, tokens of text[a:b]) with tokens None when b is not a window counted.
+    Returns (b, tokens) where tokens is the count of the last window that fit: exact when
+    b is that window's end, otherwise an estimate from above (a prefix cut at whitespace
+    does not hold more tokens; the packer verifies every chunk anyway).
 
     Tries windows sized by the running chars-per-token estimate, so each call costs a
     handful of counts on budget-sized strings.  Prefers a sentence end (when asked),
@@ -484,7 +486,7 @@ def _fit(text: str, a: int, end: int, limit: int, counter: _Counter, *,
         for m in _SENTENCE_END.finditer(text, a + good // 2, cut):
             best = m.end()
         if best > a:
-            return best, None
+            return best, good_tokens
     if text[cut].isspace():
         return cut, good_tokens
     if words:
@@ -492,9 +494,8 @@ def _fit(text: str, a: int, end: int, limit: int, counter: _Counter, *,
         while k > a and not text[k].isspace():
             k -= 1
         if k > a:
-            return k, None
-    safe = _safe_cut(text, cut, a)
-    return safe, good_tokens if safe == cut else None
+            return k, good_tokens
+    return _safe_cut(text, cut, a), good_tokens
 
 
 def _split_to_pieces(md: str, a: int, end: int, limit: int, counter: _Counter, kind: str, *,
@@ -518,7 +519,7 @@ def _split_to_pieces(md: str, a: int, end: int, limit: int, counter: _Counter, k
             stop = cut
             while stop > a and md[stop - 1].isspace():
                 stop -= 1
-            tokens = known if known is not None and stop == cut else counter.count(md[a:stop])
+            tokens = known if known is not None else counter.count(md[a:stop])
             if tokens <= lim or cut - a <= 1:
                 break
             lim = max(1, lim - max(1, tokens - limit))
@@ -578,7 +579,9 @@ class _Packer:
         for u in units:
             kind = {"codesplit": "codepart"}.get(u.kind, u.kind)
             probe = _Piece(u.start, u.end, 0, kind, u.table, u.group)
-            limit = self._limit(label_line, probe)
+            # a header cut in pieces gets the repeated header in front of its later pieces
+            limit = self._limit(label_line, _Piece(u.start, u.end, 0, "row", u.table)) \
+                if kind == "theader" else self._limit(label_line, probe)
             if u.kind == "code":
                 probe.tokens = counter.count(md[u.start:u.end])
                 out.append(probe)
@@ -650,7 +653,8 @@ class _Packer:
                 tokens = counter.count(text)
             cap = CODE_BLOCK_BUDGETS * budget if first.kind == "code" and j == i else budget
             if tokens > cap:  # one piece that did not fit with its context after all
-                limit = max(1, first.tokens - (tokens - cap) - 1)
+                real = counter.count(self.md[first.start:first.end])
+                limit = max(1, real - (tokens - cap) - 1)
                 kind = "codepart" if first.kind == "code" else first.kind
                 parts = _split_to_pieces(self.md, first.start, first.end, limit, counter, kind,
                                          sentences=kind == "text", table=first.table,
