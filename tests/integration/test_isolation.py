@@ -171,3 +171,17 @@ def test_closed_pool_refuses_work(hostile: Path) -> None:
     time.sleep(0.2)
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or "Z" in open(f"/proc/{pid}/stat").read().split()[2]
+
+
+def test_worker_imports_stay_small() -> None:
+    """What a worker imports (the ingest modules and markitdown) pulls in no fastembed or lancedb."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, appliance.ingest.isolate, appliance.ingest.convert, markitdown.converters;"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('fastembed', 'lancedb', 'tokenizers'));"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
