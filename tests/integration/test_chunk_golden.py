@@ -33,6 +33,9 @@ CASES = {
     "xlsx": "unstructured/2023-half-year-analyses-by-segment.xlsx",
     "ipynb": "markitdown/test_notebook.ipynb",
     "pdf": "unstructured/pdf/multi-column.pdf",   # 117 KB of text, tables from page layout
+    # the corpus's only real transcript (a meeting-tool export); longer ones are generated
+    # in tests/unit/test_chunk.py
+    "transcript": "docling/docx/sources/word_image_anchors.docx",
 }
 
 _converted: dict[str, str] = {}
@@ -146,3 +149,11 @@ def test_long_pdf(shared: Path, counter) -> None:  # type: ignore[no-untyped-def
     assert len(chunks) > 100 and len(by_section) > 20
     sizes = sorted(len(section_text(v)) for v in by_section.values())
     assert sizes[len(sizes) // 2] <= SECTION_CHAR_CAP
+
+
+def test_meeting_transcript_gets_time_windows(shared: Path, counter) -> None:  # type: ignore[no-untyped-def]
+    md, chunks, by_section = cut(shared, "transcript", counter)
+    labels = [members[0].heading for members in by_section.values()]
+    assert labels == ["word_image_anchors", "[00:00–02:00] word_image_anchors"]
+    turns = by_section[1]
+    assert "This is test 1" in turns[0].body and "Yeah, exactly." in turns[-1].body
