@@ -39,13 +39,14 @@ TRANSCRIPT_WINDOW_SECONDS = 120
 TRANSCRIPT_LINE_SHARE = 0.13
 """Share of non-blank lines that must be timestamp lines for a transcript.
 
-Measured on /work/shared/corpus converted with markitdown (656 non-empty documents):
-the only real transcript (a meeting-tool export saved as .docx, 2 turns) has 2 of 7
-non-blank lines matching (28.6%; 22.2% in its hand-made Markdown twin, 2 of 9 lines);
-of the 654 other documents, 652 have 0.0%, one has 3.6% (a Markdown escaping test with
-one cue timing line) and one 0.07% (a PDF poster with a clock time).  Generated
-transcripts in the tests run at 50% (stamp line, then words) to 100% (one line per
-turn).  0.13 is the middle of the empty gap between 3.6% and 22.2%.
+Measured with `markdown_blocks.timestamp_seconds` on /work/shared/corpus converted with
+markitdown (656 non-empty documents).  The corpus holds one real transcript, a meeting
+tool's export saved as .docx: 2 of its 6 non-blank lines match (33.3%), and 2 of 9
+(22.2%) in the Markdown twin of the same file.  Of the 654 other documents, 651 match
+0.0%, two match 3.6% (one WebVTT cue line quoted in a Markdown escaping test and its
+twin) and one 0.07% (a clock time on a PDF poster).  Transcripts generated in the tests
+run at 50% (stamp line, then words) to 100% (one line per turn).  0.13 sits in the middle
+of the empty gap between 3.6% and 22.2%.
 """
 TRANSCRIPT_MIN_LINES = 2
 TRANSCRIPT_MONOTONE_SHARE = 0.8
