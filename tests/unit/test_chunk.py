@@ -351,6 +351,7 @@ def test_transcript_without_title_is_labelled_by_time() -> None:
     ("00:01:02 Speaker: text", 62), ("[12:30] text", 750), ("Name 1:02:03", 3723),
     ("**Ann Lee** 0:08", 8), ("00:00:01,000 --> 00:00:04,000", 1), ("- (03:05) hello", 185),
     ("Plain text 12:30 in the middle of a line", None), ("12:75 odd", None), ("Total 3", None),
+    ("From nobody Mon Aug 25 13:47:30 2014", None),
 ])
 def test_timestamp_lines(line: str, seconds: int | None) -> None:
     assert timestamp_seconds(line) == seconds
