@@ -110,7 +110,14 @@ def internal_error() -> ToolResult:
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:
-    return model.model_json_schema(mode="serialization")
+    """The tool's result model or the error shape: some clients validate error results against it too."""
+    defs: dict[str, Any] = {}
+    for part in (model, m.ErrorResult):
+        schema = part.model_json_schema(mode="serialization")
+        defs |= schema.pop("$defs", {})
+        defs[part.__name__] = schema
+    return {"type": "object", "anyOf": [{"$ref": f"#/$defs/{model.__name__}"}, {"$ref": "#/$defs/ErrorResult"}],
+            "$defs": defs}
 
 
 async def _render(model: type[BaseModel], work: Callable[[], Any]) -> ToolResult:
