@@ -344,12 +344,19 @@ def _table_context(header: str, sep: str, counter: _Counter, budget: int) -> str
 
 
 def _cap(md: str, label: str, parts: list[str], units: list[_Unit]) -> list[_Section]:
-    """Cut a section over SECTION_CHAR_CAP at unit, row, line and sentence boundaries."""
+    """Cut a section over SECTION_CHAR_CAP at unit, row, line and sentence boundaries.
+
+    The cap holds for the section as `section_text` returns it: its label line and, for a
+    section that starts inside a table, the header row repeated at its top count too.
+    """
     out = [_Section(label, parts)]
+    label_chars = len(label) + 1 if label else 0
 
     def size_with(u: _Unit) -> int:
         cur = out[-1].units
-        return u.end - (cur[0].start if cur else u.start)
+        first = cur[0] if cur else u
+        extra = len(first.table.context) + 1 if first.kind == "row" and first.table else 0
+        return u.end - first.start + label_chars + extra
 
     def add(u: _Unit) -> bool:
         if size_with(u) <= SECTION_CHAR_CAP:
@@ -376,7 +383,7 @@ def _cap(md: str, label: str, parts: list[str], units: list[_Unit]) -> list[_Sec
             whole = _Unit("table", u.start, units[j].end)
             if add(whole):
                 out[-1].units[-1:] = units[i:j + 1]
-            elif whole.end - whole.start <= SECTION_CHAR_CAP:
+            elif whole.end - whole.start + label_chars <= SECTION_CHAR_CAP:
                 fresh(list(units[i:j + 1]))
             else:
                 for part in units[i:j + 1]:
@@ -386,16 +393,16 @@ def _cap(md: str, label: str, parts: list[str], units: list[_Unit]) -> list[_Sec
         if add(u):
             i += 1
             continue
-        if u.end - u.start <= SECTION_CHAR_CAP or u.kind not in ("text", "codesplit"):
+        if u.end - u.start + label_chars <= SECTION_CHAR_CAP or u.kind not in ("text", "codesplit"):
             fresh([u])
         else:
-            for part in _cap_pieces(md, u):
+            for part in _cap_pieces(md, u, SECTION_CHAR_CAP - label_chars):
                 push(part)
         i += 1
     return [s for s in out if s.units]
 
 
-def _cap_pieces(md: str, u: _Unit) -> list[_Unit]:
+def _cap_pieces(md: str, u: _Unit, cap: int) -> list[_Unit]:
     """A text run over the cap as lines, and lines over the cap as sentences."""
     out: list[_Unit] = []
     pos = u.start
@@ -403,26 +410,27 @@ def _cap_pieces(md: str, u: _Unit) -> list[_Unit]:
         nl = md.find("\n", pos, u.end)
         end = u.end if nl == -1 else nl
         if md[pos:end].strip():
-            if end - pos <= SECTION_CHAR_CAP:
+            if end - pos <= cap:
                 out.append(_Unit(u.kind, pos, end, group=u.group))
             else:
-                out.extend(_Unit(u.kind, a, b, group=u.group) for a, b in _sentences(md, pos, end))
+                out.extend(_Unit(u.kind, a, b, group=u.group)
+                           for a, b in _sentences(md, pos, end, cap))
         pos = end + 1
     return out
 
 
-def _sentences(md: str, start: int, end: int) -> list[tuple[int, int]]:
+def _sentences(md: str, start: int, end: int, cap: int) -> list[tuple[int, int]]:
     """Sentence spans of md[start:end], grouped greedily up to the cap."""
     out: list[tuple[int, int]] = []
     a = start
     last = start
     for m in _SENTENCE_END.finditer(md, start, end):
         b = m.end()
-        if b - a > SECTION_CHAR_CAP and last > a:
+        if b - a > cap and last > a:
             out.append((a, last))
             a = last
         last = b
-    if end - a > SECTION_CHAR_CAP and a < last < end:
+    if end - a > cap and a < last < end:
         out.append((a, last))
         a = last
     out.append((a, end))
