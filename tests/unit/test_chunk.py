@@ -472,3 +472,22 @@ def test_fifty_megabytes_of_one_line() -> None:
     assert time.perf_counter() - start < 120
     assert tally.chars <= 8 * len(line)
     assert len(chunks) > 10_000
+
+
+def test_heading_shares_a_chunk_with_the_start_of_a_long_paragraph() -> None:
+    md = "# One\n\nshort\n\n# Two\n\n" + words(200)
+    chunks = chunk(md, budget=50)
+    two = [c for c in chunks if c.heading == "Two"]
+    assert two[0].body.startswith("# Two\n\nword0")
+    assert all(count(c.text) <= 50 for c in two)
+
+
+def test_a_long_turn_is_cut_but_stays_in_its_window() -> None:
+    md = "\n".join([f"[00:{10 * i:02d}] Bob: turn {i} " + words(8) for i in range(4)]
+                   + ["[01:30] Eve: " + words(150), "[02:10] Bob: next window"])
+    chunks = chunk(md, budget=40, title="Call")
+    first_window = [c for c in chunks if c.heading == "[00:00–02:00] Call"]
+    assert sum("Eve:" in c.body for c in first_window) == 1
+    assert any("word149" in c.body for c in first_window)
+    assert chunks[-1].heading == "[02:00–04:00] Call"
+    assert all(count(c.text) <= 40 for c in chunks)
