@@ -314,6 +314,8 @@ def _convert_pdf(path: Path, ocr: OcrConfig | None) -> Converted:
         try:
             with open(path, "rb") as fh:
                 markdown = _run(PdfConverter(), fh, ".pdf").markdown
+        except MemoryError:
+            raise
         except Exception as exc:  # noqa: BLE001 - markitdown wraps everything
             if "encrypt" in f"{type(exc).__name__} {exc}".lower() or "password" in str(exc).lower():
                 raise EncryptedDocument(f"{path}: the PDF is encrypted and cannot be read") from None
@@ -325,7 +327,7 @@ def _convert_pdf(path: Path, ocr: OcrConfig | None) -> Converted:
     if scanned:
         text_layer = sum(counts) > 0 and markdown.strip() != ""
         try:
-            cfg = require_ocr(ocr, f"{path}: {len(scanned)} of {len(counts)} pages are scans without text and")
+            cfg = require_ocr(ocr, f"{path} ({len(scanned)} of {len(counts)} pages are scans without text)")
         except OcrUnavailable:
             if text_layer:  # a short real text layer (certificate, title page) is kept as it is
                 metadata["pages_without_text"] = ",".join(str(i + 1) for i in scanned)
