@@ -47,6 +47,17 @@ IMAGE_EXTENSIONS: frozenset[str] = frozenset(
 )
 """Become documents through OCR; a scanner should list them only when OCR is available."""
 
+
+
+def accepted_extensions(ocr: OcrConfig | None) -> frozenset[str]:
+    """Extensions a scan should pick up: images only when OCR is configured and installed."""
+    from appliance.ingest.ocr import ocr_status
+
+    if ocr is not None and ocr_status(ocr)[1] is None:
+        return SUPPORTED_EXTENSIONS | IMAGE_EXTENSIONS
+    return SUPPORTED_EXTENSIONS
+
+
 _ZIP_FORMATS = {".docx", ".pptx", ".xlsx", ".epub"}
 _METADATA_TITLE_FORMATS = {".html", ".htm", ".epub"}
 
@@ -498,6 +509,7 @@ __all__ = [
     "SUPPORTED_EXTENSIONS",
     "IMAGE_EXTENSIONS",
     "TEXT_EXTENSIONS",
+    "accepted_extensions",
     "OcrConfig",
     "to_markdown",
     "convert_data",

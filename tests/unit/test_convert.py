@@ -10,12 +10,14 @@ from appliance.errors import ConversionFailed, FileTooLarge, InvalidArgument, Un
 from appliance.ingest.convert import (
     IMAGE_EXTENSIONS,
     SUPPORTED_EXTENSIONS,
+    accepted_extensions,
     convert_data,
     front_matter,
     strip_data_images,
     to_markdown,
 )
 from appliance.ingest.failures import BinaryContent, MislabelledFile
+from appliance.ingest.ocr import OcrConfig
 from appliance.ingest.textfile import decode_text
 
 MB = 1 << 20
@@ -32,6 +34,8 @@ def test_extension_sets() -> None:
     }
     assert IMAGE_EXTENSIONS == {".png", ".jpg", ".jpeg", ".tiff", ".tif", ".bmp", ".webp"}
     assert not SUPPORTED_EXTENSIONS & IMAGE_EXTENSIONS
+    assert accepted_extensions(None) == SUPPORTED_EXTENSIONS
+    assert accepted_extensions(OcrConfig(tesseract_cmd="/nonexistent/tesseract")) == SUPPORTED_EXTENSIONS
 
 
 # -- encodings ---------------------------------------------------------------------------
