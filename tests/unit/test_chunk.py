@@ -491,3 +491,10 @@ def test_a_long_turn_is_cut_but_stays_in_its_window() -> None:
     assert any("word149" in c.body for c in first_window)
     assert chunks[-1].heading == "[02:00–04:00] Call"
     assert all(count(c.text) <= 40 for c in chunks)
+
+
+def test_windows_line_endings_keep_the_structure() -> None:
+    md = ("# A\n\nintro\n\n## B\n\n" + table(40)).replace("\n", "\r\n")
+    chunks = chunk(md, budget=50)
+    assert {c.heading for c in chunks} == {"A", "A > B"}
+    assert sum("| Col0 | Col1 | Col2 |" in context(c) for c in chunks) > 2
