@@ -41,7 +41,8 @@ bench: models ## speed figures: embedding throughput, query latency
 
 # ---- the container image (see Dockerfile; scripts/docker_ci.sh runs the image tests) ----
 .PHONY: base wheelhouse image demo serve sync save load docker-test
-DOCKER ?= docker
+# Debian's docker CLI (/usr/bin/docker) can use the daemon's BuildKit; the v28 one here has no buildx.
+DOCKER ?= $(shell test -x /usr/bin/docker && echo /usr/bin/docker || echo docker)
 BASE_IMAGE ?= local/base:bookworm
 BUNDLE ?= dist/minirag-image.tar.gz
 DOCKER_RUN = $(DOCKER) run --rm --pull never
@@ -49,12 +50,14 @@ DOCKER_RUN = $(DOCKER) run --rm --pull never
 base:      ## the local Debian base image (debootstrap; only for BASE_IMAGE=local/...)
 	@case "$(BASE_IMAGE)" in local/*) scripts/make_base_image.sh $(BASE_IMAGE);; *) echo "base: using $(BASE_IMAGE)";; esac
 
-wheelhouse: install ## wheels for the image: the runtime lock (hash-checked) and this project
-	$(PY) -m pip download -qq --only-binary :all: --require-hashes -r requirements-runtime.lock -d wheelhouse/
+wheelhouse/.complete: requirements-runtime.lock
+	$(PY) -m pip download -qq --only-binary :all: --require-hashes -r requirements-runtime.lock -d wheelhouse/ && touch $@
+
+wheelhouse: install wheelhouse/.complete ## wheels for the image: the runtime lock (hash-checked) and this project
 	rm -rf wheelhouse/project && $(PY) -m pip wheel -qq --no-deps . -w wheelhouse/project/
 
 image: base wheelhouse models ## build the image $(IMAGE) offline from the wheelhouse and baked models
-	$(DOCKER) build --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg REVISION=$$(git rev-parse --short HEAD) -t $(IMAGE) .
+	DOCKER_BUILDKIT=1 $(DOCKER) build --progress=plain --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg REVISION=$$(git rev-parse --short HEAD) -t $(IMAGE) .
 
 demo: image ## index samples/ in the container (no network) and search it in English and Russian
 	$(DOCKER_RUN) --network none -v $(CURDIR)/samples:/docs:ro -v minirag-demo:/index $(IMAGE) sync

@@ -241,7 +241,7 @@ class Scheduler:
             os.replace(tmp, path)
             self._state_write_failed = False
         except OSError as exc:
-            if not self._state_write_failed:
+            if not self._state_write_failed and not _unwritable(self.settings.db_path):  # else round() says it
                 log.warning("cannot record the scheduler state: %s", _os_message(self.settings.db_path, exc))
                 self._state_write_failed = True
 
