@@ -26,7 +26,7 @@ from appliance.ingest.ocr import (
     OcrConfig,
     ocr_image_file,
     ocr_pdf_pages,
-    pdf_text_chars,
+    pdf_page_texts,
     require_ocr,
 )
 from appliance.ingest.textfile import decode_text, read_text
@@ -252,17 +252,36 @@ def keep_emphasised_spaces(html: str) -> str:
 
 
 def _docx_converter():
+    """markitdown's DOCX path, with pictures reduced to their alt text before mammoth reads them.
+
+    mammoth's default inlines every picture as base64 (which we would strip again) and
+    fails on pictures linked by URL (KeyError 'word/https://...'); here it never opens them.
+    """
+    import mammoth
+    import mammoth.images
     from markitdown.converters import DocxConverter
+    from markitdown.converters import _docx_converter as md_docx
 
-    conv = DocxConverter()
-    inner = conv._html_converter
+    def alt_only(image):  # type: ignore[no-untyped-def]
+        return {"src": "data:,", "alt": (image.alt_text or "").replace("\n", " ")}
 
-    class _Html:
-        def convert_string(self, html_content: str, **kwargs):
-            return inner.convert_string(keep_emphasised_spaces(html_content), **kwargs)
+    class _Docx(DocxConverter):
+        def convert(self, file_stream, stream_info, **kwargs):  # type: ignore[no-untyped-def]
+            stream = md_docx.pre_process_docx(file_stream)
+            style_map = "\n".join(
+                part
+                for part in (md_docx._read_embedded_style_map(stream), md_docx._UNDERLINE_STYLE_MAP)
+                if part
+            )
+            html = mammoth.convert_to_html(
+                stream,
+                style_map=style_map,
+                include_embedded_style_map=False,
+                convert_image=mammoth.images.img_element(alt_only),
+            ).value
+            return self._html_converter.convert_string(keep_emphasised_spaces(html), **kwargs)
 
-    conv._html_converter = _Html()
-    return conv
+    return _Docx()
 
 
 def _html_charset(data: bytes) -> str:
@@ -314,11 +333,12 @@ def _convert_pdf(path: Path, ocr: OcrConfig | None) -> Converted:
     from markitdown.converters import PdfConverter
 
     try:
-        counts = pdf_text_chars(path)
+        page_texts = pdf_page_texts(path)
     except pdfium.PdfiumError as exc:
         if "password" in str(exc).lower():
             raise EncryptedDocument(f"{path}: the PDF is encrypted with a password") from None
         raise ConversionFailed(f"{path}: damaged PDF ({exc})") from None
+    counts = [sum(1 for c in t if not c.isspace()) for t in page_texts]
     metadata = {"pages": str(len(counts))}
     markdown = ""
     if any(counts):
@@ -330,7 +350,9 @@ def _convert_pdf(path: Path, ocr: OcrConfig | None) -> Converted:
         except Exception as exc:  # noqa: BLE001 - markitdown wraps everything
             if "encrypt" in f"{type(exc).__name__} {exc}".lower() or "password" in str(exc).lower():
                 raise EncryptedDocument(f"{path}: the PDF is encrypted and cannot be read") from None
-            raise _failed(path, ".pdf", exc) from None
+            # pdfminer gave up (broken colour space, odd fonts); pdfium still reads the text layer.
+            markdown = "\n\n".join(t.strip() for t in page_texts if t.strip())
+            metadata["text_extractor"] = f"pdfium (pdfminer failed: {type(exc).__name__})"
     markdown = _tidy(markdown)
     threshold = ocr.min_chars_per_page if ocr is not None else 1
     scanned = [i for i, c in enumerate(counts) if c < threshold]

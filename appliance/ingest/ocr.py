@@ -180,9 +180,14 @@ def ocr_image_file(path: Path, cfg: OcrConfig) -> list[str]:
 
 def pdf_text_chars(path: Path, window: int = 32) -> list[int]:
     """Non-whitespace characters in each page's text layer (pypdfium2), in windows."""
+    return [sum(1 for c in text if not c.isspace()) for text in pdf_page_texts(path, window)]
+
+
+def pdf_page_texts(path: Path, window: int = 32) -> list[str]:
+    """Each page's text layer as pdfium reads it (plain text, no layout), in windows."""
     import pypdfium2 as pdfium
 
-    counts: list[int] = []
+    counts: list[str] = []
     doc = pdfium.PdfDocument(str(path))
     try:
         total = len(doc)
@@ -199,7 +204,7 @@ def pdf_text_chars(path: Path, window: int = 32) -> list[int]:
                 finally:
                     tp.close()
                     page.close()
-                counts.append(sum(1 for c in text if not c.isspace()))
+                counts.append(text.replace("\r\n", "\n"))
         finally:
             doc.close()
     return counts

@@ -150,3 +150,19 @@ def test_short_text_layer_pdf_is_kept_without_ocr() -> None:
     """A PDF with a real but short text layer converts even when OCR is off."""
     c = to_markdown(CORPUS / "unstructured/pdf/fake-memo.pdf", ocr=None, max_file_size=MAX)
     assert c.markdown.strip() and c.ocr_engine == ""
+
+
+def test_pdf_falls_back_to_pdfium_when_pdfminer_fails() -> None:
+    c = converted("unstructured/pdf/pdf-bad-color-space.pdf")
+    assert "2023 Environmental Report" in c.markdown
+    assert c.metadata["text_extractor"].startswith("pdfium")
+
+
+def test_docx_picture_linked_by_url_does_not_fail() -> None:
+    c = converted("docling/docx/sources/docx_external_image.docx")
+    assert c.title == "Test Document with External Image"
+    assert "This paragraph comes after the external image." in c.markdown
+
+
+def test_docx_picture_alt_text_is_kept() -> None:
+    assert "A red and blue square" in converted("markitdown/rlink.docx").markdown
