@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Optional
 
 import anyio
 from fastmcp import FastMCP
-from fastmcp.exceptions import ValidationError as ArgumentsInvalid
+from fastmcp.exceptions import NotFoundError as UnknownComponent, ValidationError as ArgumentsInvalid
 from fastmcp.server.middleware import Middleware
 from fastmcp.tools import ToolResult
 from mcp.types import TextContent, ToolAnnotations
@@ -158,9 +158,9 @@ class ErrorsAsValues(Middleware):
         except ArgumentsInvalid as exc:
             return error_result("invalid_argument", _describe_invalid(exc),
                                 "Check the tool's input schema (tools/list) for names, types and bounds.")
+        except UnknownComponent:  # an unknown tool name stays a protocol error
+            raise
         except Exception as exc:
-            if type(exc).__name__ == "NotFoundError":  # an unknown tool name stays a protocol error
-                raise
             log.error("tool %r failed outside its handler", context.message.name, exc_info=exc)
             return internal_error()
 

@@ -182,3 +182,18 @@ def test_unknown_model_is_a_config_error_not_a_crash(server_env: dict[str, str],
         assert live.error("query_documents", {"query": "anything"})["code"] in ("config_error", "model_missing")
     finally:
         live.close()
+
+
+def test_grep_without_the_regex_package_kills_a_runaway_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from appliance import grep as grep_module
+    from appliance.ingest.textfile import read_text
+
+    monkeypatch.setattr(grep_module, "_regex_module", None)
+    (tmp_path / "evil.txt").write_text("a" * 64 + "!\nERR_ONE here\n", "utf-8")
+    files = [grep_module.GrepFile(tmp_path / "evil.txt", "evil.txt")]
+    read = lambda p: read_text(p)[0]  # noqa: E731
+    started = time.monotonic()
+    out = grep_module.grep(files, "(a+)+$", is_regex=True, deadline_s=2.0, read=read)
+    assert time.monotonic() - started < 10 and out.stopped == "regex_timeout"
+    found = grep_module.grep(files, r"ERR_\w+", is_regex=True, read=read)
+    assert [(m["lineNumber"], m["line"]) for m in found.matches] == [(2, "ERR_ONE here")] and found.stopped is None
