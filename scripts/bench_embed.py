@@ -39,6 +39,11 @@ def _rss_mb() -> float:
         return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def build_passages(embedder, per_size: int) -> dict[int, list[str]]:
     """per_size passages of ~200 and of ~400 tokens, languages in turn, cut at token boundaries."""
     tok = embedder._ensure_tokenizer()
@@ -107,13 +112,16 @@ def worker(model_id: str, models_dir: Path, threads: int, per_size: int, out_npz
     embedder.embed_passages(passages[200][:8])  # warm-up
     after_load = _rss_mb()
     result = {"model": model_id, "threads": threads, "load_s": round(load_s, 2),
+              "loadavg_1min": round(os.getloadavg()[0], 1),
               "rss_before_load_mb": round(base), "rss_after_load_mb": round(after_load)}
     vectors = {}
     for size, texts in passages.items():
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _cpu_s()
         vectors[size] = embedder.embed_passages(texts)
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, _cpu_s() - cpu_start
         result[f"chunks_per_s_{size}tok"] = round(len(texts) / elapsed, 2)
+        # CPU time is far less sensitive than wall time to other load on the machine
+        result[f"cpu_ms_per_chunk_{size}tok"] = round(1000 * cpu / len(texts), 1)
     latencies = []
     for query in QUERIES * 4:
         start = time.perf_counter()
@@ -175,9 +183,11 @@ def main() -> int:
     print(f"{report['passages']} passages (half ~200, half ~400 tokens; EN/DE/RU), {args.threads} threads")
     for r in results:
         print(f"{r['model']}: {r['model_file_mb']} MB file, load {r['load_s']} s, "
-              f"{r['chunks_per_s_200tok']} chunks/s @200 tok, {r['chunks_per_s_400tok']} chunks/s @400 tok, "
+              f"{r['chunks_per_s_200tok']} chunks/s @200 tok ({r['cpu_ms_per_chunk_200tok']} CPU-ms each), "
+              f"{r['chunks_per_s_400tok']} chunks/s @400 tok ({r['cpu_ms_per_chunk_400tok']} CPU-ms each), "
               f"RSS after load {r['rss_after_load_mb']} MB, peak {r['peak_rss_mb']} MB, "
-              f"query {r['query_latency_ms_median']} ms median ({r['query_latency_ms_max']} max)")
+              f"query {r['query_latency_ms_median']} ms median ({r['query_latency_ms_max']} max), "
+              f"machine load {r['loadavg_1min']}")
         if "xquad_r_multi" in r:
             q = r["xquad_r_multi"]
             print(f"  XQuAD-R multi ({q['queries']} questions): recall@1 {q['recall_at_1']}, MRR@10 {q['mrr_at_10']}")
