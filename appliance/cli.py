@@ -29,11 +29,14 @@ ModelName = Annotated[Optional[str], typer.Option("--model-name", help="Embeddin
 AsJson = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
-def _appliance(base_dir: list[str] | None, db_path: str | None, models_dir: str | None, model_name: str | None):  # type: ignore[no-untyped-def]
+def _appliance(base_dir: list[str] | None, db_path: str | None, models_dir: str | None, model_name: str | None,
+               **changes: Any):  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
     from appliance.service import Appliance
 
     settings = load_settings(base_dirs=base_dir, db_path=db_path, models_dir=models_dir, model_name=model_name)
-    return Appliance(settings)
+    return Appliance(replace(settings, **changes) if changes else settings)
 
 
 def _emit(data: Any, as_json: bool, human: str | None = None) -> None:
@@ -123,11 +126,14 @@ def ingest(paths: Annotated[list[str], typer.Argument(help="Files or directories
 def sync(path: Annotated[Optional[str], typer.Argument(help="Reconcile only under this path.")] = None,
          full: Annotated[bool, typer.Option("--full", help="Re-ingest everything in place (after a model or budget change).")] = False,
          clean: Annotated[bool, typer.Option("--clean", help="Start from an empty index.")] = False,
+         no_snapshot_dedupe: Annotated[bool, typer.Option("--no-snapshot-dedupe", help="Store every dated snapshot in full.")] = False,
          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Make the index equal to the files on disk."""
     with _reported(as_json), _progress(not as_json) as progress:
-        report = _appliance(base_dir, db_path, models_dir, model_name).sync(path, full=full, clean=clean, progress=progress)
+        changes = {"snapshot_dedupe": False} if no_snapshot_dedupe else {}
+        report = _appliance(base_dir, db_path, models_dir, model_name, **changes).sync(
+            path, full=full, clean=clean, progress=progress)
     _print_run(report, as_json)
 
 
@@ -158,7 +164,7 @@ def read(target: Annotated[Optional[str], typer.Argument(help="A file path.")] =
          model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Print a whole indexed document, rebuilt from its chunks."""
     with _reported(as_json):
-        doc = _appliance(base_dir, db_path, models_dir, model_name).read(source or target or "")
+        doc = _appliance(base_dir, db_path, models_dir, model_name).read(source or target or "", source is not None)
     _emit(doc, as_json, doc["content"])
 
 
@@ -173,7 +179,7 @@ def read_neighbors(file_path: Annotated[Optional[str], typer.Option("--file-path
     """Print the chunks before and after one chunk."""
     with _reported(as_json):
         out = _appliance(base_dir, db_path, models_dir, model_name).read_neighbors(
-            source or file_path or "", chunk_index, before=before, after=after)
+            source or file_path or "", source is not None, chunk_index, before=before, after=after)
     _emit(out, as_json, "\n\n".join(f"[{c['chunkIndex']}] {c['text']}" for c in out["chunks"]))
 
 
@@ -212,7 +218,7 @@ def delete(target: Annotated[Optional[str], typer.Argument(help="A file path.")]
            model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Remove a document from the index (the file on disk is untouched)."""
     with _reported(as_json):
-        out = _appliance(base_dir, db_path, models_dir, model_name).delete(source or target or "")
+        out = _appliance(base_dir, db_path, models_dir, model_name).delete(source or target or "", source is not None)
     _emit(out, as_json, f"deleted {out['source']} ({out['chunksRemoved']} chunks)")
 
 

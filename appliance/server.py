@@ -261,12 +261,12 @@ def create_server(runtime: Runtime) -> FastMCP:
     ) -> ToolResult:
         """The chunks just before and after one chunk of a document, in order. Give filePath or source."""
         return await call(m.Neighbors, lambda app: app.read_neighbors(
-            _one_target(filePath, source), chunkIndex, before=before, after=after, require_absolute=True))
+            *_one_target(filePath, source), chunkIndex, before=before, after=after, require_absolute=True))
 
     @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.Document))
     async def read_file(filePath: Optional[FilePath] = None, source: Optional[SourceId] = None) -> ToolResult:
         """A whole indexed document as Markdown, rebuilt from its chunks. Give filePath or source."""
-        return await call(m.Document, lambda app: app.read(_one_target(filePath, source), require_absolute=True))
+        return await call(m.Document, lambda app: app.read(*_one_target(filePath, source), require_absolute=True))
 
     @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.FileList))
     async def list_files(scope: Scope = None) -> ToolResult:
@@ -276,7 +276,7 @@ def create_server(runtime: Runtime) -> FastMCP:
     @mcp.tool(annotations=REPLACES, output_schema=_schema(m.Deleted))
     async def delete_file(filePath: Optional[FilePath] = None, source: Optional[SourceId] = None) -> ToolResult:
         """Remove a file, data item or url item from the index; the file on disk is never touched."""
-        return await call(m.Deleted, lambda app: app.delete(_one_target(filePath, source), require_absolute=True))
+        return await call(m.Deleted, lambda app: app.delete(*_one_target(filePath, source), require_absolute=True))
 
     @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.GrepResults))
     async def grep(
@@ -300,10 +300,11 @@ def create_server(runtime: Runtime) -> FastMCP:
     return mcp
 
 
-def _one_target(file_path: str | None, source: str | None) -> str:
+def _one_target(file_path: str | None, source: str | None) -> tuple[str, bool]:
+    """(target, is_source): a file path, or a data/url source id taken as given."""
     if (file_path is None) == (source is None):
         raise InvalidArgument("Give exactly one of filePath or source")
-    return file_path if file_path is not None else source  # type: ignore[return-value]
+    return (file_path, False) if file_path is not None else (source, True)  # type: ignore[return-value]
 
 
 def _ingest_url(app: Appliance, url: str) -> Any:

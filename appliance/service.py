@@ -22,6 +22,7 @@ from appliance.errors import (ApplianceError, ConfigError, IndexMismatch, Invali
                               UnsupportedFile, UrlIngestDisabled)
 from appliance.ingest import convert
 from appliance.ingest.ocr import OcrConfig, ocr_status
+from appliance.ingest.snapshots import Kept, dedupe_sequence, snapshot_members
 from appliance.ingest.chunk import SCHEME_VERSION, chunk_document, reconstruct
 from appliance.ingest.discover import FoundFile, Skipped, contained_root, resolve_in_roots, walk
 from appliance.ingest.isolate import ConvertPool
@@ -202,7 +203,7 @@ class Appliance:
                 report.deleted = len(gone)
             if full or clean:
                 self.index.write_identity(self.identity())
-            self._index_files(files, report, progress, known=known, force=full)
+            self._index_files(files, report, progress, known=known, force=full, gone=gone)
             result = self._finish(report)
             self._save_last_sync(result, under)
             return result
@@ -243,9 +244,9 @@ class Appliance:
         self.index.refresh_indexes()
         return self._finish(report)
 
-    def delete(self, target: str, *, require_absolute: bool = False) -> dict[str, Any]:
+    def delete(self, target: str, is_source: bool = False, *, require_absolute: bool = False) -> dict[str, Any]:
         """Remove a file, data item or URL item from the index (never from disk)."""
-        source_id = self._source_id_for(target, require_absolute=require_absolute)
+        source_id = self._source_id_for(target, is_source, require_absolute=require_absolute)
         rows = self.index.source_rows(f"source_id = {sql_str(source_id)}")
         chunks = self.index.count_chunks(f"source_id = {sql_str(source_id)}")
         if not rows and not chunks:
@@ -266,39 +267,66 @@ class Appliance:
         if self.index.read_identity() is None:
             self.index.write_identity(self.identity())
 
+    def _classify(self, f: FoundFile, old: SourceRow | None, force: bool) -> tuple[str, str]:
+        """(what to do, content hash): unchanged, refresh, failed, error (unreadable) or index."""
+        fresh = (old is not None and not old.error_code and old.scheme == SCHEME_VERSION
+                 and old.model_id == self.spec.id)
+        if not force and fresh and old.mtime_ns == f.mtime_ns and old.size == f.size:  # type: ignore[union-attr]
+            return "unchanged", old.content_hash  # type: ignore[union-attr]
+        try:
+            digest = content_hash(f.path)
+        except OSError as exc:
+            return "error", exc.strerror or str(exc)
+        if not force and fresh and old.content_hash == digest:  # type: ignore[union-attr]
+            return "refresh", digest
+        if not force and old is not None and old.error_code and old.content_hash == digest \
+                and old.mtime_ns == f.mtime_ns:
+            return "failed", digest
+        return "index", digest
+
     def _index_files(self, files: Sequence[FoundFile], report: RunReport, progress: Progress | None,
-                     *, known: dict[str, SourceRow], force: bool) -> None:
-        """Convert (in worker processes) while embedding and writing earlier files."""
+                     *, known: dict[str, SourceRow], force: bool, gone: Sequence[str] = ()) -> None:
+        """Convert (in worker processes) while embedding and writing earlier files.
+
+        A dated snapshot sequence in which anything changed is re-indexed as a
+        whole, in date order, in one write, so its de-duplication stays exact.
+        """
+        plans = {f.path: (f, *self._classify(f, known.get(str(f.path)), force)) for f in files}
+        members: dict[Path, Any] = {}
+        if self.settings.snapshot_dedupe:
+            every = snapshot_members([*plans, *(Path(g) for g in gone)])
+            touched = {m.group for p, m in every.items() if p not in plans or plans[p][1] == "index"}
+            members = {p: m for p, m in every.items() if p in plans and m.group in touched}
         todo: list[tuple[FoundFile, str]] = []
-        for f in files:
-            old = known.get(str(f.path))
-            fresh = (old is not None and not old.error_code and old.scheme == SCHEME_VERSION
-                     and old.model_id == self.spec.id)
-            if not force and fresh and old.mtime_ns == f.mtime_ns and old.size == f.size:
+        for path, (f, kind, digest) in plans.items():
+            if path in members and kind in ("unchanged", "refresh", "failed"):
+                kind, digest = "index", content_hash(path) if kind == "unchanged" else digest
+            old = known.get(str(path))
+            if kind == "unchanged":
                 report.unchanged += 1
-                continue
-            try:
-                digest = content_hash(f.path)
-            except OSError as exc:
-                report.failed.append({"path": str(f.path), "code": "unreadable", "reason": exc.strerror or str(exc)})
-                continue
-            if not force and fresh and old.content_hash == digest:
-                self.index.record_sources([_replace_stat(old, f)])
+            elif kind == "refresh":
+                self.index.record_sources([_replace_stat(old, f)])  # type: ignore[arg-type]
                 report.refreshed += 1
-                continue
-            if not force and old is not None and old.error_code and old.content_hash == digest \
-                    and old.mtime_ns == f.mtime_ns:
-                report.failed.append({"path": str(f.path), "code": old.error_code, "reason": old.error})
-                continue
-            todo.append((f, digest))
+            elif kind == "failed":
+                report.failed.append({"path": str(path), "code": old.error_code, "reason": old.error})  # type: ignore[union-attr]
+            elif kind == "error":
+                report.failed.append({"path": str(path), "code": "unreadable", "reason": digest})
+            else:
+                todo.append((f, digest))
         if not todo:
             return
-        total = len(todo)
+        todo.sort(key=lambda item: str(item[0].path))
+        waiting = {}
+        for f, _ in todo:
+            if f.path in members:
+                waiting[members[f.path].group] = waiting.get(members[f.path].group, 0) + 1
+        sequences: dict[str, list[tuple[str, SourceRow, Converted]]] = {}
         by_path = {f.path: (f, digest) for f, digest in todo}
         batch: list[tuple[SourceRow, Converted]] = []
         batch_chunks = 0
         with self._pool() as pool:
-            for done, (path, result) in enumerate(pool.imap([f.path for f, _ in todo], in_flight=CONVERT_AHEAD), start=1):
+            stream = pool.imap([f.path for f, _ in todo], in_flight=CONVERT_AHEAD)
+            for done, (path, result) in enumerate(stream, start=1):
                 f, digest = by_path[path]
                 old = known.get(str(path))
                 source = SourceRow(source_id=str(path), source_kind="file", root=str(f.root), path=f.display,
@@ -307,44 +335,63 @@ class Appliance:
                     self.index.replace_sources([_failed(source, result)], [])
                     report.failed.append({"path": str(path), "code": result.code, "reason": result.message})
                 else:
-                    batch.append((source, result))
-                    batch_chunks += max(1, len(result.markdown) // 1000)
                     if old is None:
                         report.added += 1
                     else:
                         report.updated += 1
+                    if path in members:
+                        sequences.setdefault(members[path].group, []).append((members[path].date, source, result))
+                    else:
+                        batch.append((source, result))
+                        batch_chunks += max(1, len(result.markdown) // 1000)
+                member = members.get(path)
+                if member is not None:
+                    waiting[member.group] -= 1
+                    if waiting[member.group] == 0:
+                        sequence = sorted(sequences.pop(member.group, []), key=lambda item: item[0])
+                        self._write_batch([(s_, c_) for _d, s_, c_ in sequence], report,
+                                          snapshot_dates=[d for d, _s, _c in sequence])
                 if batch_chunks >= EMBED_BATCH_CHUNKS:
                     self._write_batch(batch, report)
                     batch, batch_chunks = [], 0
                 if progress:
-                    progress("index", done, total, str(path))
+                    progress("index", done, len(todo), str(path))
             self._write_batch(batch, report)
         self.index.refresh_indexes()
 
-    def _write_batch(self, batch: list[tuple[SourceRow, Converted]], report: RunReport) -> None:
-        """Chunk, embed and store a batch of converted documents in one write."""
+    def _write_batch(self, batch: list[tuple[SourceRow, Converted]], report: RunReport,
+                     *, snapshot_dates: Sequence[str] | None = None) -> None:
+        """Chunk, embed and store a batch of converted documents in one write.
+
+        With `snapshot_dates`, the batch is one dated sequence in date order and
+        chunks repeated from the previous snapshot are not stored again.
+        """
         if not batch:
             return
         budget = self.budget
         embedder = self.embedder
+        now = time.time()
+        cut = [chunk_document(converted.markdown, count_tokens=embedder.count_tokens, budget=budget,
+                              title=converted.title) for _source, converted in batch]
+        if snapshot_dates is not None:
+            kept = dedupe_sequence(list(zip(snapshot_dates, cut)))
+        else:
+            kept = [[Kept(c) for c in chunks] for chunks in cut]
         sources: list[SourceRow] = []
         rows: list[dict[str, Any]] = []
         texts: list[str] = []
-        now = time.time()
-        for source, converted in batch:
-            chunks = chunk_document(converted.markdown, count_tokens=embedder.count_tokens, budget=budget,
-                                    title=converted.title)
-            doc_class = _doc_class(converted)
+        for n, ((source, converted), survivors) in enumerate(zip(batch, kept)):
             meta = json.dumps(converted.metadata, ensure_ascii=False, sort_keys=True)
-            key = source_key(source.source_id)
             full = SourceRow(**{**source.__dict__, "title": converted.title or "", "scheme": SCHEME_VERSION,
-                                "model_id": self.spec.id, "chunk_count": len(chunks), "ingested_at": now,
-                                "ocr_engine": converted.ocr_engine, "doc_class": doc_class, "metadata": meta,
-                                "error_code": "", "error": ""})
+                                "model_id": self.spec.id, "chunk_count": len(survivors), "ingested_at": now,
+                                "ocr_engine": converted.ocr_engine, "doc_class": _doc_class(converted),
+                                "metadata": meta, "error_code": "", "error": ""})
             sources.append(full)
-            for chunk in chunks:
-                texts.append(self._embedded_text(chunk, converted.title))
-                rows.append(_chunk_row(full, chunk, key, converted, meta))
+            key = source_key(source.source_id)
+            date = snapshot_dates[n] if snapshot_dates is not None else None
+            for entry in survivors:
+                texts.append(self._embedded_text(entry.chunk, converted.title))
+                rows.append(_chunk_row(full, entry.chunk, key, converted, meta, date, entry.also_unchanged_on))
         vectors = embedder.embed_passages(texts) if texts else []
         for row, vector in zip(rows, vectors):
             row["vector"] = vector
@@ -427,9 +474,9 @@ class Appliance:
         prefix = prefix.rstrip("/") if len(prefix) > 1 else prefix
         return f"source_id = {sql_str(prefix)} OR starts_with(source_id, {sql_str(prefix + '/')})"
 
-    def read(self, target: str, *, require_absolute: bool = False) -> dict[str, Any]:
+    def read(self, target: str, is_source: bool = False, *, require_absolute: bool = False) -> dict[str, Any]:
         """A whole document rebuilt from its chunks (no repeated breadcrumbs or headers)."""
-        source_id = self._source_id_for(target, require_absolute=require_absolute)
+        source_id = self._source_id_for(target, is_source, require_absolute=require_absolute)
         rows = self.index.chunk_rows(f"source_id = {sql_str(source_id)}", HIT_COLUMNS)
         if not rows:
             raise NotFound(f"Nothing indexed for {source_id}",
@@ -439,13 +486,13 @@ class Appliance:
                 "title": rows[0]["title"] or None, "chunkCount": len(rows),
                 "content": reconstruct([row_to_chunk(r) for r in rows])}
 
-    def read_neighbors(self, target: str, chunk_index: int, *, before: int = 2, after: int = 2,
+    def read_neighbors(self, target: str, is_source: bool, chunk_index: int, *, before: int = 2, after: int = 2,
                        require_absolute: bool = False) -> dict[str, Any]:
         """The chunks around one hit, in document order."""
         for name, value, cap in (("chunkIndex", chunk_index, 10**9), ("before", before, 50), ("after", after, 50)):
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= cap:
                 raise InvalidArgument(f"{name} must be an integer from 0 to {cap}, not {value!r}")
-        source_id = self._source_id_for(target, require_absolute=require_absolute)
+        source_id = self._source_id_for(target, is_source, require_absolute=require_absolute)
         where = (f"source_id = {sql_str(source_id)} AND chunk_index >= {chunk_index - before} "
                  f"AND chunk_index <= {chunk_index + after}")
         rows = self.index.chunk_rows(where, HIT_COLUMNS)
@@ -454,10 +501,15 @@ class Appliance:
         return {"source": source_id, "chunkIndex": chunk_index,
                 "chunks": [hit_dict(r) for r in sorted(rows, key=lambda r: r["chunk_index"])]}
 
-    def _source_id_for(self, target: str, *, require_absolute: bool) -> str:
-        """A file path (resolved and contained) or a data/url source id, as stored."""
+    def _source_id_for(self, target: str, is_source: bool, *, require_absolute: bool) -> str:
+        """A file path (resolved and contained) or a data/url source id, as stored.
+
+        Without `is_source`, a target that looks like a path is taken as one.
+        """
         if not isinstance(target, str) or not target.strip():
             raise InvalidArgument("Name a file path or a source id")
+        if is_source:
+            return _valid_source_id(target)
         looks_like_path = target.startswith(("/", "~", ".")) or os.sep in target and "://" not in target
         if looks_like_path or not require_absolute and Path(target).exists():
             path, _root = self.resolve(target, require_absolute=require_absolute, must_exist=False)
@@ -580,7 +632,8 @@ def _doc_class(converted: Converted) -> str:
     return tags[0] if tags else "note"
 
 
-def _chunk_row(source: SourceRow, chunk: Chunk, key: str, converted: Converted, meta: str) -> dict[str, Any]:
+def _chunk_row(source: SourceRow, chunk: Chunk, key: str, converted: Converted, meta: str,
+               snapshot_date: str | None, also_unchanged_on: list[str]) -> dict[str, Any]:
     return {
         "id": f"{key}:{chunk.index}", "source_id": source.source_id, "source_kind": source.source_kind,
         "root": source.root, "path": source.path, "chunk_index": chunk.index, "text": chunk.text,
@@ -590,8 +643,8 @@ def _chunk_row(source: SourceRow, chunk: Chunk, key: str, converted: Converted, 
         "end_line": chunk.end_line if converted.has_lines else None,
         "content_hash": source.content_hash, "mtime_ns": source.mtime_ns, "size": source.size,
         "scheme": source.scheme, "model_id": source.model_id, "ingested_at": source.ingested_at,
-        "ocr_engine": source.ocr_engine, "doc_class": source.doc_class, "snapshot_date": None,
-        "also_unchanged_on": [], "metadata": meta,
+        "ocr_engine": source.ocr_engine, "doc_class": source.doc_class, "snapshot_date": snapshot_date,
+        "also_unchanged_on": also_unchanged_on, "metadata": meta,
     }
 
 

@@ -132,3 +132,27 @@ def test_killed_syncs_converge_to_a_clean_build(make_app, tmp_path: Path, models
     assert _state(recovered) == _state(clean)
     assert recovered.search("river harbour", top_k=3).results
     assert recovered.status()["index"]["unindexedRows"] == 0
+
+
+def test_snapshot_sequence_is_deduplicated_and_hits_carry_dates(make_app, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    header = "# Price list\n\nThe warehouse in Tromsø stocks anchors, ropes and marine paint.\n"
+    values = {"2026-03-01": "Anchor price: 120 EUR.", "2026-03-02": "Anchor price: 135 EUR.",
+              "2026-03-03": "Anchor price: 120 EUR.", "2026-03-04": "Anchor price: 120 EUR."}
+    for date, line in values.items():
+        (docs / f"prices-{date}.md").write_text(header + "\n## Anchors\n\n" + line + "\n")
+    app = make_app(docs)
+    report = app.sync()
+    assert report.ok and report.added == 4
+    hits = app.search("warehouse Tromsø anchors ropes marine paint", top_k=10).results
+    top = [h for h in hits if "Tromsø" in h["text"]]
+    assert len(top) == 1 and top[0]["snapshotDate"] == "2026-03-01"
+    assert top[0]["alsoUnchangedOn"] == ["2026-03-02", "2026-03-03", "2026-03-04"]
+    prices = {h["snapshotDate"]: h["alsoUnchangedOn"] for h in app.search("Anchor price", top_k=20).results
+              if "Anchor price" in h["text"]}
+    assert prices == {"2026-03-01": [], "2026-03-02": [], "2026-03-03": ["2026-03-04"]}
+
+    full = make_app(docs, DB_PATH=str(tmp_path / "plain"), NO_SNAPSHOT_DEDUPE="1")
+    full.sync()
+    assert full.index.count_chunks() > app.index.count_chunks()
