@@ -135,3 +135,10 @@ def test_text_pages_keep_their_text_and_only_scans_are_ocred() -> None:
     """A PDF whose every page has a text layer is not OCRed at all."""
     c = to_markdown(CORPUS / "markitdown/test.pdf", ocr=CFG, max_file_size=MAX)
     assert c.ocr_engine == "" and "ocr_pages" not in c.metadata
+
+
+@pytest.mark.parametrize("angle", [90, 180, 270])
+def test_pages_scanned_sideways_or_upside_down(angle: int) -> None:
+    """Orientation detection turns the page first; without it these pages read as garbage."""
+    c = to_markdown(CORPUS / f"docling/ocr/sources/ocr_test_rotated_{angle}.pdf", ocr=CFG, max_file_size=MAX)
+    assert "Docling bundles PDF document conversion to JSON and Markdown" in re.sub(r"\s+", " ", c.markdown)
