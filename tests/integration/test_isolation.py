@@ -81,10 +81,10 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "~$memo.docx").write_bytes(b"\x05owner" + b"\0" * 156)
     (d / ".secret.md").write_text("# hidden\n")
     Image.new("1", (12000, 12000)).save(d / "poster.png")  # 144 MP, 18 KB on disk
-    (d / "huge.txt").write_bytes(b"a" * (21 * MB))  # over the pool's MAX_FILE_SIZE
+    (d / "huge.txt").write_bytes(b"a" * (41 * MB))  # over the pool's MAX_FILE_SIZE
     (d / "deep.html").write_text("<html><body>" + "<div><span>x" * 200_000 + "</body></html>")
-    with open(d / "wide.csv", "w") as f:  # ~15 MB that takes > 900 MB to turn into a table
-        for i in range(120_000):
+    with open(d / "wide.csv", "w") as f:  # ~35 MB that takes ~700 MB RSS (+~500 MB mapped) as a table
+        for i in range(280_000):
             f.write(f"{i}," + "abc def ghi," * 10 + "\n")
     for i in range(3):
         (d / f"good{i}.md").write_text(f"# Good {i}\n\nплавающие строки {i}\n")
@@ -108,7 +108,7 @@ EXPECT: dict[str, type[ApplianceError] | tuple[type[ApplianceError], ...]] = {
 
 def test_hostile_folder_one_named_error_each(hostile: Path) -> None:
     names = ["good0.md", *EXPECT, "good1.md", "good2.md"]
-    with ConvertPool(workers=2, timeout_s=180, memory_bytes=MEMORY, ocr=OcrConfig(), max_file_size=20 * MB) as pool:
+    with ConvertPool(workers=2, timeout_s=180, memory_bytes=MEMORY, ocr=OcrConfig(), max_file_size=40 * MB) as pool:
         with PeakRss(pool) as peak:
             results = list(pool.imap(hostile / n for n in names))
         # the pool still works after all of it
