@@ -159,7 +159,14 @@ class _Worker:
 
 
 class ConvertPool:
-    """Worker processes that run `to_markdown` with per-file time and memory limits."""
+    """Worker processes that run `to_markdown` with per-file time and memory limits.
+
+    `memory_bytes` caps each worker's address space (RLIMIT_AS), not its RSS: the parser
+    imports alone map about 480 MB (markitdown pulls in magika and onnxruntime), so
+    limits below ~700 MB leave little for the document; 2 GB suits two workers on a
+    4 GB machine. `timeout_s` is per file, including OCR of every scanned page in it
+    (about 2-5 s per page on this hardware), so size it for the longest scan expected.
+    """
 
     def __init__(
         self,
