@@ -20,6 +20,8 @@ import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -103,6 +105,7 @@ class Scheduler:
             self.state[key] = old.get(key)
         self._last_logged: str | None = None
         self._state_write_failed = False
+        self._child: subprocess.Popen[bytes] | None = None
 
     # ---- the loop ------------------------------------------------------------
     def run(self) -> int:
@@ -119,7 +122,7 @@ class Scheduler:
             delay = next_at - self.clock()
             if delay > 0 and self.stop_event.wait(delay):
                 break
-            next_at = self.round()
+            next_at = self.round_in_child()
             self._update(nextRunAt=next_at)
         self._update(state="stopped", nextRunAt=None)
         log.info("scheduler stopped")
@@ -127,10 +130,8 @@ class Scheduler:
 
     def _first_run_at(self) -> float:
         """Now when never synced or stale, else one interval after the last finished sync."""
-        from appliance.service import LAST_SYNC_FILE
-
-        try:
-            last = json.loads((self.settings.db_path / LAST_SYNC_FILE).read_text("utf-8"))
+        try:  # DB_PATH/last_sync.json (appliance.service.LAST_SYNC_FILE; not imported: it pulls in LanceDB)
+            last = json.loads((self.settings.db_path / "last_sync.json").read_text("utf-8"))
             finished = float(last.get("finishedAt") or 0)
         except (OSError, ValueError, TypeError, AttributeError):
             finished = 0.0
@@ -200,12 +201,42 @@ class Scheduler:
             data["chunks"], data["seconds"])
         return now + self.interval
 
+    def round_in_child(self) -> float:
+        """One round in a fresh process, so the model and LanceDB leave memory when it ends.
+
+        The child gets the state as JSON on argv and prints the new state as its last
+        stdout line; SIGTERM is forwarded to it (it stops between write batches).
+        """
+        now = self.clock()
+        env = dict(os.environ, MINIRAG_SCHEDULER_LAST_LOGGED=self._last_logged or "")
+        try:
+            self._child = subprocess.Popen([sys.executable, "-m", "appliance.scheduler", "--round",
+                                            json.dumps(self.state)], stdout=subprocess.PIPE, env=env)
+            out, _ = self._child.communicate()
+            code = self._child.returncode
+        finally:
+            self._child = None
+        try:
+            result = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
+            self.state.update(result["state"], pid=os.getpid())
+            self._last_logged = result["lastLogged"]
+            return float(result["nextRunAt"])
+        except (ValueError, KeyError, IndexError, TypeError):
+            if self.stop_event.is_set():
+                return now + self.interval
+            self._record("failed", {"code": "internal_error", "message": f"the sync process exited with {code}"},
+                         None)
+            return now + self.interval
+
     def _check_stop(self, phase: str, done: int, total: int, path: str) -> None:
         if self.stop_event.is_set():
             raise Stopped()
 
     def stop(self, *_: object) -> None:
         self.stop_event.set()
+        child = getattr(self, "_child", None)
+        if child is not None and child.poll() is None:
+            child.send_signal(signal.SIGTERM)
 
     # ---- bookkeeping -----------------------------------------------------------
     def _problem(self, message: str, retry_at: float, error: dict[str, Any] | None = None) -> float:
@@ -236,6 +267,7 @@ class Scheduler:
         """DB_PATH/scheduler.json, replaced atomically; an unwritable index is logged once."""
         path = self.settings.db_path / STATE_FILE
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
             tmp.write_text(json.dumps(self.state, ensure_ascii=False, indent=1), "utf-8")
             os.replace(tmp, path)
@@ -270,6 +302,25 @@ def _clock_str(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
+def child_round(state_json: str) -> int:
+    """`python -m appliance.scheduler --round STATE`: one round at low CPU priority; prints the new state."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s scheduler: %(message)s",
+                        handlers=[logging.StreamHandler()])
+    try:
+        os.nice(10)  # indexing yields the CPU to interactive queries
+    except OSError:
+        pass
+    scheduler = Scheduler(load_settings())
+    scheduler.state.update(json.loads(state_json), pid=os.getpid())
+    scheduler._last_logged = os.environ.get("MINIRAG_SCHEDULER_LAST_LOGGED") or None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, scheduler.stop)
+    next_at = scheduler.round()
+    sys.stdout.write("\n" + json.dumps({"state": scheduler.state, "lastLogged": scheduler._last_logged,
+                                        "nextRunAt": next_at}) + "\n")
+    return 0
+
+
 def main(env: dict[str, str] | None = None) -> int:
     """Entry for `minirag scheduler`: logs to stderr, stops on SIGTERM/SIGINT."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s scheduler: %(message)s",
@@ -289,3 +340,9 @@ def main(env: dict[str, str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, scheduler.stop)
     return scheduler.run()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--round":
+        sys.exit(child_round(sys.argv[2]))
+    sys.exit(main())

@@ -34,5 +34,5 @@ echo "== make image"
 make image DOCKER="$DOCKER"
 echo "   image ready after $((SECONDS - t0)) s"
 echo "== image tests"
-.venv/bin/python -m pytest -m docker tests/docker -v -p no:cacheprovider
+.venv/bin/python -m pytest -m docker tests/docker -v -p no:cacheprovider --durations=0
 echo "== docker CI done in $((SECONDS - t0)) s"
