@@ -284,6 +284,32 @@ def _docx_converter():
     return _Docx()
 
 
+def _pptx_plain(path: Path) -> str:
+    """Slide text read with python-pptx alone, for decks markitdown's converter gives up on
+    (e.g. a shape type python-pptx does not recognise). Same slide markers as markitdown."""
+    from pptx import Presentation
+
+    def texts(shapes) -> list[str]:  # type: ignore[no-untyped-def]
+        out: list[str] = []
+        for shape in shapes:
+            try:
+                if getattr(shape, "has_text_frame", False) and shape.text_frame.text.strip():
+                    out.append(shape.text_frame.text.strip())
+                elif getattr(shape, "has_table", False):
+                    for row in shape.table.rows:
+                        out.append("| " + " | ".join(c.text.strip() for c in row.cells) + " |")
+                elif hasattr(shape, "shapes"):
+                    out.extend(texts(shape.shapes))
+            except (NotImplementedError, AttributeError, KeyError, ValueError):
+                continue
+        return out
+
+    parts = []
+    for n, slide in enumerate(Presentation(str(path)).slides, 1):
+        parts.append(f"<!-- Slide number: {n} -->\n" + "\n\n".join(texts(slide.shapes)))
+    return "\n\n".join(parts)
+
+
 def _html_charset(data: bytes) -> str:
     from appliance.ingest.textfile import detect_encoding
 
@@ -451,8 +477,16 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
             ".xlsx": mc.XlsxConverter,
             ".epub": mc.EpubConverter,
         }[ext]()
-        with open(path, "rb") as fh:
-            res = _run(conv, fh, ext)
+        try:
+            with open(path, "rb") as fh:
+                res = _run(conv, fh, ext)
+        except (NotImplementedError, AttributeError, KeyError, TypeError) as exc:
+            if ext != ".pptx":
+                raise
+            return Converted(
+                markdown=_pptx_plain(path),
+                metadata={"text_extractor": f"python-pptx (markitdown failed: {type(exc).__name__})"},
+            ), None
         return Converted(markdown=res.markdown), res.title if ext in _METADATA_TITLE_FORMATS else None
     except (ConversionFailed, UnsupportedFile, MemoryError):
         raise  # MemoryError: the worker reports it as the memory limit and is replaced

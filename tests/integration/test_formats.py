@@ -166,3 +166,9 @@ def test_docx_picture_linked_by_url_does_not_fail() -> None:
 
 def test_docx_picture_alt_text_is_kept() -> None:
     assert "A red and blue square" in converted("markitdown/rlink.docx").markdown
+
+
+def test_pptx_with_unrecognised_shape_falls_back_to_python_pptx() -> None:
+    c = converted("docling/pptx/sources/powerpoint_unrecognized_shape.pptx")
+    assert "Text in an unrecognized shape" in c.markdown
+    assert "<!-- Slide number: 2 -->" in c.markdown
