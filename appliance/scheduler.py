@@ -122,7 +122,11 @@ class Scheduler:
             delay = next_at - self.clock()
             if delay > 0 and self.stop_event.wait(delay):
                 break
-            next_at = self.round_in_child()
+            problem = self.precheck()
+            if problem:
+                next_at = self._problem(problem, self.clock() + min(self.interval, RETRY_AFTER_PROBLEM_S))
+            else:
+                next_at = self.round_in_child()
             self._update(nextRunAt=next_at)
         self._update(state="stopped", nextRunAt=None)
         log.info("scheduler stopped")
@@ -200,6 +204,28 @@ class Scheduler:
             data["seen"], data["added"], data["updated"], data["deleted"], data["failedCount"],
             data["chunks"], data["seconds"])
         return now + self.interval
+
+    def precheck(self) -> str | None:
+        """The setup problems found without loading LanceDB or the model (cheap enough for every round)."""
+        from appliance.models.manifest import load_spec
+
+        unwritable = _unwritable(self.settings.db_path)
+        if unwritable:
+            return unwritable
+        try:
+            spec = load_spec(self.settings.model_name, self.settings.models_dir)
+        except ApplianceError as exc:
+            return exc.message + (f" ({exc.hint})" if exc.hint else "")
+        model = self.settings.models_dir / spec.dir_name / "model.onnx"
+        if not model.is_file():
+            return (f"no baked model {spec.id} in {self.settings.models_dir} ({model} is missing); "
+                    "bake it with `minirag models bake` or mount a baked models folder")
+        try:
+            has_tables = any(p.suffix == ".lance" for p in self.settings.db_path.iterdir())
+        except OSError:
+            has_tables = False
+        problem = docs_problem(self.settings, has_tables)
+        return problem if problem and (not has_tables or "is empty but" not in problem) else None
 
     def round_in_child(self) -> float:
         """One round in a fresh process, so the model and LanceDB leave memory when it ends.
