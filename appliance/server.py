@@ -271,7 +271,7 @@ def create_server(runtime: Runtime) -> FastMCP:
     @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.FileList))
     async def list_files(scope: Scope = None) -> ToolResult:
         """Every file under the document roots with its state, plus the indexed data and url sources."""
-        return await call(m.FileList, lambda app: app.list_files(scope=scope))
+        return await call(m.FileList, lambda app: app.list_files(scope=scope, require_absolute=True))
 
     @mcp.tool(annotations=REPLACES, output_schema=_schema(m.Deleted))
     async def delete_file(filePath: Optional[FilePath] = None, source: Optional[SourceId] = None) -> ToolResult:

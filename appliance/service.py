@@ -174,7 +174,10 @@ class Appliance:
                 files.append(FoundFile(target, root, st.st_size, st.st_mtime_ns))
         report.seen = len(files) + len(report.skipped)
         self._check_writable_identity()
-        self._index_files(files, report, progress, known={}, force=True)
+        ids = [str(f.path) for f in files]
+        known = {s.source_id: s for start in range(0, len(ids), 200)
+                 for s in self.index.source_rows(in_list("source_id", ids[start:start + 200]))}
+        self._index_files(files, report, progress, known=known, force=True)
         return self._finish(report)
 
     def sync(self, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
@@ -516,9 +519,10 @@ class Appliance:
             return str(path)
         return _valid_source_id(target)
 
-    def list_files(self, *, scope: str | None = None, include_ignored: bool = False) -> dict[str, Any]:
+    def list_files(self, *, scope: str | None = None, include_ignored: bool = False,
+                   require_absolute: bool = False) -> dict[str, Any]:
         """Every file under the roots with its state, plus indexed data and URL sources."""
-        under = self.resolve(scope, must_exist=True)[0] if scope else None
+        under = self.resolve(scope, require_absolute=require_absolute)[0] if scope else None
         known = {s.source_id: s for s in self.index.source_rows()}
         files = []
         for item in walk(self.settings.roots, self.extensions(), under=under, report_skips=include_ignored):
