@@ -29,6 +29,7 @@ from appliance.ingest.isolate import ConvertPool
 from appliance.keywords import keywords_field, query_terms
 from appliance.locking import lock_holder, sync_lock
 from appliance.query.assemble import HIT_COLUMNS, SECTION_COLUMNS, SearchResult, assemble, hit_dict, row_to_chunk
+from appliance.scheduler import read_state as read_scheduler_state
 from appliance.query.hybrid import cap_distance, cap_files, fuse, group_cut
 from appliance.records import Chunk, Converted
 from appliance.store import Identity, Index, SourceRow, in_list, sql_str
@@ -576,6 +577,7 @@ class Appliance:
             out["indexError"] = exc.to_dict()
         holder = lock_holder(self.settings.db_path)
         out["syncRunning"] = holder
+        out["scheduler"] = read_scheduler_state(self.settings.db_path)
         last = self.settings.db_path / LAST_SYNC_FILE
         try:
             out["lastSync"] = json.loads(last.read_text("utf-8"))

@@ -297,7 +297,7 @@ class Index:
         query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine")
         if where:
             query = query.where(where, prefilter=True)
-        return query.select(columns).limit(limit).to_list()
+        return query.select(columns + ["_distance"]).limit(limit).to_list()
 
     def keyword_search(self, terms: str, limit: int, where: str | None,
                        columns: list[str]) -> list[dict[str, Any]]:
