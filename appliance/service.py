@@ -208,6 +208,7 @@ class Appliance:
             if full or clean:
                 self.index.write_identity(self.identity())
             self._index_files(files, report, progress, known=known, force=full, gone=gone)
+            self.index.refresh_indexes(wrote=bool(gone or report.refreshed))
             result = self._finish(report)
             self._save_last_sync(result, under)
             return result
@@ -561,6 +562,7 @@ class Appliance:
             index["chunkCount"] = self.index.count_chunks()
             index["unindexedRows"] = self.index.unindexed_rows()
             index["hasKeywordIndex"] = self.index.has_fts_index()
+            index["hasVectorIndex"] = self.index.has_vector_index()
             stale = self.index.count_chunks(f"scheme != {sql_str(SCHEME_VERSION)}") if index["chunkCount"] else 0
             index["staleChunkCount"] = stale
             if stale:

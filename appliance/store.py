@@ -19,7 +19,7 @@ from typing import Any, Iterable, Sequence
 
 import lancedb
 import pyarrow as pa
-from lancedb.index import FTS
+from lancedb.index import FTS, BTree, IvfHnswSq
 
 from appliance.errors import IndexCorrupt
 
@@ -27,6 +27,7 @@ CHUNKS = "chunks"
 SOURCES = "sources"
 IDENTITY_FILE = "identity.json"
 FTS_COLUMN = "keywords"
+VECTOR_INDEX_MIN_ROWS = 5000
 _IN_BATCH = 200
 
 
@@ -260,23 +261,42 @@ class Index:
         chunks = self.chunks()
         return chunks is not None and any(i.index_type == "FTS" for i in chunks.list_indices())
 
-    def refresh_indexes(self) -> None:
-        """Build the BM25 index once rows exist; fold new rows into it after writes."""
+    def refresh_indexes(self, *, wrote: bool = True) -> None:
+        """Build missing indexes once rows exist; after writes (`wrote`), fold new rows in.
+
+        BM25 over `keywords` (never stale: status reports rows it does not cover),
+        B-trees on the id columns every read and delete filters on, and an HNSW
+        vector index once the table is large enough for a flat scan to cost more
+        than the index's small recall loss.
+        """
         with self._lock:
             chunks = self.chunks()
-            if chunks is None or chunks.count_rows() == 0:
+            if chunks is None:
                 return
-            if not self.has_fts_index():
+            rows = chunks.count_rows()
+            if rows == 0:
+                return
+            present = {tuple(i.columns) for i in chunks.list_indices()}
+            if (FTS_COLUMN,) not in present:
                 chunks.create_index(FTS_COLUMN, config=FTS(
                     base_tokenizer="whitespace", lower_case=False, stem=False,
                     remove_stop_words=False, ascii_folding=False, with_position=False,
                     max_token_length=64,
                 ))
-            else:
+            for column in ("id", "source_id", "parent_id"):
+                if (column,) not in present:
+                    chunks.create_index(column, config=BTree())
+            if ("vector",) not in present and rows >= VECTOR_INDEX_MIN_ROWS:
+                chunks.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
+            if wrote:
                 chunks.optimize()
-            sources = self.sources()
-            if sources is not None:
-                sources.optimize()
+                sources = self.sources()
+                if sources is not None:
+                    sources.optimize()
+
+    def has_vector_index(self) -> bool:
+        chunks = self.chunks()
+        return chunks is not None and any(tuple(i.columns) == ("vector",) for i in chunks.list_indices())
 
     def unindexed_rows(self) -> int:
         chunks = self.chunks()
