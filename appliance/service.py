@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -28,7 +28,7 @@ from appliance.ingest.discover import FoundFile, Skipped, contained_root, resolv
 from appliance.ingest.isolate import ConvertPool
 from appliance.keywords import keywords_field, query_terms
 from appliance.locking import lock_holder, sync_lock
-from appliance.query.assemble import HIT_COLUMNS, SECTION_COLUMNS, SearchResult, assemble, hit_dict, row_to_chunk
+from appliance.query.assemble import HIT_COLUMNS, RANK_COLUMNS, SearchResult, assemble, hit_dict, row_to_chunk
 from appliance.scheduler import read_state as read_scheduler_state
 from appliance.query.hybrid import cap_distance, cap_files, fuse, group_cut
 from appliance.records import Chunk, Converted
@@ -440,16 +440,20 @@ class Appliance:
         with ThreadPoolExecutor(max_workers=1) as pool:
             keyword_future = None
             if weight > 0.0:
-                keyword_future = pool.submit(self.index.keyword_search, query_terms(query), fetch, where, HIT_COLUMNS)
+                keyword_future = pool.submit(self.index.keyword_search, query_terms(query), fetch, where, RANK_COLUMNS)
             vector = self.embedder.embed_query(query)
-            vector_rows = self.index.vector_search(vector, fetch, where, HIT_COLUMNS)
+            vector_rows = self.index.vector_search(vector, fetch, where, RANK_COLUMNS)
             keyword_rows = keyword_future.result() if keyword_future else []
         fused = fuse(vector_rows, keyword_rows, weight)
         fused = cap_distance(fused, self.settings.max_distance)
         fused = group_cut(fused, self.settings.grouping)
-        hits = cap_files(fused, self.settings.max_files)[:top_k]
-        parents = sorted({h.row["parent_id"] for h in hits})
-        section_rows = self.index.chunk_rows(in_list("parent_id", parents), SECTION_COLUMNS) if parents else []
+        ranked = cap_files(fused, self.settings.max_files)[:top_k]
+        # Ranking reads a few narrow columns; the full rows of the hits come back with
+        # their sections in one read, since every hit lies inside its own section.
+        parents = sorted({h.row["parent_id"] for h in ranked})
+        section_rows = self.index.chunk_rows(in_list("parent_id", parents), HIT_COLUMNS) if parents else []
+        full = {row["id"]: row for row in section_rows}
+        hits = [replace(h, row=full[h.id]) for h in ranked if h.id in full]
         return assemble(query, hits, section_rows)
 
     def _filters(self, scope: str | None, doc_class: str | None) -> str | None:

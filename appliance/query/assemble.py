@@ -12,8 +12,8 @@ from appliance.records import Chunk
 HIT_COLUMNS = ["id", "source_id", "source_kind", "root", "path", "chunk_index", "text", "body_start",
                "title", "parent_id", "heading", "start_line", "end_line", "doc_class", "ocr_engine",
                "snapshot_date", "also_unchanged_on"]
-SECTION_COLUMNS = ["source_id", "parent_id", "chunk_index", "text", "body_start", "heading",
-                   "start_line", "end_line"]
+RANK_COLUMNS = ["id", "source_id", "parent_id"]
+"""What the two ranked lists read: enough to fuse, group and cap by source."""
 
 
 def row_to_chunk(row: dict[str, Any]) -> Chunk:
