@@ -32,12 +32,16 @@ test: models ## every test (bakes the model first if missing)
 test-fast: install ## unit tests only, no baked model needed
 	$(PY) -m pytest tests/unit
 
-eval: models ## retrieval quality on SciFact and XQuAD-R (nDCG@10, Recall@10)
-	$(PY) scripts/eval_retrieval.py
+eval: models ## retrieval quality on SciFact and XQuAD-R (nDCG@10, Recall@10); indexes cached in .cache/eval
+	$(PY) scripts/eval_retrieval.py --dataset scifact
+	$(PY) scripts/eval_retrieval.py --dataset xquad-ru
+	$(PY) scripts/eval_retrieval.py --dataset xquad-de
 
 bench: models ## speed figures: embedding throughput, query latency
 	$(PY) scripts/bench_embed.py
 	$(PY) scripts/bench_query.py
+	$(PY) scripts/bench_sync.py --files 2000
+	$(PY) scripts/bench_mcp.py
 
 # ---- the container image (see Dockerfile; scripts/docker_ci.sh runs the image tests) ----
 .PHONY: base wheelhouse image demo serve sync save load docker-test

@@ -122,6 +122,17 @@ def ingest(paths: Annotated[list[str], typer.Argument(help="Files or directories
     _print_run(report, as_json)
 
 
+@app.command("ingest-url")
+def ingest_url(url: Annotated[str, typer.Argument(help="An http(s) URL.")],
+               source: Annotated[Optional[str], typer.Option("--source", help="Source id (default: the URL).")] = None,
+               base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+               model_name: ModelName = None, as_json: AsJson = False) -> None:
+    """Fetch a web page and index it (only with ALLOW_URL_INGEST=1 and a network)."""
+    with _reported(as_json):
+        report = _appliance(base_dir, db_path, models_dir, model_name).ingest_url(url, source_id=source)
+    _print_run(report, as_json)
+
+
 @app.command()
 def sync(path: Annotated[Optional[str], typer.Argument(help="Reconcile only under this path.")] = None,
          full: Annotated[bool, typer.Option("--full", help="Re-ingest everything in place (after a model or budget change).")] = False,
