@@ -24,7 +24,7 @@ from appliance.ingest import convert
 from appliance.ingest.ocr import OcrConfig, ocr_status
 from appliance.ingest.snapshots import Kept, dedupe_sequence, snapshot_members
 from appliance.ingest.chunk import SCHEME_VERSION, chunk_document, reconstruct
-from appliance.ingest.discover import FoundFile, Skipped, contained_root, resolve_in_roots, walk
+from appliance.ingest.discover import FoundFile, Skipped, contained_root, printable, resolve_in_roots, walk
 from appliance.ingest.isolate import ConvertPool
 from appliance.keywords import keywords_field, query_terms
 from appliance.locking import lock_holder, sync_lock
@@ -263,7 +263,7 @@ class Appliance:
         if isinstance(item, FoundFile):
             files.append(item)
         else:
-            report.skipped.append({"path": str(item.path), "code": item.code, "reason": item.reason})
+            report.skipped.append({"path": printable(item.path), "code": item.code, "reason": item.reason})
 
     def _check_writable_identity(self) -> None:
         problem = self.identity_problem()
@@ -533,7 +533,7 @@ class Appliance:
         files = []
         for item in walk(self.settings.roots, self.extensions(), under=under, report_skips=include_ignored):
             if isinstance(item, Skipped):
-                files.append({"filePath": str(item.path), "state": item.code, "reason": item.reason})
+                files.append({"filePath": printable(item.path), "state": item.code, "reason": item.reason})
                 continue
             old = known.pop(str(item.path), None)
             files.append(_file_state(item, old))

@@ -111,6 +111,19 @@ class IgnoreRules:
         return None
 
 
+def printable(path: Path) -> str:
+    """A path as text that JSON and terminals accept: undecodable bytes become \\xNN."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _under_any(rel: str, ignored: set[str]) -> bool:
     parts = rel.split("/")
     return any("/".join(parts[:i]) + "/" in ignored for i in range(1, len(parts)))
@@ -177,6 +190,10 @@ def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: fr
     for entry in entries:
         path = Path(entry.path)
         if is_hidden_or_lock(entry.name):
+            continue
+        if not _utf8(entry.name):
+            # Undecodable bytes cannot be stored, cited or typed back by a client.
+            yield Skipped(path, "the file name is not valid UTF-8; rename the file", "invalid_name")
             continue
         try:
             is_link = entry.is_symlink()

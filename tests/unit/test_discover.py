@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from appliance.errors import InvalidArgument, PathOutsideRoots
-from appliance.ingest.discover import FoundFile, Skipped, resolve_in_roots, walk
+from appliance.ingest.discover import FoundFile, Skipped, printable, resolve_in_roots, walk
 
 EXT = frozenset({".md", ".txt"})
 
@@ -73,3 +73,15 @@ def test_git_ignored_and_indexignored_files_are_excluded(tmp_path: Path) -> None
     reasons = {s.path.relative_to(tmp_path).as_posix(): s.reason for s in found if isinstance(s, Skipped)}
     assert reasons["build"] == "ignored by gitignore"
     assert reasons["drafts/d.md"] == "ignored by .indexignore"
+
+
+def test_undecodable_names_are_skipped_with_a_reason(tmp_path: Path) -> None:
+    (tmp_path / "ok.md").write_text("x")
+    with open(os.path.join(os.fsencode(tmp_path), b"bad\xffname.md"), "wb") as fh:
+        fh.write(b"x")
+    (tmp_path / "new\nline.md").write_text("x")
+    found = list(walk([tmp_path], EXT))
+    assert _names(tmp_path, found) == ["new\nline.md", "ok.md"]
+    skipped = [s for s in found if isinstance(s, Skipped)]
+    assert [s.code for s in skipped] == ["invalid_name"]
+    assert printable(skipped[0].path).endswith("bad\\xffname.md")
