@@ -118,6 +118,36 @@ class Identity:
     created_at: float = field(default_factory=time.time)
 
 
+FIELD_DEFAULTS = {"doc_class": "'note'", "ocr_engine": "''", "metadata": "'{}'", "error_code": "''", "error": "''"}
+"""Values a field added by a newer version takes on rows written before it existed."""
+
+
+def _open_or_create(db, name: str, schema: pa.Schema):  # type: ignore[no-untyped-def]
+    """Open a table (adding fields a newer version introduced), or create it empty."""
+    try:
+        table = db.open_table(name)
+    except ValueError:  # lancedb's "table not found"
+        return db.create_table(name, schema=schema, exist_ok=True)
+    _evolve(table, schema)
+    return table
+
+
+def _evolve(table, schema: pa.Schema) -> None:  # type: ignore[no-untyped-def]
+    """Add fields a newer version introduced to an existing table, in place.
+
+    Existing rows keep their vectors; new fields start as null and take their
+    default where one is defined, so an upgrade never re-embeds anything.
+    """
+    have = set(table.schema.names)
+    missing = [f for f in schema if f.name not in have]
+    if not missing:
+        return
+    table.add_columns(missing)
+    for f in missing:
+        if f.name in FIELD_DEFAULTS:
+            table.update(where=f"{f.name} IS NULL", values_sql={f.name: FIELD_DEFAULTS[f.name]})
+
+
 def sql_str(value: str) -> str:
     """A SQL string literal."""
     return "'" + value.replace("'", "''") + "'"
@@ -155,7 +185,7 @@ class Index:
                     return None
                 db = self._connect()
                 try:
-                    self._chunks = db.create_table(CHUNKS, schema=chunk_schema(self.dim), exist_ok=True)
+                    self._chunks = _open_or_create(db, CHUNKS, chunk_schema(self.dim))
                 except Exception as exc:  # lancedb raises plain errors for damaged datasets
                     raise IndexCorrupt(f"Cannot open the chunks table in {self.db_path}: {exc}") from exc
             return self._chunks
@@ -166,7 +196,7 @@ class Index:
                 if not create and not (self.db_path / f"{SOURCES}.lance").exists():
                     return None
                 try:
-                    self._sources = self._connect().create_table(SOURCES, schema=SOURCE_SCHEMA, exist_ok=True)
+                    self._sources = _open_or_create(self._connect(), SOURCES, SOURCE_SCHEMA)
                 except Exception as exc:
                     raise IndexCorrupt(f"Cannot open the sources table in {self.db_path}: {exc}") from exc
             return self._sources
