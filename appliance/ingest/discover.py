@@ -102,6 +102,8 @@ class IgnoreRules:
 
     def ignores(self, path: Path, is_dir: bool = False) -> str | None:
         """The rule that excludes `path` ("gitignore" or ".indexignore"), else None."""
+        if not self._git_ignored and self._spec is None:
+            return None
         rel = path.relative_to(self.root).as_posix()
         probe = rel + "/" if is_dir else rel
         if self._git_ignored is not None and (probe in self._git_ignored or _under_any(rel, self._git_ignored)):
