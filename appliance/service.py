@@ -381,7 +381,7 @@ class Appliance:
         embedder = self.embedder
         now = time.time()
         cut = [chunk_document(converted.markdown, count_tokens=embedder.count_tokens, budget=budget,
-                              title=converted.title) for _source, converted in batch]
+                              title=converted.title, ceiling=embedder.window) for _source, converted in batch]
         if snapshot_dates is not None:
             kept = dedupe_sequence(list(zip(snapshot_dates, cut)))
         else:

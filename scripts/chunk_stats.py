@@ -31,6 +31,8 @@ from appliance.ingest.chunk import (  # noqa: E402
 
 DEFAULT_TOKENIZER = ROOT / "models" / "baked" / "intfloat__multilingual-e5-small" / "tokenizer.json"
 MODEL_WINDOW = 512
+TEXT_WINDOW = MODEL_WINDOW - 16
+"""What the appliance lets a chunk's text take: the window less specials and the passage prefix."""
 SKIP = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp", ".zip", ".bin"}
 
 
@@ -92,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
                 empty += 1
                 continue
             docs += 1
-            chunks = chunk_document(md, count_tokens=count, budget=args.budget, title=path.stem)
-            if audit(md, chunks, count_tokens=count, budget=args.budget):
+            chunks = chunk_document(md, count_tokens=count, budget=args.budget, title=path.stem,
+                                    ceiling=TEXT_WINDOW)
+            if audit(md, chunks, count_tokens=count, budget=args.budget, ceiling=TEXT_WINDOW):
                 broken += 1
             md_chars += len(md)
             text_chars += sum(len(c.text) for c in chunks)

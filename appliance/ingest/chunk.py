@@ -128,16 +128,27 @@ class _Counter:
 
 
 def chunk_document(markdown: str, *, count_tokens: TokenCounter, budget: int,
-                   title: str | None = None) -> list[Chunk]:
-    """Cut converted Markdown into retrieval units grouped into parent sections."""
+                   title: str | None = None, ceiling: int | None = None) -> list[Chunk]:
+    """Cut converted Markdown into retrieval units grouped into parent sections.
+
+    `ceiling` is the most tokens any unit may have, whole code blocks included (the
+    model's window); without it a whole code block may reach 4 x budget.
+    """
     if budget < MIN_BUDGET:
         raise ValueError(f"token budget {budget} is below the minimum of {MIN_BUDGET}")
     if not markdown.strip():
         return []
     lines = LineIndex.of(markdown)
     counter = _Counter(count_tokens)
-    sections = _sections(markdown, lines, counter, budget, title)
-    return _Packer(markdown, lines, counter, budget).run(sections)
+    code_cap = code_block_cap(budget, ceiling)
+    sections = _sections(markdown, lines, counter, budget, title, code_cap)
+    return _Packer(markdown, lines, counter, budget, code_cap).run(sections)
+
+
+def code_block_cap(budget: int, ceiling: int | None = None) -> int:
+    """Tokens a whole fenced code block may take: 4 budgets, never past the ceiling."""
+    cap = CODE_BLOCK_BUDGETS * budget
+    return min(cap, max(ceiling, budget)) if ceiling else cap
 
 
 def section_text(chunks: Sequence[Chunk]) -> str:
@@ -195,7 +206,7 @@ def _clock(seconds: int) -> str:
 
 
 def _sections(md: str, lines: LineIndex, counter: _Counter, budget: int,
-              title: str | None) -> list[_Section]:
+              title: str | None, code_cap: int) -> list[_Section]:
     stamps = _is_transcript(lines)
     if stamps is not None:
         raw = _transcript_sections(lines, stamps, title)
@@ -210,7 +221,7 @@ def _sections(md: str, lines: LineIndex, counter: _Counter, budget: int,
     out: list[_Section] = []
     group = [0]
     for label, parts, blocks in raw:
-        units = _units(md, lines, blocks, counter, budget, group)
+        units = _units(md, lines, blocks, counter, budget, group, code_cap)
         if units:
             out.extend(_cap(md, label, parts, units))
     return out
@@ -297,7 +308,7 @@ def _heading_sections(blocks: list[Block]) -> list[_Raw]:
 
 
 def _units(md: str, lines: LineIndex, blocks: list[Block], counter: _Counter, budget: int,
-           group: list[int]) -> list[_Unit]:
+           group: list[int], code_cap: int) -> list[_Unit]:
     units: list[_Unit] = []
     for b in blocks:
         start = lines.bounds(b.first)[0]
@@ -314,7 +325,7 @@ def _units(md: str, lines: LineIndex, blocks: list[Block], counter: _Counter, bu
                 r0, r1 = lines.bounds(i)
                 units.append(_Unit("row", r0, r1, table))
         elif b.kind == "code":
-            limit = CODE_BLOCK_BUDGETS * budget - budget // _CRUMB_SHARE - 1
+            limit = code_cap - budget // _CRUMB_SHARE - 1
             size = end - start
             whole = size <= limit * 16 and counter.count(md[start:end]) <= limit
             group[0] += 1
@@ -561,8 +572,8 @@ def _elide(parts: list[str], cap: int, counter: _Counter) -> str:
 
 
 class _Packer:
-    def __init__(self, md: str, lines: LineIndex, counter: _Counter, budget: int) -> None:
-        self.md, self.lines, self.counter, self.budget = md, lines, counter, budget
+    def __init__(self, md: str, lines: LineIndex, counter: _Counter, budget: int, code_cap: int) -> None:
+        self.md, self.lines, self.counter, self.budget, self.code_cap = md, lines, counter, budget, code_cap
         self.chunks: list[Chunk] = []
 
     def run(self, sections: list[_Section]) -> list[Chunk]:
@@ -660,7 +671,7 @@ class _Packer:
                     j -= 1
                 text, body_start = self._text(ctx, pieces, i, j)
                 tokens = counter.count(text)
-            cap = CODE_BLOCK_BUDGETS * budget if first.kind == "code" and j == i else budget
+            cap = self.code_cap if first.kind == "code" and j == i else budget
             if tokens > cap:  # one piece that did not fit with its context after all
                 real = counter.count(self.md[first.start:first.end])
                 limit = max(1, real - (tokens - cap) - 1)
@@ -700,7 +711,7 @@ def collapse_whitespace(text: str) -> str:
 
 
 def audit(markdown: str, chunks: Sequence[Chunk], *, count_tokens: TokenCounter,
-          budget: int) -> list[str]:
+          budget: int, ceiling: int | None = None) -> list[str]:
     """Broken rules in `chunks` cut from `markdown`, as sentences; [] when all hold.
 
     Checked: the token budget (a whole fenced code block may reach 4 x budget), that the
@@ -714,7 +725,7 @@ def audit(markdown: str, chunks: Sequence[Chunk], *, count_tokens: TokenCounter,
         n = count_tokens(c.text)
         body = c.body.strip()
         code = body.startswith(("```", "~~~")) and body.endswith(body[:3]) and "\n" in body
-        if n > budget and not (code and n <= CODE_BLOCK_BUDGETS * budget):
+        if n > budget and not (code and n <= code_block_cap(budget, ceiling)):
             problems.append(f"chunk {c.index} has {n} tokens, over the budget of {budget}")
         offset = markdown.find(body[:40], pos)
         if offset >= 0:
