@@ -19,6 +19,8 @@ import pathspec
 from appliance.errors import InvalidArgument, NotFound, PathOutsideRoots
 
 INDEXIGNORE = ".indexignore"
+MAX_DEPTH = 256
+"""Directory nesting scanned at most; deeper trees are reported, not recursed into."""
 
 
 @dataclass(frozen=True)
@@ -174,8 +176,11 @@ def walk(roots: Sequence[Path], extensions: frozenset[str], *, under: Path | Non
 
 
 def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: frozenset[str],
-              rules: IgnoreRules, seen_dirs: set[tuple[int, int]], report_skips: bool
+              rules: IgnoreRules, seen_dirs: set[tuple[int, int]], report_skips: bool, depth: int = 0
               ) -> Iterator[FoundFile | Skipped]:
+    if depth > MAX_DEPTH:
+        yield Skipped(directory, f"nested deeper than {MAX_DEPTH} directories; not scanned", "too_deep")
+        return
     try:
         st = directory.stat()
         if (st.st_dev, st.st_ino) in seen_dirs:
@@ -212,7 +217,7 @@ def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: fr
                 if report_skips:
                     yield Skipped(path, f"ignored by {rule}", "ignored")
                 continue
-            yield from _walk_dir(path, root, roots, extensions, rules, seen_dirs, report_skips)
+            yield from _walk_dir(path, root, roots, extensions, rules, seen_dirs, report_skips, depth + 1)
         elif stat.S_ISREG(info.st_mode):
             if path.suffix.lower() not in extensions:
                 continue

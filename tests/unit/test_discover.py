@@ -85,3 +85,15 @@ def test_undecodable_names_are_skipped_with_a_reason(tmp_path: Path) -> None:
     skipped = [s for s in found if isinstance(s, Skipped)]
     assert [s.code for s in skipped] == ["invalid_name"]
     assert printable(skipped[0].path).endswith("bad\\xffname.md")
+
+
+def test_very_deep_trees_are_reported_not_fatal(tmp_path: Path) -> None:
+    deep = tmp_path
+    for _ in range(300):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (deep / "bottom.md").write_text("x")
+    (tmp_path / "top.md").write_text("x")
+    found = list(walk([tmp_path], EXT))
+    assert _names(tmp_path, found) == ["top.md"]
+    assert [s.code for s in found if isinstance(s, Skipped)] == ["too_deep"]
