@@ -33,6 +33,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
@@ -549,24 +550,10 @@ def _renamed(exc: ApplianceError, old: str, new: str) -> ApplianceError:
         return exc
 
 
-def fetch_to_converted(
-    url: str,
-    *,
-    allow_private: bool,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    max_redirects: int = MAX_REDIRECTS,
-    resolver: Resolver = socket.getaddrinfo,
-    treat_as_public: Iterable[str] = (),
-    tls_context: ssl.SSLContext | None = None,
-) -> Converted:
-    """`fetch_url` then `page_to_converted`: a URL as a Markdown document with its title."""
-    page = fetch_url(
-        url, allow_private=allow_private, max_bytes=max_bytes, timeout_s=timeout_s,
-        max_redirects=max_redirects, resolver=resolver, treat_as_public=treat_as_public,
-        tls_context=tls_context,
-    )
-    return page_to_converted(page, max_bytes=max_bytes)
+def fetch_to_converted(url: str, *, allow_private: bool, **options: Any) -> Converted:
+    """`fetch_url` (same options) then `page_to_converted`: a URL as a Markdown document with its title."""
+    page = fetch_url(url, allow_private=allow_private, **options)
+    return page_to_converted(page, max_bytes=options.get("max_bytes", DEFAULT_MAX_BYTES))
 
 
 __all__ = [

@@ -502,9 +502,8 @@ def test_windows_line_endings_keep_the_structure() -> None:
 
 def test_whole_code_block_never_exceeds_the_ceiling() -> None:
     code = "```python\n" + "\n".join(f"value_{i} = compute({i}, {i + 1})" for i in range(120)) + "\n```\n"
-    words = lambda s: len(re.findall(r"\w+|[^\w\s]", s))  # noqa: E731
-    loose = chunk_document(code, count_tokens=words, budget=300)
-    assert len(loose) == 1 and words(loose[0].text) > 500
-    capped = chunk_document(code, count_tokens=words, budget=300, ceiling=500)
-    assert len(capped) > 1 and all(words(c.text) <= 500 for c in capped)
+    loose = chunk_document(code, count_tokens=count, budget=300)
+    assert len(loose) == 1 and count(loose[0].text) > 500
+    capped = chunk_document(code, count_tokens=count, budget=300, ceiling=500)
+    assert len(capped) > 1 and all(count(c.text) <= 500 for c in capped)
     assert " ".join(reconstruct(capped).split()) == " ".join(code.split())
