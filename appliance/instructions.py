@@ -7,6 +7,8 @@ characters, checked by config.py).
 """
 from __future__ import annotations
 
+from typing import Any
+
 MAX_INSTRUCTIONS_CHARS = 2048
 
 POLICY = """\
@@ -34,3 +36,15 @@ def build_instructions(extra: str = "") -> str:
     extra = " ".join(extra.split())
     text = POLICY + (f"\n\nOperator note: {extra}" if extra else "")
     return text[:MAX_INSTRUCTIONS_CHARS]
+
+
+def instructions_for(overrides: dict[str, Any]) -> str:
+    """The instructions a server with these settings overrides announces (no operator line if they are broken)."""
+    from appliance.config import load_settings
+    from appliance.errors import ConfigError
+
+    try:
+        extra = load_settings(**overrides).instructions_extra
+    except ConfigError:
+        extra = ""
+    return build_instructions(extra)

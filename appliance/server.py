@@ -14,6 +14,7 @@ import json
 import logging
 import sys
 import threading
+from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Optional
 
 import anyio
@@ -27,10 +28,11 @@ from pydantic import BaseModel, Field
 from appliance import __version__, mcp_models as m
 from appliance.config import Settings, load_settings
 from appliance.errors import ApplianceError, ConfigError, InvalidArgument, UrlIngestDisabled
-from appliance.instructions import build_instructions
+from appliance.instructions import instructions_for
 
 if TYPE_CHECKING:
     from appliance.service import Appliance
+    from appliance.stdio_front import Front
 
 log = logging.getLogger("appliance.server")
 
@@ -191,11 +193,7 @@ def _describe_invalid(exc: Exception) -> str:
 
 def create_server(runtime: Runtime) -> FastMCP:
     """A FastMCP server whose tools call the Appliance that `runtime` builds."""
-    try:
-        extra = runtime.settings().instructions_extra
-    except ConfigError:
-        extra = ""
-    mcp = FastMCP("minirag", instructions=build_instructions(extra), version=__version__,
+    mcp = FastMCP("minirag", instructions=instructions_for(runtime.overrides), version=__version__,
                   mask_error_details=True, middleware=[ErrorsAsValues(), WarmUpAfterListing(runtime)])
 
     def call(model: type[BaseModel], work: Callable[[Appliance], Any]) -> Any:
@@ -317,13 +315,17 @@ def _ingest_url(app: Appliance, url: str) -> Any:
     return ingest_url(url)
 
 
-def serve_stdio(*, base_dirs: list[str] | None = None, db_path: str | None = None,
-                models_dir: str | None = None, model_name: str | None = None) -> None:
-    """Serve MCP on stdin/stdout until the client disconnects. Logs go to stderr only."""
+def serve_stdio(front: Front, overrides: dict[str, Any]) -> None:
+    """Serve MCP over the wire `front` holds until the client disconnects. Logs go to stderr only."""
+    from fastmcp.server.mixins import transport
+    from mcp.server.stdio import stdio_server
+
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    overrides = {"base_dirs": base_dirs, "db_path": db_path, "models_dir": models_dir, "model_name": model_name}
-    server = create_server(Runtime(overrides))
-    # While serving, the SDK points fd 1 at stderr and writes frames to a private
-    # duplicate, so stray print()s from libraries or child processes miss the wire.
+    runtime = Runtime(overrides)
+    server = create_server(runtime)
+    runtime.warm_up()  # a stdio client came to search: load the index and the model now
+    stdin, stdout = front.attach()
+    # fastmcp's stdio runner, fed from the front's queue instead of fd 0 (the front already owns the wire).
+    transport.stdio_server = partial(stdio_server, stdin=stdin, stdout=stdout)
     server.run(transport="stdio", show_banner=False)

@@ -9,6 +9,7 @@ touching `chunks`. `identity.json` records what the index was built with.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -17,11 +18,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-import lancedb
-import pyarrow as pa
-from lancedb.index import FTS, BTree, IvfHnswSq
+from appliance.lean import pandas_hidden
 
-from appliance.errors import IndexCorrupt
+with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing here uses it
+    import lancedb
+    import pyarrow as pa
+    from lancedb.index import FTS, BTree, IvfHnswSq
+
+from appliance.errors import IndexCorrupt, storage_error
 
 CHUNKS = "chunks"
 SOURCES = "sources"
@@ -148,6 +152,11 @@ def _evolve(table, schema: pa.Schema) -> None:  # type: ignore[no-untyped-def]
             table.update(where=f"{f.name} IS NULL", values_sql={f.name: FIELD_DEFAULTS[f.name]})
 
 
+def _open_error(exc: Exception, table: str, db_path: Path) -> Exception:
+    return storage_error(exc, f"the {table} table in {db_path}") or IndexCorrupt(
+        f"Cannot open the {table} table in {db_path}: {exc}")
+
+
 def sql_str(value: str) -> str:
     """A SQL string literal."""
     return "'" + value.replace("'", "''") + "'"
@@ -155,6 +164,20 @@ def sql_str(value: str) -> str:
 
 def in_list(column: str, values: Sequence[str]) -> str:
     return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
+
+
+def _guarded(method):  # type: ignore[no-untyped-def]
+    """Report a failed read or write of the index as its named error (disk full, read-only, damaged)."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            named = storage_error(exc, f"the index at {self.db_path}")
+            if named is None or named is exc:
+                raise
+            raise named from exc
+    return wrapper
 
 
 class Index:
@@ -187,7 +210,7 @@ class Index:
                 try:
                     self._chunks = _open_or_create(db, CHUNKS, chunk_schema(self.dim))
                 except Exception as exc:  # lancedb raises plain errors for damaged datasets
-                    raise IndexCorrupt(f"Cannot open the chunks table in {self.db_path}: {exc}") from exc
+                    raise _open_error(exc, CHUNKS, self.db_path) from exc
             return self._chunks
 
     def sources(self, create: bool = False):  # type: ignore[no-untyped-def]
@@ -198,9 +221,10 @@ class Index:
                 try:
                     self._sources = _open_or_create(self._connect(), SOURCES, SOURCE_SCHEMA)
                 except Exception as exc:
-                    raise IndexCorrupt(f"Cannot open the sources table in {self.db_path}: {exc}") from exc
+                    raise _open_error(exc, SOURCES, self.db_path) from exc
             return self._sources
 
+    @_guarded
     def checkout_latest(self) -> None:
         """See commits made by other processes (a sync running beside the server)."""
         for table in (self._chunks, self._sources):
@@ -208,6 +232,7 @@ class Index:
                 table.checkout_latest()
 
     # ---- identity ------------------------------------------------------
+    @_guarded
     def read_identity(self) -> Identity | None:
         path = self.db_path / IDENTITY_FILE
         try:
@@ -218,6 +243,7 @@ class Index:
         except (ValueError, TypeError) as exc:
             raise IndexCorrupt(f"{path} is unreadable: {exc}") from exc
 
+    @_guarded
     def write_identity(self, identity: Identity) -> None:
         self.db_path.mkdir(parents=True, exist_ok=True)
         tmp = self.db_path / f".{IDENTITY_FILE}.tmp"
@@ -225,6 +251,7 @@ class Index:
         os.replace(tmp, self.db_path / IDENTITY_FILE)
 
     # ---- writing -------------------------------------------------------
+    @_guarded
     def replace_sources(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
         """Make `rows` the only chunks of `sources`, then record the sources.
 
@@ -244,6 +271,7 @@ class Index:
                 chunks.add(pa.Table.from_pylist(rows, schema=chunk_schema(self.dim)))
             self._upsert_sources(sources)
 
+    @_guarded
     def record_sources(self, sources: Sequence[SourceRow]) -> None:
         """Update source rows without touching chunks (failures, metadata refresh)."""
         if sources:
@@ -255,6 +283,7 @@ class Index:
         data = pa.Table.from_pylist([asdict(s) for s in sources], schema=SOURCE_SCHEMA)
         (table.merge_insert("source_id").when_matched_update_all().when_not_matched_insert_all().execute(data))
 
+    @_guarded
     def update_chunk_metadata(self, source_id: str, values: dict[str, Any]) -> None:
         """Change per-chunk fields of one source without re-embedding."""
         chunks = self.chunks()
@@ -262,6 +291,7 @@ class Index:
             with self._lock:
                 chunks.update(where=f"source_id = {sql_str(source_id)}", values=values)
 
+    @_guarded
     def delete_sources(self, ids: Sequence[str]) -> None:
         with self._lock:
             for table in (self.chunks(), self.sources()):
@@ -270,6 +300,7 @@ class Index:
                 for start in range(0, len(ids), _IN_BATCH):
                     table.delete(in_list("source_id", ids[start:start + _IN_BATCH]))
 
+    @_guarded
     def drop_all(self) -> None:
         """Remove every table and the identity (sync --clean)."""
         with self._lock:
@@ -287,10 +318,12 @@ class Index:
             self._chunks = self._sources = None
 
     # ---- keeping the BM25 index whole ------------------------------------
+    @_guarded
     def has_fts_index(self) -> bool:
         chunks = self.chunks()
         return chunks is not None and any(i.index_type == "FTS" for i in chunks.list_indices())
 
+    @_guarded
     def refresh_indexes(self, *, wrote: bool = True) -> None:
         """Build missing indexes once rows exist; after writes (`wrote`), fold new rows in.
 
@@ -324,10 +357,12 @@ class Index:
                 if sources is not None:
                     sources.optimize()
 
+    @_guarded
     def has_vector_index(self) -> bool:
         chunks = self.chunks()
         return chunks is not None and any(tuple(i.columns) == ("vector",) for i in chunks.list_indices())
 
+    @_guarded
     def unindexed_rows(self) -> int:
         chunks = self.chunks()
         if chunks is None:
@@ -339,6 +374,7 @@ class Index:
         return chunks.count_rows()
 
     # ---- reading -------------------------------------------------------
+    @_guarded
     def vector_search(self, vector: Sequence[float], limit: int, where: str | None,
                       columns: list[str]) -> list[dict[str, Any]]:
         chunks = self.chunks()
@@ -349,6 +385,7 @@ class Index:
             query = query.where(where, prefilter=True)
         return query.select(columns + ["_distance"]).limit(limit).to_list()
 
+    @_guarded
     def keyword_search(self, terms: str, limit: int, where: str | None,
                        columns: list[str]) -> list[dict[str, Any]]:
         chunks = self.chunks()
@@ -359,6 +396,7 @@ class Index:
             query = query.where(where, prefilter=True)
         return query.select(columns + ["_score"]).limit(limit).to_list()
 
+    @_guarded
     def chunk_rows(self, where: str, columns: list[str], limit: int | None = None) -> list[dict[str, Any]]:
         chunks = self.chunks()
         if chunks is None:
@@ -369,6 +407,7 @@ class Index:
         rows.sort(key=lambda r: (r.get("source_id", ""), r.get("chunk_index", 0)))
         return rows
 
+    @_guarded
     def source_rows(self, where: str | None = None) -> list[SourceRow]:
         table = self.sources()
         if table is None:
@@ -379,6 +418,16 @@ class Index:
         names = [f.name for f in SOURCE_SCHEMA]
         return [SourceRow(**{k: r[k] for k in names}) for r in query.limit(None).to_list()]
 
+    @_guarded
     def count_chunks(self, where: str | None = None) -> int:
         chunks = self.chunks()
         return 0 if chunks is None else chunks.count_rows(where)
+
+    @_guarded
+    def chunk_counts(self) -> dict[str, int]:
+        """Rows in `chunks` per source id (what a sync compares with each source's chunk_count)."""
+        chunks = self.chunks()
+        if chunks is None:
+            return {}
+        ids = chunks.search().select(["source_id"]).limit(None).to_arrow().column("source_id")
+        return {item["values"]: item["counts"] for item in ids.value_counts().to_pylist()}
