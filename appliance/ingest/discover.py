@@ -77,10 +77,17 @@ def resolve_in_roots(path: str | Path, roots: Sequence[Path], *, cwd: Path | Non
                                   hint="Give the full path, starting with /.")
         candidate = (cwd or Path.cwd()) / candidate
     candidate = Path(os.path.normpath(candidate))
-    real = candidate.resolve()
+    try:
+        real = candidate.resolve()
+    except RuntimeError:  # pathlib's report of ELOOP
+        raise InvalidArgument(f"Cannot resolve {candidate}: symbolic links form a loop") from None
     if contained_root(real, roots) is None:
         raise PathOutsideRoots(f"Path outside the configured document roots: {candidate}")
-    if must_exist and not candidate.exists():
+    try:
+        exists = candidate.exists()
+    except OSError as exc:  # ENAMETOOLONG and friends, which exists() does not swallow
+        raise InvalidArgument(f"Cannot use the path {printable(candidate)[:300]}: {exc.strerror or exc}") from None
+    if must_exist and not exists:
         raise NotFound(f"No such file: {candidate}", hint="Check the path; `minirag list` shows what is under the roots.")
     # A link inside a root is indexed under its own name; a path that reaches a
     # root through an outside link is indexed under its target.

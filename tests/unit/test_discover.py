@@ -61,6 +61,17 @@ def test_relative_paths_refused_when_absolute_required(tmp_path: Path) -> None:
         resolve_in_roots("a.md", [tmp_path], cwd=tmp_path, require_absolute=True)
 
 
+@pytest.mark.parametrize("must_exist", [True, False])
+def test_unresolvable_paths_are_invalid_arguments_not_crashes(tmp_path: Path, must_exist: bool) -> None:
+    """A symlink loop (pathlib's RuntimeError) and a name over NAME_MAX (OSError from exists())."""
+    (tmp_path / "loopA").symlink_to(tmp_path / "loopB")
+    (tmp_path / "loopB").symlink_to(tmp_path / "loopA")
+    with pytest.raises(InvalidArgument, match="symbolic links form a loop"):
+        resolve_in_roots(tmp_path / "loopA" / "x.md", [tmp_path], must_exist=must_exist)
+    with pytest.raises(InvalidArgument, match="too long"):
+        resolve_in_roots(tmp_path / ("a" * 300 + ".md"), [tmp_path], must_exist=must_exist)
+
+
 def test_git_ignored_and_indexignored_files_are_excluded(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / ".gitignore").write_text("build/\n*.log.md\n")
