@@ -1,8 +1,7 @@
 """The URL fetcher against SSRF: schemes, address classes, redirects, rebinding, limits.
 
-No external network exists here. Servers run on loopback; 127.0.0.2 plays a public
-host ("public.test", through a fake resolver and the test-only `treat_as_public`) and
-127.0.0.1 plays the internal service an attacker wants to reach.
+No external network exists here; the loopback servers and the fake resolver are in
+tests/fixtures/http_fakes.py (127.0.0.2 plays a public host, 127.0.0.1 the internal service).
 """
 from __future__ import annotations
 
@@ -11,10 +10,7 @@ import shutil
 import socket
 import ssl
 import subprocess
-import threading
 import time
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -27,110 +23,20 @@ from appliance.ingest.fetch import (
     fetch_to_converted,
     fetch_url,
 )
-
-PUBLIC_IP = "127.0.0.2"
-PRIVATE_IP = "127.0.0.1"
-
-
-# ------------------------------------------------------------------ fakes
-
-def _info(ip: str, port: int) -> tuple:
-    if ":" in ip:
-        return (socket.AF_INET6, socket.SOCK_STREAM, 6, "", (ip, port, 0, 0))
-    return (socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port))
-
-
-class FakeResolver:
-    """Names from a table (a list of answers is served one per call); numeric hosts as the OS parses them."""
-
-    def __init__(self, table: dict[str, list[str] | list[list[str]]] | None = None) -> None:
-        self.table = dict(table or {})
-        self.calls: list[str] = []
-
-    def __call__(self, host, port, family=0, type=0, proto=0, flags=0):
-        self.calls.append(host)
-        if host in self.table:
-            answers = self.table[host]
-            if answers and isinstance(answers[0], list):  # successive answers (rebinding)
-                ips = answers[min(self.calls.count(host), len(answers)) - 1]
-            else:
-                ips = answers
-            return [_info(ip, port) for ip in ips]
-        # Numeric forms only: AI_NUMERICHOST never sends a DNS query.
-        return socket.getaddrinfo(host, port, family, type, proto, socket.AI_NUMERICHOST)
-
-
-Route = Callable[[BaseHTTPRequestHandler], None]
-
-
-class Server:
-    """A threaded http.server on a loopback address with per-path routes and a request log."""
-
-    def __init__(self, ip: str) -> None:
-        self.routes: dict[str, Route] = {}
-        self.requests: list[tuple[str, str | None]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self):
-                server.requests.append((self.path, self.headers.get("Host")))
-                route = server.routes.get(self.path.split("?")[0])
-                if route is None:
-                    send(self, 404, b"not found")
-                else:
-                    route(self)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer((ip, 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.ip = ip
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-def send(h: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str = "text/html; charset=utf-8", **headers: str) -> None:
-    h.send_response(status)
-    h.send_header("Content-Type", ctype)
-    h.send_header("Content-Length", str(len(body)))
-    for k, v in headers.items():
-        h.send_header(k.replace("_", "-"), v)
-    h.end_headers()
-    h.wfile.write(body)
-
-
-def redirect(to: str, status: int = 302) -> Route:
-    return lambda h: send(h, status, b"", Location=to)
-
-
-def page(body: bytes, ctype: str = "text/html; charset=utf-8") -> Route:
-    return lambda h: send(h, 200, body, ctype)
-
-
-@pytest.fixture
-def public():
-    try:
-        srv = Server(PUBLIC_IP)
-    except OSError:
-        pytest.skip("127.0.0.2 cannot be bound here")
-    yield srv
-    srv.close()
-
-
-@pytest.fixture
-def internal():
-    srv = Server(PRIVATE_IP)
-    srv.routes["/secret"] = page(b"<title>secret</title>internal admin token")
-    yield srv
-    srv.close()
+from tests.fixtures.http_fakes import (  # noqa: F401  (public, internal: fixtures)
+    BAD_URLS,
+    PRIVATE_IP,
+    PUBLIC_IP,
+    REFUSED,
+    FakeResolver,
+    Server,
+    internal,
+    page,
+    public,
+    redirect,
+    refused_names_resolver,
+    send,
+)
 
 
 def fetch_public(url: str, resolver: FakeResolver | None = None, **kw):
@@ -141,83 +47,19 @@ def fetch_public(url: str, resolver: FakeResolver | None = None, **kw):
 
 
 # ------------------------------------------------------------------ refused before any connection
-
-TEREDO_10_0_0_1 = "2001:0:4136:e378:8000:1234:f5ff:fffe"  # Teredo client 10.0.0.1
-
-REFUSED = [
-    # (id, url, fragment of the message)
-    ("loopback-v4", "http://127.0.0.1/", "loopback"),
-    ("loopback-v4-other", "http://127.5.6.7:8080/admin", "loopback"),
-    ("loopback-v6", "http://[::1]/", "loopback"),
-    ("localhost-name", "http://localhost:8080/admin", "loopback"),
-    ("cloud-metadata", "http://169.254.169.254/latest/meta-data/", "link-local"),
-    ("metadata-by-name", "http://metadata.test/computeMetadata/v1/", "link-local"),
-    ("link-local-v6", "http://[fe80::1]/", "link-local"),
-    ("private-10", "http://10.0.0.1/", "private"),
-    ("private-172", "http://172.16.5.4/", "private"),
-    ("private-192", "http://192.168.1.1/", "private"),
-    ("private-by-name", "http://intranet.test/", "private"),
-    ("unique-local-v6", "http://[fd12:3456::1]/", "private"),
-    ("cgnat", "http://100.64.0.1/", "carrier-grade NAT"),
-    ("unspecified-v4", "http://0.0.0.0:8000/", "unspecified"),
-    ("unspecified-v6", "http://[::]/", "unspecified"),
-    ("multicast-v4", "http://224.0.0.251/", "multicast"),
-    ("multicast-v6", "http://[ff02::1]/", "multicast"),
-    ("reserved-240", "http://240.0.0.1/", "reserved"),
-    ("broadcast", "http://255.255.255.255/", "broadcast"),
-    ("v4-mapped-loopback", "http://[::ffff:127.0.0.1]/", "IPv4-mapped IPv6 address embedding 127.0.0.1"),
-    ("v4-mapped-metadata", "http://[::ffff:a9fe:a9fe]/", "embedding 169.254.169.254"),
-    ("v4-compatible", "http://[::127.0.0.1]/", "IPv4-compatible IPv6 address embedding 127.0.0.1"),
-    ("6to4-private", "http://[2002:c0a8:101::1]/", "6to4 IPv6 address embedding 192.168.1.1"),
-    ("teredo-private", f"http://[{TEREDO_10_0_0_1}]/", "Teredo IPv6 address embedding 10.0.0.1"),
-    ("nat64-metadata", "http://[64:ff9b::a9fe:a9fe]/", "NAT64 IPv6 address embedding 169.254.169.254"),
-    ("numeric-decimal", "http://2130706433/", "resolves to 127.0.0.1"),
-    ("numeric-hex-dotted", "http://0x7f.1/", "resolves to 127.0.0.1"),
-    ("numeric-hex", "http://0x7f000001/", "resolves to 127.0.0.1"),
-    ("numeric-octal", "http://017700000001/", "resolves to 127.0.0.1"),
-    ("numeric-short", "http://127.1/", "resolves to 127.0.0.1"),
-    ("numeric-octal-dotted", "http://0177.0.0.01/", "resolves to 127.0.0.1"),
-    ("one-bad-address-of-many", "http://mixed.test/", "private"),
-    ("v6-answer-private", "http://dual.test/", "loopback"),
-]
+# The tables (REFUSED, BAD_URLS) live in tests/fixtures/http_fakes.py: tests/faults runs the
+# same cases through the service and the MCP tool.
 
 
 @pytest.mark.parametrize("url,fragment", [pytest.param(u, f, id=i) for i, u, f in REFUSED])
 def test_internal_addresses_are_refused(url, fragment):
-    resolver = FakeResolver(
-        {
-            "localhost": ["127.0.0.1", "::1"],
-            "metadata.test": ["169.254.169.254"],
-            "intranet.test": ["192.168.10.20"],
-            "mixed.test": ["93.184.216.34", "10.1.2.3"],
-            "dual.test": ["93.184.216.34", "::1"],
-        }
-    )
+    resolver = refused_names_resolver()
     with pytest.raises(UrlRefused) as exc:
         fetch_url(url, allow_private=False, resolver=resolver, timeout_s=5)
     msg = str(exc.value)
     assert fragment in msg
     assert msg.startswith("Refusing to fetch from host ")
     assert exc.value.code == "url_refused"
-
-
-BAD_URLS = [
-    ("file", "file:///etc/passwd", "scheme file:"),
-    ("file-host", "file://localhost/etc/passwd", "scheme file:"),
-    ("data", "data:text/html;base64,PGgxPmhpPC9oMT4=", "scheme data:"),
-    ("ftp", "ftp://example.com/x", "scheme ftp:"),
-    ("gopher", "gopher://127.0.0.1:6379/_INFO", "scheme gopher:"),
-    ("javascript", "javascript:alert(1)", "scheme javascript:"),
-    ("no-scheme", "example.com/page", "scheme (none)"),
-    ("credentials", "http://user:hunter2@example.com/", "credentials"),
-    ("username-only", "http://user@example.com/", "credentials"),
-    ("backslash-confusion", "http://public.test\\@127.0.0.1/", "credentials"),
-    ("at-sign-confusion", "http://public.test:80@127.0.0.1/", "credentials"),
-    ("zone-id", "http://[fe80::1%25eth0]/", "percent"),
-    ("percent-host", "http://127.0.0.%31/", "percent"),
-    ("whitespace", "http://example.com/a b", "whitespace"),
-    ("no-host", "http:///etc/passwd", "no host"),
-]
 
 
 @pytest.mark.parametrize("url,fragment", [pytest.param(u, f, id=i) for i, u, f in BAD_URLS])
