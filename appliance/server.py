@@ -286,7 +286,8 @@ def create_server(runtime: Runtime) -> FastMCP:
 
         Returns file, line number and line. Use it for identifiers and error codes; bounded in count and time."""
         return await call(m.GrepResults, lambda app: app.grep(pattern, regex=regex, case_sensitive=caseSensitive,
-                                                                scope=scope, max_results=maxResults))
+                                                                scope=scope, max_results=maxResults,
+                                                                require_absolute=True))
 
     @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.Status))
     async def status() -> ToolResult:

@@ -597,12 +597,12 @@ class Appliance:
 
     # ---- exact match and background sync (the MCP server's grep / sync_start / sync_status) ----
     def grep(self, pattern: str, *, regex: bool = False, case_sensitive: bool = False, scope: str | None = None,
-             max_results: int = 100) -> Any:
+             max_results: int = 100, require_absolute: bool = False) -> Any:
         """Matching lines in the text files the indexer would index (same roots, ignore rules and extensions)."""
         from appliance.grep import GrepFile, grep
         from appliance.ingest.textfile import read_text
 
-        under = self.resolve(scope, must_exist=True)[0] if scope else None
+        under = self.resolve(scope, require_absolute=require_absolute)[0] if scope else None
         files = (GrepFile(item.path, item.display) for item in walk(self.settings.roots, self.extensions(), under=under)
                  if isinstance(item, FoundFile) and item.size <= self.settings.max_file_size)
         return grep(files, pattern, is_regex=regex, case_sensitive=case_sensitive, max_results=max_results,
