@@ -89,6 +89,10 @@ class FetchedPage:
 # ------------------------------------------------------------------ address classes
 
 _CGNAT = ipaddress.IPv4Network("100.64.0.0/10")
+_IETF_PROTOCOL = ipaddress.IPv4Network("192.0.0.0/24")
+"""IANA's IETF protocol assignments; Python before 3.11.10/3.12.4 counts only parts of it as private."""
+_DOC_V6 = ipaddress.IPv6Network("3fff::/20")
+"""The second IPv6 documentation prefix (RFC 9637), newer than the stdlib's tables."""
 _BROADCAST = ipaddress.IPv4Address("255.255.255.255")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
@@ -106,6 +110,8 @@ def _class_refusal(ip: IPAddress) -> str | None:
     if isinstance(ip, ipaddress.IPv4Address):
         if ip in _CGNAT:
             return "carrier-grade NAT address (100.64.0.0/10)"
+        if ip in _IETF_PROTOCOL:
+            return "IETF protocol assignment address (192.0.0.0/24)"
         if ip == _BROADCAST:
             return "broadcast address"
     else:
@@ -113,6 +119,8 @@ def _class_refusal(ip: IPAddress) -> str | None:
             return "site-local address"
         if ip in _NAT64_LOCAL:
             return "local-use NAT64 address"
+        if ip in _DOC_V6:
+            return "documentation address (3fff::/20)"
     if ip.is_reserved:
         return "reserved address"
     if ip.is_private:
@@ -177,7 +185,10 @@ def _parse(url: str, origin: str | None) -> _Target:
     url = url.strip()
     if any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
         raise UrlRefused(f"Refusing to fetch {where}: the URL contains whitespace or control characters")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. "Invalid IPv6 URL" for an unclosed bracket
+        raise UrlRefused(f"Refusing to fetch {where}: the URL cannot be parsed ({exc})") from None
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS:
         raise UrlRefused(
