@@ -204,7 +204,8 @@ class Appliance:
             known = {s.source_id: s for s in self.index.source_rows("source_kind = 'file'")}
             if under is not None:
                 known = {k: v for k, v in known.items() if Path(k) == under or Path(k).is_relative_to(under)}
-            on_disk = {str(f.path) for f in files} | {s["path"] for s in report.skipped}
+            # a skipped file keeps what was indexed for it, unless it is a link that leads nowhere now
+            on_disk = {str(f.path) for f in files} | {s["path"] for s in report.skipped if s["code"] != "broken_link"}
             gone = [sid for sid in known if sid not in on_disk]
             if gone:
                 self.index.delete_sources(gone)

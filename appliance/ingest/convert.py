@@ -64,6 +64,10 @@ _METADATA_TITLE_FORMATS = {".html", ".htm", ".epub"}
 # Uncompressed size a zip container may claim before it is treated as a zip bomb.
 ZIP_MAX_UNCOMPRESSED = 1 << 30
 ZIP_MAX_RATIO = 200
+CSV_MAX_COLUMNS = 16_384
+"""A spreadsheet's column limit (XFD). Each CSV cell becomes `| x ` in the Markdown table and the
+separator row adds `| --- ` per column: a 1 MB row of a million empty cells turned into 9 MB of
+Markdown and 20,000 retrieval units (40 minutes of embedding) before this limit."""
 
 
 # ---------------------------------------------------------------- names and sizes
@@ -208,6 +212,21 @@ def _check_zip(path: Path, head: bytes, ext: str) -> None:
         )
 
 
+def _check_csv_width(path: Path, text: str) -> None:
+    import csv
+
+    try:
+        for n, row in enumerate(csv.reader(io.StringIO(text)), 1):
+            if len(row) > CSV_MAX_COLUMNS:
+                raise ConversionFailed(
+                    f"{path}: row {n} has {len(row)} columns; more than {CSV_MAX_COLUMNS} "
+                    "(a spreadsheet's limit) are refused",
+                    hint="A table this wide cannot be searched as text; split it or exclude the file.",
+                )
+    except csv.Error:
+        pass  # the converter reports the damage itself
+
+
 def _check_pdf(path: Path, head: bytes) -> None:
     if b"%PDF-" not in head[:1024]:
         raise MislabelledFile(f"{path}: a .pdf file must start with %PDF-, but this is {_sniff(head)}")
@@ -320,9 +339,11 @@ def _html_charset(data: bytes) -> str:
             try:
                 import codecs
 
-                codecs.lookup(name)
-                data.decode(name)
-                return name
+                # A <meta> naming UTF-16/32 in a page without NUL bytes is a lie (the HTML
+                # standard reads it as UTF-8): decoding ASCII as UTF-16 gives CJK garbage.
+                if not codecs.lookup(name).name.startswith(("utf-16", "utf-32")):
+                    data.decode(name)
+                    return name
             except (LookupError, UnicodeDecodeError):
                 pass
     enc, _ = detect_encoding(data)
@@ -448,13 +469,19 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
         if ext in (".html", ".htm"):
             data = path.read_bytes()
             if b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+                from appliance.ingest.failures import BinaryContent
                 from appliance.ingest.textfile import detect_encoding
 
-                detect_encoding(data)  # raises BinaryContent unless UTF-16 without BOM
+                try:
+                    detect_encoding(data)  # raises BinaryContent unless UTF-16 without BOM
+                except BinaryContent as exc:
+                    raise BinaryContent(f"{path}: {exc}") from None
             md, title = _convert_html_bytes(data, path)
             return Converted(markdown=md), title
         if ext in (".csv", ".ipynb"):
             text, enc = read_text(path)
+            if ext == ".csv":
+                _check_csv_width(path, text)
             conv = mc.CsvConverter() if ext == ".csv" else mc.IpynbConverter()
             if ext == ".ipynb":
                 try:

@@ -7,6 +7,7 @@ itself when a root is a git work tree; `.indexignore` adds gitignore-style rules
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import subprocess
@@ -212,9 +213,13 @@ def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: fr
         try:
             is_link = entry.is_symlink()
             info = os.stat(path) if is_link else entry.stat(follow_symlinks=False)
-        except OSError:
-            if report_skips:
-                yield Skipped(path, "broken symbolic link or vanished file", "unreadable")
+        except OSError as exc:
+            # A link named like a document that leads nowhere (or in a circle) is reported even
+            # without report_skips, so a sync accounts for it; its old content is still removed.
+            if report_skips or path.suffix.lower() in extensions:
+                loop = exc.errno == errno.ELOOP
+                yield Skipped(path, "symbolic links form a loop" if loop else "broken symbolic link or vanished file",
+                              "broken_link")
             continue
         if is_link and contained_root(path.resolve(), roots) is None:
             continue  # escapes every root: not part of the corpus, silently

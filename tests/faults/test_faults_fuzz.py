@@ -21,7 +21,7 @@ from appliance.ingest.chunk import CODE_BLOCK_BUDGETS, chunk_document, collapse_
 from appliance.ingest.discover import FoundFile, contained_root, resolve_in_roots, walk
 from appliance.ingest.fetch import _parse, _resolve_and_vet, address_refusal
 from appliance.ingest.titles import choose_title
-from appliance.store import SourceRow
+from appliance.store import SourceRow, sql_str
 
 pytestmark = pytest.mark.faults
 
@@ -155,7 +155,7 @@ def test_path_scope_stays_inside_the_roots(scope_app, parts: list[str]) -> None:
         return
     target = Path(os.path.normpath(scope))
     assert contained_root(target, [root]) is not None or root.is_relative_to(target)
-    assert repr(str(target).rstrip("/") or "/")[1:-1] in clause or "''" in clause
+    assert clause.startswith(f"source_id = {sql_str(str(target))} OR starts_with(source_id, "), clause
 
 
 # ------------------------------------------------------------------ path containment
@@ -363,7 +363,7 @@ PARAMS = {
     "status": [], "grep": ["pattern", "regex", "caseSensitive", "scope", "maxResults"],
 }
 
-HUGE = "ж" * 200_000
+HUGE = "ж" * 20_000  # over every string bound of the tools; as ingest_data content still ~40 chunks to embed
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70), st.integers(-3, 3),
     st.floats(allow_nan=False), st.text(max_size=60),
@@ -380,7 +380,7 @@ def arguments(tool: str, root: Path) -> st.SearchStrategy[dict[str, Any]]:
     """Random values for the tool's own parameters (some missing, some extra), plus near-valid paths."""
     paths = st.sampled_from([str(root / "a.md"), str(root), str(root / "missing.md"), str(root / ".." / "x"),
                              str(root / "a.md") + "/", str(root / "sub" / "..") + "/a.md"])
-    value = values | paths
+    value = st.one_of(values, values, values, paths)  # a quarter near-valid: each valid ingest spawns a converter
     known = st.dictionaries(st.sampled_from(PARAMS[tool] or ["unused"]), value, max_size=len(PARAMS[tool]) + 1)
     extra = st.dictionaries(st.text(min_size=1, max_size=8), values, max_size=2)
     return st.builds(lambda a, b: {**b, **a}, known, extra)
@@ -416,7 +416,7 @@ def fuzz_session(tmp_path_factory: pytest.TempPathFactory, models_dir: Path) -> 
 @pytest.mark.parametrize("tool", sorted(PARAMS))
 def test_random_arguments_get_structured_answers(tool: str, fuzz_session: Any) -> None:
     """Wrong types, huge strings, unicode, negative numbers, missing and extra fields: a result or a clean error."""
-    @fuzz(10 if tool in ("ingest_file", "sync_start") else 25)  # each valid call starts a converter process
+    @fuzz(8 if tool in ("ingest_file", "sync_start") else 25)  # each valid call starts a converter process
     @given(arguments(tool, fuzz_session.root))
     def check(args: dict[str, Any]) -> None:
         result = fuzz_session.call(tool, args)
