@@ -218,7 +218,9 @@ async def _run_clients(url: str, clients: int, seconds: float, sample: list[str]
     started = time.monotonic()
     until = started + seconds
     wall_start = time.time()
-    on_start()
+    started_sync = on_start()
+    if asyncio.iscoroutine(started_sync):
+        await started_sync
     watch = asyncio.create_task(watcher(url, sample, seen, until, until + drain_s, watch_tally, enough))
     await asyncio.gather(*(load_client(url, until, tally, seed, base_markers) for seed in range(clients)))
     elapsed = time.monotonic() - started
@@ -226,10 +228,20 @@ async def _run_clients(url: str, clients: int, seconds: float, sample: list[str]
     return tally, watch_tally, seen, elapsed, wall_start, time.time()
 
 
+async def _sync_start(url: str) -> None:
+    async with await _client(url) as client:
+        result = await client.call_tool("sync_start", {}, raise_on_error=False)
+        if result.is_error:
+            raise RuntimeError(f"sync_start failed: {result.structured_content}")
+
+
 def run(clients: int, seconds: float, files: int, *, base_files: int = 40, sample_every: int | None = None,
         drain_s: float = 600.0, enough: int | None = None, index_base: Callable[[Path], Any] | None = None,
-        workdir: Path | None = None, log=sys.stderr) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+        sync_via: str = "scheduler", workdir: Path | None = None, log=sys.stderr) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """Set up, run the load, tear down; returns the figures.
+
+    `sync_via="mcp"` starts the sync with the sync_start tool instead (a thread in the server
+    process, as when a client asks for one) rather than the scheduler's separate process.
 
     The watcher stops once `enough` sampled files were seen (default: all of them) or `drain_s`
     after the load. `index_base(folder)` indexes the base corpus into <workdir>/index instead of
@@ -262,15 +274,20 @@ def run(clients: int, seconds: float, files: int, *, base_files: int = 40, sampl
         scheduler_log = open(work / "scheduler.log", "wb")
         holder: dict[str, Any] = {}
 
-        def start_sync() -> None:
+        def start_sync() -> Any:
             holder["t"] = time.time()
+            if sync_via == "mcp":
+                return _sync_start(url)
             holder["p"] = subprocess.Popen([MINIRAG, "scheduler"], env=env, stdout=scheduler_log,
                                            stderr=subprocess.STDOUT, cwd=work)
+            return None
 
         tally, watch_tally, seen, elapsed, wall_start, watch_end = asyncio.run(
             _run_clients(url, clients, seconds, sample, [], start_sync, drain_s, enough or len(sample)))
         scheduler = holder.get("p")
-        sync_done = _last_sync(db)
+        # The full run waits (within the drain window) for the sync's own report; a run that
+        # stops at `enough` does not.
+        sync_done = _wait_last_sync(db, holder.get("t", 0.0), wall_start + elapsed + drain_s if enough is None else 0)
         stop(scheduler)
         server_alive = server.poll() is None
         stop(server)
@@ -285,7 +302,7 @@ def run(clients: int, seconds: float, files: int, *, base_files: int = 40, sampl
         seen_uncommitted = [m for m in sample if m in seen and m not in commits]
         lat = tally.latencies
         figures = {
-            "clients": clients, "seconds": round(elapsed, 1), "files": files,
+            "clients": clients, "seconds": round(elapsed, 1), "files": files, "syncVia": sync_via,
             "calls": len(lat), "failedCalls": len(tally.errors), "callsPerSecond": round(len(lat) / elapsed, 1),
             "latencyMs": {"p50": _ms(pct(lat, 0.5)), "p95": _ms(pct(lat, 0.95)), "max": _ms(max(lat, default=None))},
             "errors": sorted(set(tally.errors))[:10],
@@ -295,6 +312,8 @@ def run(clients: int, seconds: float, files: int, *, base_files: int = 40, sampl
                      "seconds": sync_done.get("seconds"), "added": sync_done.get("added"),
                      "failedCount": sync_done.get("failedCount"),
                      "committedDuringLoad": sum(1 for m in sample if commits.get(m, 1e18) <= wall_start + elapsed),
+                     "firstCommitAfterS": _s(min(commits.values()) - holder["t"]) if commits else None,
+                     "lastCommitAfterS": _s(max(commits.values()) - holder["t"]) if commits else None,
                      "sampled": len(sample)},
             "freshness": {"sampledFiles": len(sample), "committed": len(commits), "seen": len(seen),
                           "committedNeverSeen": len(never), "seenBeforeCommit": len(seen_uncommitted),
@@ -314,10 +333,16 @@ def run(clients: int, seconds: float, files: int, *, base_files: int = 40, sampl
             tmp.cleanup()
 
 
-def _last_sync(db: Path) -> dict[str, Any]:
-    with contextlib.suppress(OSError, ValueError):
-        return json.loads((db / "last_sync.json").read_text("utf-8"))
-    return {}
+def _wait_last_sync(db: Path, started: float, deadline: float) -> dict[str, Any]:
+    """The report of the sync that started at `started`, once it is written (at most until `deadline`)."""
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            done = json.loads((db / "last_sync.json").read_text("utf-8"))
+            if done.get("finishedAt", 0) >= started:
+                return done
+        if time.time() >= deadline:
+            return {}
+        time.sleep(1)
 
 
 def _ms(v: float | None) -> float | None:
@@ -334,9 +359,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--files", type=int, default=3000)
     parser.add_argument("--drain", type=float, default=600, help="seconds the watcher may go on after the load")
+    parser.add_argument("--sync", choices=("scheduler", "mcp"), default="scheduler",
+                        help="who syncs: the daemon's scheduler process, or the MCP tool sync_start in the server")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    figures = run(args.clients, args.seconds, args.files, drain_s=args.drain)
+    figures = run(args.clients, args.seconds, args.files, drain_s=args.drain, sync_via=args.sync)
     if args.json:
         print(json.dumps(figures, indent=1))
     else:
