@@ -156,7 +156,8 @@ def address_refusal(ip: IPAddress) -> str | None:
             for v4 in inner:
                 reason = _class_refusal(v4)
                 if reason:
-                    return f"{kind} IPv6 address embedding {v4}, a {reason}"
+                    article = "an" if reason[0] in "aeiou" else "a"
+                    return f"{kind} IPv6 address embedding {v4}, {article} {reason}"
             if kind in ("IPv4-mapped", "IPv4-compatible"):
                 return None  # the connection reaches that public IPv4 address itself
     return _class_refusal(ip)
