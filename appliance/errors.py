@@ -1,6 +1,9 @@
 """Every failure the appliance reports: a stable code, one sentence, and a hint."""
 from __future__ import annotations
 
+import errno
+import re
+
 
 class ApplianceError(Exception):
     """Base class; adapters turn it into {code, message, hint} exactly once."""
@@ -75,6 +78,44 @@ class IndexMismatch(ApplianceError):
 class IndexCorrupt(ApplianceError):
     code = "index_corrupt"
     hint = "Run `minirag sync --clean` to rebuild the index from the documents."
+
+
+class DiskFull(ApplianceError):
+    code = "disk_full"
+    hint = ("Free space on the filesystem that holds DB_PATH (`df` shows it), then run `minirag sync`; "
+            "the index keeps serving its last complete state meanwhile.")
+
+
+class IndexUnwritable(ApplianceError):
+    code = "index_unwritable"
+    hint = ("Sync and ingest need a writable DB_PATH (queries work read-only): fix the mount or the "
+            "permissions, or point DB_PATH elsewhere.")
+
+
+_RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+,?")
+
+
+def storage_error(exc: BaseException, where: str) -> ApplianceError | None:
+    """The named error for a failed read or write of `where` ("the index at /index"), or None
+    when the exception is no storage failure.
+
+    Python raises OSError with an errno; LanceDB raises RuntimeError/OSError/ValueError
+    whose text carries the OS error or "lance error", so both are looked at.
+    """
+    if isinstance(exc, ApplianceError):
+        return exc
+    text = _RUST_LOCATION.sub("", " ".join(str(exc).split())).strip()
+    number = getattr(exc, "errno", None)
+    subject = where[:1].upper() + where[1:]
+    if number in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in text or "os error 28" in text:
+        return DiskFull(f"The disk holding {where} is full: {text}")
+    if number == errno.EROFS or "Read-only file system" in text or "os error 30" in text:
+        return IndexUnwritable(f"{subject} is on a read-only filesystem: {text}")
+    if number in (errno.EACCES, errno.EPERM) or "Permission denied" in text or "os error 13" in text:
+        return IndexUnwritable(f"Permission denied on {where}: {text}")
+    if isinstance(exc, OSError) or "lance error" in text.lower() or "LanceError" in text:
+        return IndexCorrupt(f"{subject} is damaged or unreadable: {text}")
+    return None
 
 
 class SyncBusy(ApplianceError):

@@ -9,17 +9,23 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from appliance.errors import SyncBusy
+from appliance.errors import SyncBusy, storage_error
 
 LOCK_FILE = ".sync.lock"
 
 
 @contextmanager
 def sync_lock(db_path: Path) -> Iterator[None]:
-    """Hold the sync lock, or raise SyncBusy naming the holder's pid and age at once."""
-    db_path.mkdir(parents=True, exist_ok=True)
+    """Hold the sync lock, or raise SyncBusy naming the holder's pid and age at once.
+
+    A DB_PATH that cannot be written (read-only mount, full disk) is reported by name.
+    """
     path = db_path / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        db_path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise (storage_error(exc, f"the index at {db_path}") or exc) from exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -29,8 +35,12 @@ def sync_lock(db_path: Path) -> Iterator[None]:
             raise SyncBusy(
                 f"Another sync is running (pid {holder.get('pid', '?')}, for {age:.0f} s) on {db_path}"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "startedAt": time.time()}).encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps({"pid": os.getpid(), "startedAt": time.time()}).encode())
+        except OSError as exc:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            raise (storage_error(exc, f"the index at {db_path}") or exc) from exc
         try:
             yield
         finally:

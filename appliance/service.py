@@ -19,7 +19,7 @@ from appliance import __version__
 from appliance.config import TOP_K_CAP, Settings
 from appliance.embed import Embedder, load_spec
 from appliance.errors import (ApplianceError, ConfigError, IndexMismatch, InvalidArgument, NotFound,
-                              UnsupportedFile, UrlIngestDisabled)
+                              UnsupportedFile, UrlIngestDisabled, storage_error)
 from appliance.ingest import convert
 from appliance.ingest.ocr import OcrConfig, ocr_status
 from appliance.ingest.snapshots import Kept, dedupe_sequence, snapshot_members
@@ -32,7 +32,7 @@ from appliance.query.assemble import HIT_COLUMNS, RANK_COLUMNS, SearchResult, as
 from appliance.scheduler import read_state as read_scheduler_state
 from appliance.query.hybrid import cap_distance, cap_files, fuse, group_cut
 from appliance.records import Chunk, Converted
-from appliance.store import Identity, Index, SourceRow, in_list, sql_str
+from appliance.store import IDENTITY_FILE, Identity, Index, SourceRow, in_list, sql_str
 
 Progress = Callable[[str, int, int, str], None]
 """progress(phase, done, total, current_path)"""
@@ -207,16 +207,37 @@ class Appliance:
             # a skipped file keeps what was indexed for it, unless it is a link that leads nowhere now
             on_disk = {str(f.path) for f in files} | {s["path"] for s in report.skipped if s["code"] != "broken_link"}
             gone = [sid for sid in known if sid not in on_disk]
-            if gone:
-                self.index.delete_sources(gone)
+            damaged, stray = self._inconsistent(known, on_disk, under)
+            if gone or stray:
+                self.index.delete_sources(gone + stray)
                 report.deleted = len(gone)
             if full or clean:
                 self.index.write_identity(self.identity())
-            self._index_files(files, report, progress, known=known, force=full, gone=gone)
-            self.index.refresh_indexes(wrote=bool(gone or report.refreshed))
+            self._index_files(files, report, progress, known=known, force=full, gone=gone, redo=damaged)
+            self.index.refresh_indexes(wrote=bool(gone or stray or report.refreshed or self.index.unindexed_rows()))
             result = self._finish(report)
             self._save_last_sync(result, under)
             return result
+
+    def _inconsistent(self, known: dict[str, SourceRow], on_disk: set[str],
+                      under: Path | None) -> tuple[frozenset[str], list[str]]:
+        """What a killed write left behind: (files whose chunks differ from their source row, chunks of no source).
+
+        A process killed between deleting a source's old chunks and recording it again
+        (a re-ingest, a delete) leaves a source row that no longer matches the chunks;
+        one killed before recording a new file leaves chunks without a row. Both are
+        seen by counting chunks per source, so the next sync re-indexes or removes them.
+        """
+        counts = self.index.chunk_counts()
+        damaged = frozenset(sid for sid, row in known.items() if sid in on_disk
+                            and counts.get(sid, 0) != (0 if row.error_code else row.chunk_count))
+        stray = [sid for sid in counts if sid.startswith("/") and sid not in known and sid not in on_disk
+                 and (under is None or Path(sid) == under or Path(sid).is_relative_to(under))]
+        if stray:
+            rows = {s.source_id for start in range(0, len(stray), 200)
+                    for s in self.index.source_rows(in_list("source_id", stray[start:start + 200]))}
+            stray = [sid for sid in stray if sid not in rows]
+        return damaged, stray
 
     def ingest_data(self, source_id: str, content: str, fmt: str = "markdown", *, title: str | None = None) -> RunReport:
         """Index content the caller holds under a source id of its choosing."""
@@ -295,13 +316,15 @@ class Appliance:
         return "index", digest
 
     def _index_files(self, files: Sequence[FoundFile], report: RunReport, progress: Progress | None,
-                     *, known: dict[str, SourceRow], force: bool, gone: Sequence[str] = ()) -> None:
-        """Convert (in worker processes) while embedding and writing earlier files.
+                     *, known: dict[str, SourceRow], force: bool, gone: Sequence[str] = (),
+                     redo: frozenset[str] = frozenset()) -> None:
+        """Convert (in worker processes) while embedding and writing earlier files; `redo` names
+        files to re-index even when unchanged.
 
         A dated snapshot sequence in which anything changed is re-indexed as a
         whole, in date order, in one write, so its de-duplication stays exact.
         """
-        plans = {f.path: (f, *self._classify(f, known.get(str(f.path)), force)) for f in files}
+        plans = {f.path: (f, *self._classify(f, known.get(str(f.path)), force or str(f.path) in redo)) for f in files}
         members: dict[Path, Any] = {}
         if self.settings.snapshot_dedupe:
             every = snapshot_members([*plans, *(Path(g) for g in gone)])
@@ -423,8 +446,11 @@ class Appliance:
         data = report.to_dict() | {"finishedAt": time.time(), "scope": str(under) if under else None}
         path = self.settings.db_path / LAST_SYNC_FILE
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), "utf-8")
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), "utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise (storage_error(exc, f"the index at {self.settings.db_path}") or exc) from exc
 
     # ---- reading ---------------------------------------------------------------
     def search(self, query: str, *, top_k: int = 10, scope: str | None = None,
@@ -579,6 +605,15 @@ class Appliance:
                                           "run `minirag sync` to re-cut them")
             identity = self.index.read_identity()
             index["identity"] = identity.__dict__ if identity else None
+            recorded = sum(s.chunk_count for s in sources if not s.error_code)
+            if recorded != index["chunkCount"] and lock_holder(self.settings.db_path) is None:  # not mid-sync
+                index["consistencyWarning"] = (f"the sources table records {recorded} chunks, the chunks table holds "
+                                               f"{index['chunkCount']} (an interrupted write or a damaged table); "
+                                               "run `minirag sync` to repair, or `minirag sync --clean` to rebuild")
+            if identity is None and index["chunkCount"]:
+                index["identityWarning"] = (f"{self.index.db_path / IDENTITY_FILE} is missing, so the model the "
+                                            "vectors were made with is unknown; run `minirag sync --full` to rebuild "
+                                            "with the configured model")
             problem = self.identity_problem()
             if problem:
                 index["identityMismatch"] = problem
