@@ -13,6 +13,9 @@
 # docker/ca-certificates/ (git-ignored). They are trusted for the one networked step,
 # the apt line that installs tesseract on a public base. The hermetic parts need none.
 ARG BASE_IMAGE=python:3.11-slim
+# The build stages' image: BASE_IMAGE itself, or (local base) the same plus binutils,
+# so the virtualenv's shared libraries can be stripped of their symbol tables.
+ARG BUILD_IMAGE=${BASE_IMAGE}
 ARG MODEL_DIR=intfloat__multilingual-e5-small
 ARG VERSION=0.1.0
 ARG REVISION=unknown
@@ -20,7 +23,7 @@ ARG UID=1000
 
 # ---------------------------------------------------------------------------
 # wheels: the application in a virtualenv, from the host's wheelhouse only.
-FROM ${BASE_IMAGE} AS wheels
+FROM ${BUILD_IMAGE} AS wheels
 COPY requirements-runtime.lock /build/requirements-runtime.lock
 COPY wheelhouse/*.whl /build/wheelhouse/
 # A self-contained virtualenv that the runtime stage copies as one directory.
@@ -31,8 +34,11 @@ RUN /opt/minirag/bin/pip install --no-cache-dir --no-index --find-links /build/w
 # The application itself (its own layer, so a code change does not reinstall the rest).
 COPY wheelhouse/project/ /build/project/
 RUN /opt/minirag/bin/pip install --no-cache-dir --no-index --no-deps /build/project/minirag_appliance-*.whl
-# Nothing at run time installs packages.
-RUN /opt/minirag/bin/pip uninstall -y -q pip
+# Nothing at run time installs packages; and what the appliance never loads goes (about 200 MB).
+COPY docker/slim-venv.sh docker/strip-libs.sh /build/
+RUN /opt/minirag/bin/pip uninstall -y -q pip \
+    && sh /build/slim-venv.sh /opt/minirag/lib/python3.11/site-packages \
+    && sh /build/strip-libs.sh /opt/minirag/lib/python3.11/site-packages
 
 # ---------------------------------------------------------------------------
 # models: the baked embedding model, verified against models/manifest.toml with
@@ -44,6 +50,15 @@ COPY models/baked/${MODEL_DIR}/ /models/${MODEL_DIR}/
 # A corrupt or half-baked model fails the build here, not the first query. Then make
 # the files read-only for everyone (directories 555, files 444); COPY keeps the modes.
 RUN /opt/minirag/bin/minirag models verify --models-dir /models && chmod -R a-w /models
+# Smoke test of the slimmed virtualenv with the real parts: convert (worker process),
+# embed, LanceDB write + BM25 + vector search, and the MCP server's imports.
+RUN mkdir -p /tmp/smoke/docs \
+    && printf '# Smoke test\n\nThe appliance indexes this sentence about wind turbines.\n' > /tmp/smoke/docs/a.md \
+    && /opt/minirag/bin/minirag sync --base-dir /tmp/smoke/docs --db-path /tmp/smoke/index --models-dir /models >/dev/null \
+    && /opt/minirag/bin/minirag query "wind turbines" --base-dir /tmp/smoke/docs --db-path /tmp/smoke/index \
+         --models-dir /models --json | grep -q '/tmp/smoke/docs/a.md' \
+    && /opt/minirag/bin/python -c "import appliance.server, appliance.http_server" \
+    && rm -rf /tmp/smoke
 
 # ---------------------------------------------------------------------------
 # runtime: what ships. No compilers, no pip, a non-root user, read-only models.
@@ -62,7 +77,7 @@ RUN if ! command -v tesseract >/dev/null; then \
         apt-get update \
         && apt-get install -y --no-install-recommends \
              tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-rus \
-        && rm -rf /var/lib/apt/lists/*; \
+        && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* /usr/share/locale/*; \
     fi
 
 # The unprivileged user everything runs as; /index is its only writable place.

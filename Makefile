@@ -9,7 +9,7 @@ INDEX ?= minirag-index
 export MINIRAG_SHARED ?= $(abspath $(CURDIR)/../shared)
 
 .DEFAULT_GOAL := help
-.PHONY: help install models test test-fast eval bench
+.PHONY: help install models test test-fast eval bench faults
 
 help:      ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -43,15 +43,22 @@ bench: models ## speed figures: embedding throughput, query latency
 	$(PY) scripts/bench_sync.py --files 2000
 	$(PY) scripts/bench_mcp.py
 
+faults: models ## the fault suite at full size (about 30 min): kill -9 trials, disk full/read-only/corruption, hostile files, load, fuzzing, security
+	$(PY) scripts/faults_crash.py --trials 50
+	$(PY) scripts/faults_storage.py
+	$(PY) scripts/faults_hostile.py --big
+	$(PY) scripts/faults_load.py --clients 20 --seconds 60 --files 3000
+	FAULTS_FULL=1 $(PY) -m pytest -m faults tests/faults
+
 # ---- the container image (see Dockerfile; scripts/docker_ci.sh runs the image tests) ----
 .PHONY: base wheelhouse image demo serve sync save load docker-test
 # Debian's docker CLI (/usr/bin/docker) can use the daemon's BuildKit; the v28 one here has no buildx.
 DOCKER ?= $(shell test -x /usr/bin/docker && echo /usr/bin/docker || echo docker)
-BASE_IMAGE ?= local/base:bookworm
+BASE_IMAGE ?= local/base:bookworm-2
 BUNDLE ?= dist/minirag-image.tar.gz
 DOCKER_RUN = $(DOCKER) run --rm --pull never
 
-base:      ## the local Debian base image (debootstrap; only for BASE_IMAGE=local/...)
+base:      ## the local Debian base images, runtime and -build (debootstrap; only for BASE_IMAGE=local/...)
 	@case "$(BASE_IMAGE)" in local/*) scripts/make_base_image.sh $(BASE_IMAGE);; *) echo "base: using $(BASE_IMAGE)";; esac
 
 wheelhouse/.complete: requirements-runtime.lock
@@ -61,7 +68,8 @@ wheelhouse: install wheelhouse/.complete ## wheels for the image: the runtime lo
 	rm -rf wheelhouse/project && $(PY) -m pip wheel -qq --no-deps . -w wheelhouse/project/
 
 image: base wheelhouse models ## build the image $(IMAGE) offline from the wheelhouse and baked models
-	DOCKER_BUILDKIT=1 $(DOCKER) build --progress=plain --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg REVISION=$$(git rev-parse --short HEAD) -t $(IMAGE) .
+	DOCKER_BUILDKIT=1 $(DOCKER) build --progress=plain --build-arg BASE_IMAGE=$(BASE_IMAGE) \
+	  $$(case "$(BASE_IMAGE)" in local/*) echo --build-arg BUILD_IMAGE=$(BASE_IMAGE)-build;; esac) --build-arg REVISION=$$(git rev-parse --short HEAD) -t $(IMAGE) .
 
 demo: image ## index samples/ in the container (no network) and search it in English and Russian
 	$(DOCKER_RUN) --network none -v $(CURDIR)/samples:/docs:ro -v minirag-demo:/index $(IMAGE) sync

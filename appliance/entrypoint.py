@@ -53,6 +53,8 @@ def _err(message: str) -> None:
 
 def run_stdio(args: list[str]) -> int:
     """MCP on stdio in the foreground, the scheduler under a background supervisord."""
+    # The server first: the client is waiting for its handshake; the scheduler can start a moment later.
+    server = subprocess.Popen([_minirag(), "serve", *args])  # inherits stdin/stdout: the MCP wire
     conf = CONF_DIR / STDIO_CONF
     supervisor: subprocess.Popen[bytes] | None = None
     if conf.is_file():
@@ -61,7 +63,6 @@ def run_stdio(args: list[str]) -> int:
                                       start_new_session=True)
     else:
         _err(f"warning: {conf} not found; running without the sync scheduler")
-    server = subprocess.Popen([_minirag(), "serve", *args])  # inherits stdin/stdout: the MCP wire
 
     def forward(signum: int, _frame: object) -> None:
         for proc in (server, supervisor):

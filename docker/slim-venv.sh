@@ -1,0 +1,21 @@
+#!/bin/sh
+# usage: slim-venv.sh SITE_PACKAGES
+#
+# Deletes what the appliance never loads from the image's virtualenv: test suites,
+# C headers and Cython sources, pyarrow's Flight/S3/GCS/Azure/HDFS/ORC modules (pyarrow
+# imports each of them only on request), ONNX Runtime's standalone C library (the Python
+# binding carries its own copy) and transformer tools, the Xet download client
+# (downloads are off), and setuptools. About 200 MB. The image build then runs a real
+# sync and query (Dockerfile, models stage), so a removal that breaks an import fails
+# the build, not the first query.
+set -eu
+cd "$1"
+find . -depth -type d -name tests -exec rm -rf {} +
+find pyarrow -name '*.pyx' -delete -o -name '*.pxd' -delete -o -name '*.pxi' -delete
+rm -rf pyarrow/include pyarrow/src \
+    pyarrow/libarrow_flight.so* pyarrow/libarrow_python_flight.so* pyarrow/_flight.*.so pyarrow/flight.py \
+    pyarrow/libarrow_s3.so* pyarrow/_s3fs.*.so pyarrow/_gcsfs.*.so pyarrow/_azurefs.*.so pyarrow/_hdfs.*.so \
+    pyarrow/_orc.*.so pyarrow/_dataset_orc.*.so pyarrow/orc.py pyarrow/_pyarrow_cpp_tests.*.so
+rm -rf onnxruntime/capi/libonnxruntime.so.* onnxruntime/transformers
+rm -rf hf_xet hf_xet-*.dist-info
+rm -rf setuptools setuptools-*.dist-info pkg_resources _distutils_hack distutils-precedence.pth

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""A full sync of ../shared/corpus: files/s, chunks/s, embedding-busy share, peak RSS.
+
+Usage: bench_corpus_sync.py [--corpus DIR] [--with-scans] [--json]
+
+Without --with-scans the corpus's scans (its `ocr/` folder and image files) are
+left out, so the figures describe conversion overlapping embedding; with it,
+OCR is included. Measured inside one process around `Appliance.sync()`:
+
+* embedding-busy share: seconds spent inside `Embedder.embed_passages` during
+  the sync divided by the sync's wall time (conversion in the worker process
+  should overlap embedding, so this approaches 1);
+* ratio to the raw rate: the sync's chunks/s against `embed_passages` on the
+  same chunk texts afterwards, in the same process;
+* peak RSS: this process and, separately, the largest conversion worker.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from appliance.config import load_settings  # noqa: E402
+from appliance.service import Appliance  # noqa: E402
+
+SCAN_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp"}
+
+
+def copy_corpus(src: Path, dest: Path, with_scans: bool) -> int:
+    """The corpus into `dest` (so the sync's roots hold nothing else); returns the file count."""
+    count = 0
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src)
+        if not path.is_file() or path.name == "EXPECTED.tsv":
+            continue
+        if not with_scans and (rel.parts[0] == "ocr" or path.suffix.lower() in SCAN_SUFFIXES):
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+        count += 1
+    return count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    shared = Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared"))
+    parser.add_argument("--corpus", type=Path, default=shared / "corpus")
+    parser.add_argument("--with-scans", action="store_true", help="include the scans (OCR)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if not args.corpus.is_dir():
+        raise SystemExit(f"no corpus at {args.corpus} (set MINIRAG_SHARED or pass --corpus)")
+    work = Path(tempfile.mkdtemp(prefix="minirag-bench-corpus-"))
+    try:
+        docs = work / "docs"
+        files = copy_corpus(args.corpus, docs, args.with_scans)
+        app = Appliance(load_settings({}, base_dirs=[str(docs)], db_path=str(work / "index")))
+        app.embedder.load()
+        busy = [0.0]
+        embed = app.embedder.embed_passages
+
+        def timed(texts):  # type: ignore[no-untyped-def]
+            started = time.perf_counter()
+            try:
+                return embed(texts)
+            finally:
+                busy[0] += time.perf_counter() - started
+
+        app.embedder.embed_passages = timed  # type: ignore[method-assign]
+        started = time.perf_counter()
+        report = app.sync()
+        wall = time.perf_counter() - started
+        app.embedder.embed_passages = embed  # type: ignore[method-assign]
+
+        texts = [r["text"] for r in app.index.chunk_rows("chunk_index >= 0", ["text"])]
+        started = time.perf_counter()
+        embed(texts)
+        raw_rate = len(texts) / (time.perf_counter() - started)
+        out = {
+            "files": files, "withScans": args.with_scans, "indexed": report.added, "failed": len(report.failed),
+            "skipped": len(report.skipped), "chunks": report.chunks, "syncSeconds": round(wall, 1),
+            "filesPerSecond": round(files / wall, 2), "chunksPerSecond": round(report.chunks / wall, 1),
+            "rawEmbedChunksPerSecond": round(raw_rate, 1),
+            "shareOfRawRate": round(report.chunks / wall / raw_rate, 2),
+            "embeddingBusyShare": round(busy[0] / wall, 2),
+            "peakRssMb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "peakWorkerRssMb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
+            "cpus": os.cpu_count(), "loadAverage": round(os.getloadavg()[0], 1),
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    print(f"{out['files']} files ({'with' if args.with_scans else 'without'} scans): {out['indexed']} indexed, "
+          f"{out['failed']} failed, {out['skipped']} skipped, {out['chunks']} chunks in {out['syncSeconds']} s")
+    print(f"  {out['filesPerSecond']} files/s, {out['chunksPerSecond']} chunks/s = {out['shareOfRawRate']:.0%} "
+          f"of the raw embedding rate ({out['rawEmbedChunksPerSecond']} chunks/s on the same texts)")
+    print(f"  embedding busy {out['embeddingBusyShare']:.0%} of the sync's wall time")
+    print(f"  peak RSS: sync process {out['peakRssMb']} MB, largest conversion worker {out['peakWorkerRssMb']} MB")
+
+
+if __name__ == "__main__":
+    main()
