@@ -1,9 +1,10 @@
 """The MCP adapter: declare the tools, call the Appliance, return a model or a structured error.
 
-Startup stays cheap: `initialize` and `tools/list` never touch the service, the
-index or the model. The Appliance (LanceDB, the embedding model) is imported and
-built on the first tool call, once per process, and shared by every later call;
-calls run in worker threads so a slow search never blocks the protocol loop.
+Startup stays cheap: `initialize` and `tools/list` never wait for the service, the
+index or the model. The Appliance (LanceDB, the embedding model) is built once per
+process by a background warm-up (at start on stdio, after the first tools/list over
+HTTP) or by the first tool call, whichever comes first, and shared by every later
+call; calls run in worker threads so a slow search never blocks the protocol loop.
 
 Every failure reaches the client as `{"error": {code, message, hint}}` with
 isError set; nothing but protocol frames is written to stdout.
@@ -72,7 +73,7 @@ class Runtime:
         return self._settings
 
     def warm_up(self) -> None:
-        """Import the service and load the model in the background, once, so the first query is not cold."""
+        """Import the service, load the model and open the index in the background, once."""
         with self._lock:
             if getattr(self, "_warming", False):
                 return
@@ -80,7 +81,7 @@ class Runtime:
 
         def run() -> None:
             try:
-                self.appliance().embedder.load()
+                self.appliance().warm_up()
             except ApplianceError:
                 pass  # the first tool call reports it as a value
             except Exception:

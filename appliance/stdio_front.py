@@ -8,9 +8,12 @@ requests from `mcp_snapshot.json` (the real server's own answers, recorded by
 queues every line it reads. When the fastmcp server is built, it is fed the whole
 queue in order — the answered requests included, so its session state is exactly
 what it would have been without the front — and its replies to the requests the
-front already answered are dropped. Anything the front does not recognise (an
-unknown protocol revision, the 2026 era's `server/discover`, batches, bad JSON)
-simply waits for the real server.
+front already answered are dropped. The front answers only while every request so
+far was its own: the first thing it does not recognise (an unknown protocol
+revision, the 2026 era's `server/discover`, a batch, bad JSON) hands all answering
+to the real server, whose state that request may change. (A 2026-era client whose
+`server/discover` probe times out falls back to `initialize`: the real server
+answers that one too, with the -32022 that makes the client probe again.)
 
 `MCP_FAST_HANDSHAKE=0` turns the front off (every line waits for fastmcp).
 """
@@ -69,9 +72,17 @@ class Front:
             try:
                 frame = json.loads(line)
             except ValueError:
+                frame = None
+            if not isinstance(frame, dict):
+                self._handshake = {}  # garbage or a batch: from here on only the real server answers
                 return
-            result = self._early_result(frame) if isinstance(frame, dict) and "id" in frame else None
+            if "id" not in frame:
+                return  # a notification changes nothing the front answers
+            result = self._early_result(frame)
             if result is None:
+                # A request only the real server can answer may change its state (a `server/discover`
+                # locks the connection to the 2026 era, say), so the front stops answering for good.
+                self._handshake = {}
                 return
             self._answered.add(_id_key(frame["id"]))
         self.write_line(json.dumps({"jsonrpc": "2.0", "id": frame["id"], "result": result},

@@ -112,6 +112,18 @@ def test_unknown_revisions_and_garbage_wait_for_the_real_server(snapshot: dict[s
     assert wire.replies.readline() == b""  # the front wrote nothing
 
 
+def test_after_a_request_it_cannot_answer_the_front_answers_nothing_more(snapshot: dict[str, Any]) -> None:
+    """A 2026-era probe that timed out may already have locked the real server's era: no early initialize."""
+    wire = Wire()
+    front = Front(lambda: "i", snapshot, wire=wire.front_side)
+    wire.send(_frame(1, "server/discover", {"_meta": {}}))
+    wire.send(_frame(2, "initialize", {"protocolVersion": next(iter(snapshot["initialize"]))}))
+    wire.send(_frame(3, "tools/list"))
+    wire.close_input()
+    assert _drained(front, wire) == 3
+    assert wire.replies.readline() == b""
+
+
 def test_switched_off_the_front_answers_nothing(snapshot: dict[str, Any]) -> None:
     wire = Wire()
     front = Front(lambda: "i", None, wire=wire.front_side)
