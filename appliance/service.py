@@ -579,6 +579,14 @@ class Appliance:
                                "chunkCount": s.chunk_count, "ingestedAt": s.ingested_at})
         return {"files": files, "sources": others}
 
+    def warm_up(self) -> None:
+        """Load the model and the index's search structures now, so the first real query is not cold."""
+        self.embedder.load()
+        try:
+            self.search("warm up", top_k=1)
+        except ApplianceError:
+            pass  # nothing indexed yet, or an index built differently: the real query reports it
+
     def status(self) -> dict[str, Any]:
         """Configuration and index health; never raises for a broken index."""
         out: dict[str, Any] = {"version": __version__, "config": self.settings.describe()}
