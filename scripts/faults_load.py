@@ -236,7 +236,7 @@ async def _sync_start(url: str) -> None:
 
 
 def run(clients: int, seconds: float, files: int, *, base_files: int = 40, sample_every: int | None = None,
-        drain_s: float = 600.0, enough: int | None = None, index_base: Callable[[Path], Any] | None = None,
+        drain_s: float = 1800.0, enough: int | None = None, index_base: Callable[[Path], Any] | None = None,
         sync_via: str = "scheduler", workdir: Path | None = None, log=sys.stderr) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """Set up, run the load, tear down; returns the figures.
 
@@ -358,7 +358,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--files", type=int, default=3000)
-    parser.add_argument("--drain", type=float, default=600, help="seconds the watcher may go on after the load")
+    parser.add_argument("--drain", type=float, default=1800, help="seconds the watcher may go on after the load")
     parser.add_argument("--sync", choices=("scheduler", "mcp"), default="scheduler",
                         help="who syncs: the daemon's scheduler process, or the MCP tool sync_start in the server")
     parser.add_argument("--json", action="store_true")
