@@ -202,6 +202,8 @@ class Index:
         return (self.db_path / f"{CHUNKS}.lance").exists()
 
     def chunks(self, create: bool = False):  # type: ignore[no-untyped-def]
+        if self._chunks is not None:  # open already: readers never wait for a writer's lock
+            return self._chunks
         with self._lock:
             if self._chunks is None:
                 if not create and not self.exists():
@@ -214,6 +216,8 @@ class Index:
             return self._chunks
 
     def sources(self, create: bool = False):  # type: ignore[no-untyped-def]
+        if self._sources is not None:
+            return self._sources
         with self._lock:
             if self._sources is None:
                 if not create and not (self.db_path / f"{SOURCES}.lance").exists():
