@@ -18,7 +18,7 @@ import pytest
 
 from appliance.errors import DiskFull, IndexCorrupt, IndexUnwritable, storage_error
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(1800)]  # ~20 process starts: past 600 s on a loaded machine
 
 ROOT = Path(__file__).resolve().parents[2]
 DAMAGE = ["truncate-chunks-data", "delete-latest-chunks-manifest", "delete-identity", "garbage-chunks-manifest"]
@@ -31,7 +31,7 @@ def outcome(shared) -> dict:  # type: ignore[no-untyped-def]
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "faults_storage.py"), "--json", "--model", "tiny", "--files", "10",
          "--free-kb", "16", "--quick", "--damage", ",".join(DAMAGE), "--mcp", "truncate-chunks-data"],
-        cwd=ROOT, env={**os.environ, "MINIRAG_SHARED": str(shared)}, capture_output=True, text=True, timeout=900)
+        cwd=ROOT, env={**os.environ, "MINIRAG_SHARED": str(shared)}, capture_output=True, text=True, timeout=1700)
     assert proc.stdout, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
