@@ -156,7 +156,9 @@ class _FilteredOut:
         self._front = front
 
     async def write(self, text: str) -> None:
-        for line in text.splitlines():
+        # Only "\n" ends a frame: str.splitlines() would also cut at U+2028, U+0085 and the like,
+        # which JSON carries unescaped inside strings (a document's text, say).
+        for line in text.split("\n"):
             if line and not self._front.drops(line):
                 self._front.write_line(line)
 

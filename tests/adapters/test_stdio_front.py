@@ -100,6 +100,23 @@ def test_the_real_server_sees_every_line_and_its_duplicate_replies_are_dropped(s
     assert all(f.get("result", {}).get("from") == "server" for f in passed[:2])
 
 
+def test_frames_with_unicode_line_separators_pass_whole() -> None:
+    """JSON leaves U+2028, U+2029 and U+0085 unescaped inside strings; they must not split a frame."""
+    wire = Wire()
+    front = Front(lambda: "i", None, wire=wire.front_side)
+    wire.close_input()
+    text = "a\u2028b\u2029c\x85d\x0be\x1cf"
+    frame = json.dumps({"jsonrpc": "2.0", "id": 7, "result": {"text": text}}, ensure_ascii=False)
+
+    async def server() -> None:
+        _, stdout = front.attach()
+        await stdout.write(frame + "\n")
+
+    anyio.run(server)
+    reply = wire.reply()
+    assert reply["id"] == 7 and reply["result"]["text"] == text
+
+
 def test_unknown_revisions_and_garbage_wait_for_the_real_server(snapshot: dict[str, Any]) -> None:
     wire = Wire()
     front = Front(lambda: "i", snapshot, wire=wire.front_side)
