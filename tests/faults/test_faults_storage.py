@@ -87,21 +87,6 @@ def _indexed(make_app):  # type: ignore[no-untyped-def]
     return app
 
 
-def test_status_and_query_name_a_truncated_data_file_and_sync_clean_recovers(make_app) -> None:  # type: ignore[no-untyped-def]
-    # Before the fix, status and every query died with lance's RuntimeError (a traceback).
-    app = _indexed(make_app)
-    data = max((app.settings.db_path / "chunks.lance" / "data").glob("*.lance"), key=lambda p: p.stat().st_size)
-    os.truncate(data, data.stat().st_size // 3)
-    broken = make_app()
-    status = broken.status()
-    assert status["indexError"]["code"] == "index_corrupt"
-    assert "sync --clean" in status["indexError"]["hint"]
-    with pytest.raises(IndexCorrupt):
-        broken.search("harbour lantern")
-    make_app().sync(clean=True)
-    assert make_app().search("harbour lantern").results
-
-
 def test_status_warns_when_the_chunks_are_gone_and_sync_restores_them(make_app) -> None:  # type: ignore[no-untyped-def]
     # Every chunks manifest deleted: LanceDB opens an empty table, the sources table
     # still says "indexed"; before the fix status was silent and sync never re-indexed.
