@@ -43,7 +43,7 @@ bench: models ## speed figures: embedding throughput, query latency
 	$(PY) scripts/bench_sync.py --files 2000
 	$(PY) scripts/bench_mcp.py
 
-faults: models ## the fault suite at full size (about 30 min): kill -9 trials, disk full/read-only/corruption, hostile files, load, fuzzing, security
+faults: models ## the fault suite at full size (about an hour): kill -9 trials, disk full/read-only/corruption, hostile files, load, fuzzing, security
 	$(PY) scripts/faults_crash.py --trials 50
 	$(PY) scripts/faults_storage.py
 	$(PY) scripts/faults_hostile.py --big

@@ -436,12 +436,12 @@ def test_random_arguments_get_structured_answers(tool: str, fuzz_session: Any) -
 @pytest.mark.model
 def test_unknown_tools_and_raw_garbage_leave_the_session_alive(fuzz_session: Any) -> None:
     """Unknown tool names are protocol errors; the server keeps answering, and logged no traceback."""
-    from mcp.shared.exceptions import McpError
+    from mcp.shared.exceptions import MCPError
 
     for name in ["", "nope", "status\x00", "../status", "ж" * 5000]:
         try:
             result = fuzz_session.call(name, {})
-        except (McpError, Exception) as exc:  # noqa: BLE001 - the client raises for protocol errors
+        except (MCPError, Exception) as exc:  # noqa: BLE001 - the client raises for protocol errors
             assert "internal" not in str(exc).lower() or "unknown" in str(exc).lower()
         else:
             assert result.is_error
