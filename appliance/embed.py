@@ -80,10 +80,18 @@ def _fastembed_cache_dir() -> str:
     return str(path)
 
 
+def import_fastembed() -> Any:
+    """fastembed's TextEmbedding, with the HF hub switched offline before anything of it loads."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from fastembed import TextEmbedding
+
+    return TextEmbedding
+
+
 def _register(spec: ModelSpec) -> str:
     """Register spec with fastembed once per process, under our own alias (fastembed
     ships some of the same names with other files and pooling)."""
-    from fastembed import TextEmbedding
+    TextEmbedding = import_fastembed()
     from fastembed.common.model_description import ModelSource, PoolingType
 
     alias = f"minirag/{spec.dir_name}-{spec.dim}-{spec.pooling}"
@@ -212,9 +220,7 @@ class Embedder:
         return self._model
 
     def _load_model(self, tok: Any) -> Any:
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        from fastembed import TextEmbedding
-
+        TextEmbedding = import_fastembed()
         path = check_baked(self.spec, self.models_dir, full=False)
         model = TextEmbedding(
             model_name=_register(self.spec),

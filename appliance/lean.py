@@ -1,19 +1,47 @@
-"""Keep pandas from being imported as a side effect of importing lancedb.
+"""Keep the index libraries from importing what the appliance never uses.
 
-`pyarrow.dataset`, which lancedb imports, probes whether pandas is installed by
-importing all of it: about 1.3 s of CPU and ~60 MB in every process that opens
-the index, although the index code never builds a DataFrame. Only the
-spreadsheet converter needs pandas, and it imports pandas itself when it runs
-(it is not affected: the probe is hidden only while lancedb is being imported).
-pyarrow then treats pandas as absent, which only matters for `to_pandas()`,
-a call the appliance does not make.
+Two mechanisms, each active only while a library is being imported:
+
+* Hiding pandas. `pyarrow.dataset`, which lancedb imports, probes whether pandas
+  is installed by importing all of it: about 1.3 s of CPU and ~60 MB in every
+  process that opens the index, although the index code never builds a DataFrame.
+  Only the spreadsheet converter needs pandas, and it imports pandas itself when
+  it runs (it is not affected: the probe is hidden only while lancedb is being
+  imported). pyarrow then treats pandas as absent, which only matters for
+  `to_pandas()`, a call the appliance does not make.
+
+* Deferring a package's `__init__`. Some packages' `__init__` eagerly imports
+  everything the package has, although the code we run imports only some of its
+  submodules by their full names. For the packages in a deferral set the module
+  object is created (with `__path__`, so submodules import as usual) but its
+  `__init__` runs only when an attribute the module does not have yet is looked
+  up (`from pkg import Name`, `pkg.Name`, `pkg.__all__`): then it runs in full,
+  in the same module object, and the lookup proceeds as if it had always run.
+  Nothing is stubbed and nothing is left out; only the moment changes.
+
+  - `lance_namespace_urllib3_client`: the OpenAPI-generated REST client of Lance
+    namespaces. Its `__init__` imports all nine REST API modules (hundreds of
+    pydantic-validated methods, urllib3, dateutil): about 1 s of CPU. lancedb and
+    `lance_namespace` import only its `.models` subpackage, and a local directory
+    (`lancedb.connect(path)`) never calls the REST client.
+
+  (Deferring fastembed's own `__init__`, which imports its image, sparse and
+  late-interaction families, was measured too and gained nothing: the text model's
+  `fastembed.common.model_management` imports huggingface_hub, requests, httpx and,
+  through `fastembed.common.types`, PIL by name at module level anyway.)
 """
 from __future__ import annotations
 
 import importlib.abc
+import importlib.machinery
 import sys
-from contextlib import contextmanager
-from typing import Iterator
+import threading
+from contextlib import ExitStack, contextmanager
+from types import ModuleType
+from typing import Any, Iterable, Iterator
+
+LANCEDB_DEFERRED = frozenset({"lance_namespace_urllib3_client"})
+"""Packages whose `__init__` waits while lancedb is imported (see the module docstring)."""
 
 
 class _HidePandas(importlib.abc.MetaPathFinder):
@@ -23,12 +51,83 @@ class _HidePandas(importlib.abc.MetaPathFinder):
         return None
 
 
+class _DeferredInit(importlib.abc.Loader):
+    """Creates the package module now; runs the real loader's exec_module on the first missing attribute."""
+
+    def __init__(self, real: importlib.abc.Loader) -> None:
+        self.real = real
+
+    def create_module(self, spec):  # type: ignore[no-untyped-def]
+        return self.real.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        real = self.real
+        lock = threading.RLock()
+
+        def __getattr__(name: str) -> Any:
+            with lock:
+                if module.__dict__.get("__getattr__") is __getattr__:
+                    # From here on the module behaves as if imported normally; a reentrant lookup
+                    # during the real __init__ sees a partly initialised module, as it would anyway.
+                    del module.__dict__["__getattr__"]
+                    module.__loader__ = real
+                    if module.__spec__ is not None:
+                        module.__spec__.loader = real
+                    try:
+                        real.exec_module(module)  # type: ignore[attr-defined]
+                    except BaseException:
+                        sys.modules.pop(module.__name__, None)  # as a failed import would leave it
+                        raise
+            return getattr(module, name)  # missing even after the real __init__: AttributeError as usual
+
+        __getattr__.__deferred__ = True  # type: ignore[attr-defined]
+        module.__getattr__ = __getattr__  # type: ignore[attr-defined]
+
+
+class _DeferInits(importlib.abc.MetaPathFinder):
+    def __init__(self, names: Iterable[str]) -> None:
+        self.names = frozenset(names)
+
+    def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
+        if name not in self.names:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+            return None  # not an ordinary package: leave it to the usual machinery
+        spec.loader = _DeferredInit(spec.loader)
+        return spec
+
+
+def is_deferred(module: ModuleType) -> bool:
+    """True while `module`'s real `__init__` has not run yet."""
+    hook = module.__dict__.get("__getattr__")
+    return getattr(hook, "__deferred__", False)
+
+
 @contextmanager
-def pandas_hidden() -> Iterator[None]:
-    """Within the block `import pandas` fails, unless pandas was imported before (then nothing changes)."""
-    finder = _HidePandas()
+def _finder(finder: importlib.abc.MetaPathFinder) -> Iterator[None]:
     sys.meta_path.insert(0, finder)
     try:
         yield
     finally:
         sys.meta_path.remove(finder)
+
+
+@contextmanager
+def deferred_inits(names: Iterable[str]) -> Iterator[None]:
+    """Within the block, the first import of each named package defers its `__init__` (see above)."""
+    with _finder(_DeferInits(names)):
+        yield
+
+
+@contextmanager
+def pandas_hidden() -> Iterator[None]:
+    """Within the block `import pandas` fails, unless pandas was imported before (then nothing changes).
+
+    Also defers the `__init__` of lancedb's REST namespace client (LANCEDB_DEFERRED): this block
+    is what appliance/store.py wraps its lancedb import in.
+    """
+    with ExitStack() as stack:
+        stack.enter_context(_finder(_HidePandas()))
+        stack.enter_context(deferred_inits(LANCEDB_DEFERRED))
+        yield

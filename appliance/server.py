@@ -11,10 +11,8 @@ isError set; nothing but protocol frames is written to stdout.
 """
 from __future__ import annotations
 
-import json
 import logging
 import sys
-import threading
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Optional
 
@@ -27,9 +25,9 @@ from mcp.types import TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from appliance import __version__, mcp_models as m
-from appliance.config import Settings, load_settings
 from appliance.errors import ApplianceError, ConfigError, InvalidArgument, UrlIngestDisabled
 from appliance.instructions import instructions_for
+from appliance.runtime import Runtime, result_text, tool_data  # noqa: F401  (Runtime: http_server, tests)
 
 if TYPE_CHECKING:
     from appliance.service import Appliance
@@ -50,57 +48,9 @@ Scope = Annotated[Optional[str], Field(None, min_length=1, max_length=4096,
                                                    "(matching stops at a '/').")]
 
 
-class Runtime:
-    """Settings and the Appliance for one server process, built on first use."""
-
-    def __init__(self, overrides: dict[str, Any] | None = None) -> None:
-        self.overrides = overrides or {}
-        self._lock = threading.Lock()
-        self._settings: Settings | None = None
-        self._settings_error: ConfigError | None = None
-        self._appliance: Appliance | None = None
-
-    def settings(self) -> Settings:
-        """The settings in effect; a broken configuration raises the same ConfigError every time."""
-        if self._settings is None and self._settings_error is None:
-            try:
-                self._settings = load_settings(**self.overrides)
-            except ConfigError as exc:
-                self._settings_error = exc
-        if self._settings_error is not None:
-            raise self._settings_error
-        assert self._settings is not None
-        return self._settings
-
-    def warm_up(self) -> None:
-        """Import the service, load the model and open the index in the background, once."""
-        with self._lock:
-            if getattr(self, "_warming", False):
-                return
-            self._warming = True
-
-        def run() -> None:
-            try:
-                self.appliance().warm_up()
-            except ApplianceError:
-                pass  # the first tool call reports it as a value
-            except Exception:
-                log.warning("warm-up failed; the first tool call will retry", exc_info=True)
-
-        threading.Thread(target=run, name="warm-up", daemon=True).start()
-
-    def appliance(self) -> Appliance:
-        with self._lock:
-            if self._appliance is None:
-                from appliance.service import Appliance
-
-                self._appliance = Appliance(self.settings())
-            return self._appliance
-
-
 def _result(data: dict[str, Any], *, is_error: bool = False) -> ToolResult:
-    text = json.dumps(data, ensure_ascii=False, default=str)
-    return ToolResult(content=[TextContent(type="text", text=text)], structured_content=data, is_error=is_error)
+    return ToolResult(content=[TextContent(type="text", text=result_text(data))], structured_content=data,
+                      is_error=is_error)
 
 
 def error_result(code: str, message: str, hint: str | None = None) -> ToolResult:
@@ -125,13 +75,8 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
 
 async def _render(model: type[BaseModel], work: Callable[[], Any]) -> ToolResult:
     """Run `work` in a worker thread; validate its result against `model`, or render its error."""
-    def run() -> dict[str, Any]:
-        out = work()
-        out = out.to_dict() if hasattr(out, "to_dict") else out
-        return model.model_validate(out).model_dump(mode="json")
-
     try:
-        return _result(await anyio.to_thread.run_sync(run))
+        return _result(await anyio.to_thread.run_sync(partial(tool_data, model, work)))
     except ApplianceError as exc:
         return _result({"error": exc.to_dict()}, is_error=True)
     except Exception:
@@ -317,16 +262,18 @@ def _ingest_url(app: Appliance, url: str) -> Any:
     return ingest_url(url)
 
 
-def serve_stdio(front: Front, overrides: dict[str, Any]) -> None:
-    """Serve MCP over the wire `front` holds until the client disconnects. Logs go to stderr only."""
+def serve_stdio(front: Front, overrides: dict[str, Any], runtime: Runtime | None = None) -> None:
+    """Serve MCP over the wire `front` holds until the client disconnects. Logs go to stderr only.
+
+    `runtime` may come already warming up (stdio_front.serve starts it before fastmcp is imported)."""
     from fastmcp.server.mixins import transport
     from mcp.server.stdio import stdio_server
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    runtime = Runtime(overrides)
+    runtime = runtime or Runtime(overrides)
     server = create_server(runtime)
-    runtime.warm_up()  # a stdio client came to search: load the index and the model now
+    runtime.warm_up()  # a stdio client came to search: load the index and the model now (once)
     stdin, stdout = front.attach()
     # fastmcp's stdio runner, fed from the front's queue instead of fd 0 (the front already owns the wire).
     transport.stdio_server = partial(stdio_server, stdin=stdin, stdout=stdout)

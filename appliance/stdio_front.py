@@ -15,19 +15,32 @@ to the real server, whose state that request may change. (A 2026-era client whos
 `server/discover` probe times out falls back to `initialize`: the real server
 answers that one too, with the -32022 that makes the client probe again.)
 
+A plain `tools/call` of `query_documents` (the first thing a client that came to
+search sends) is answered too, from the Appliance that `serve` starts warming up
+before fastmcp is imported: importing fastmcp then waits until the warm-up is done
+(or until a request only the real server can answer arrives), so the first search
+does not share the CPU with it. That call is still fed to the real server, which
+runs the (read-only) search again; of the two replies only the first reaches the
+client. A call the front cannot answer as-is (other arguments, a failed search)
+is left to the real server, which reports its errors as values.
+
 `MCP_FAST_HANDSHAKE=0` turns the front off (every line waits for fastmcp).
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import sys
 import threading
+import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 SNAPSHOT = Path(__file__).with_name("mcp_snapshot.json")
+EarlyTools = Callable[[Any, Any], Optional[Callable[[], dict[str, Any]]]]
+"""(tool name, arguments) -> a function giving the tools/call result (raising if it cannot), or None."""
 _EOF = None
 _started: "Front | None" = None
 
@@ -36,17 +49,25 @@ class Front:
     """Owns the wire (private duplicates of fd 0 and 1) from process start until the process exits."""
 
     def __init__(self, instructions: Callable[[], str], snapshot: dict[str, Any] | None,
-                 wire: tuple[Any, Any] | None = None) -> None:
+                 wire: tuple[Any, Any] | None = None,
+                 tools: "EarlyTools | None" = None) -> None:
         self._instructions = instructions
         self._handshake: dict[str, Any] = (snapshot or {}).get("initialize", {})
         self._listing: dict[str, Any] | None = (snapshot or {}).get("tools/list")
         self._version: str | None = None
         self._answered: set[Any] = set()
+        self._tools = tools
+        self._pending: set[Any] = set()  # tool calls the front is running
+        self._replied: set[Any] = set()  # ... that the real server answered first
+        self.handed_over = threading.Event()
+        """Set when the front answers nothing more (or never did): only the real server can go on."""
         self._attached = False
         self._state = threading.Lock()
         self._out_lock = threading.Lock()
         self._lines: "queue.Queue[bytes | None]" = queue.Queue()
         self._stdin, self._stdout = wire or _claim_wire()
+        if not self._handshake:
+            self.handed_over.set()
         threading.Thread(target=self._read, name="stdio-front", daemon=True).start()
 
     # ------------------------------------------------------------ the wire
@@ -57,6 +78,7 @@ class Front:
                 self._lines.put(line)
         finally:
             self._lines.put(_EOF)
+            self.handed_over.set()
 
     def write_line(self, text: str) -> None:
         data = text.encode("utf-8") + b"\n"
@@ -74,19 +96,66 @@ class Front:
             except ValueError:
                 frame = None
             if not isinstance(frame, dict):
-                self._handshake = {}  # garbage or a batch: from here on only the real server answers
+                self._stop_answering()  # garbage or a batch: from here on only the real server answers
                 return
             if "id" not in frame:
                 return  # a notification changes nothing the front answers
+            if self._call_early(frame):
+                return
             result = self._early_result(frame)
             if result is None:
                 # A request only the real server can answer may change its state (a `server/discover`
                 # locks the connection to the 2026 era, say), so the front stops answering for good.
-                self._handshake = {}
+                self._stop_answering()
                 return
             self._answered.add(_id_key(frame["id"]))
         self.write_line(json.dumps({"jsonrpc": "2.0", "id": frame["id"], "result": result},
                                    ensure_ascii=False, separators=(",", ":")))
+
+    def _stop_answering(self) -> None:
+        self._handshake = {}
+        self.handed_over.set()
+
+    def _call_early(self, frame: dict[str, Any]) -> bool:
+        """Start answering a plain tools/call in the background (under self._state); False if not one."""
+        params = frame.get("params")
+        if (self._tools is None or self._version is None or frame.get("method") != "tools/call"
+                or not isinstance(params, dict) or not set(params) <= {"name", "arguments", "_meta"}):
+            return False  # a task, say: the real server's business
+        meta = params.get("_meta", {})
+        if not isinstance(meta, dict) or not set(meta) <= {"progressToken"}:
+            return False  # a progress token is fine (progress notifications are optional); other _meta is not
+        key = _id_key(frame["id"])
+        if key in self._pending or key in self._answered:
+            return False
+        call = self._tools(params.get("name"), params.get("arguments"))
+        if call is None:
+            return False
+        self._pending.add(key)
+        threading.Thread(target=self._run_tool, args=(frame["id"], key, call),
+                         name="stdio-front-call", daemon=True).start()
+        return True
+
+    def _run_tool(self, id_: Any, key: Any, call: Callable[[], dict[str, Any]]) -> None:
+        line: str | None = None
+        try:
+            line = json.dumps({"jsonrpc": "2.0", "id": id_, "result": call()}, ensure_ascii=False,
+                              separators=(",", ":"))
+            line.encode("utf-8")  # a lone surrogate cannot go out: leave the call to the real server
+        except Exception:
+            # the real server runs the call again and reports (and logs) what went wrong
+            logging.getLogger("appliance.server").debug("early tool call left to the server", exc_info=True)
+            line = None
+        with self._state:
+            self._pending.discard(key)
+            if key in self._replied:  # the real server answered first
+                self._replied.discard(key)
+                return
+            if line is None:
+                self.handed_over.set()  # the request waits in the real server's queue
+                return
+            self._answered.add(key)
+            self.write_line(line)  # still under the lock: the real server's reply now sees it answered
 
     def _early_result(self, frame: dict[str, Any]) -> dict[str, Any] | None:
         params = frame.get("params") if isinstance(frame.get("params"), dict) else {}
@@ -106,11 +175,12 @@ class Front:
         """The (stdin, stdout) pair for the SDK's stdio_server: every queued line, then the rest."""
         with self._state:
             self._attached = True
+        self.handed_over.set()
         return _QueuedLines(self._lines), _FilteredOut(self)
 
     def drops(self, text: str) -> bool:
         """True for the real server's reply to a request the front already answered (once per id)."""
-        if not self._answered or '"result"' not in text and '"error"' not in text:
+        if not (self._answered or self._pending) or '"result"' not in text and '"error"' not in text:
             return False
         try:
             frame = json.loads(text)
@@ -123,6 +193,8 @@ class Front:
             if key in self._answered:
                 self._answered.discard(key)
                 return True
+            if key in self._pending:
+                self._replied.add(key)  # the front's own answer, still running, is dropped instead
         return False
 
 
@@ -188,20 +260,47 @@ def _load_snapshot() -> dict[str, Any] | None:
         return None
 
 
-def start(instructions: Callable[[], str]) -> Front:
+def start(instructions: Callable[[], str], tools: EarlyTools | None = None) -> Front:
     """Claim the wire and start answering; once per process."""
     global _started
     if _started is None:
         enabled = os.environ.get("MCP_FAST_HANDSHAKE", "1").strip().lower() not in ("0", "false", "no", "off")
-        _started = Front(instructions, _load_snapshot() if enabled else None)
+        _started = Front(instructions, _load_snapshot() if enabled else None, tools=tools)
     return _started
 
 
-def serve(overrides: dict[str, Any]) -> None:
-    """`minirag serve`: claim the wire first, then import and run the fastmcp server behind the front."""
-    from appliance.instructions import instructions_for
+WARM_UP_WAIT = 30.0
+"""Seconds the fastmcp import waits at most for the warm-up while the front answers everything."""
 
-    front = start(lambda: instructions_for(overrides))
+
+def serve(overrides: dict[str, Any]) -> None:
+    """`minirag serve`: claim the wire first, start the warm-up, then import and run fastmcp behind the front.
+
+    The fastmcp import waits for the warm-up (so a first query_documents, which the front answers,
+    does not share the CPU with it), but only for its imports once a request arrives that only the
+    real server can answer (two threads importing at once gain nothing under the GIL). With the
+    front off, fastmcp is imported first and the warm-up follows, as the client waits for it.
+    """
+    from appliance.instructions import instructions_for
+    from appliance.runtime import Runtime, early_tool_call
+
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    runtime = Runtime(overrides)
+    front = start(lambda: instructions_for(overrides), tools=lambda name, args: early_tool_call(runtime, name, args))
+    if front.handed_over.is_set():
+        # The front answers nothing (MCP_FAST_HANDSHAKE=0, no snapshot): the client waits for fastmcp's
+        # initialize, so fastmcp comes first and serve_stdio starts the warm-up after it.
+        from appliance.server import serve_stdio
+
+        serve_stdio(front, overrides, runtime)
+        return
+    runtime.warm_up()
+    deadline = time.monotonic() + WARM_UP_WAIT
+    while time.monotonic() < deadline and not runtime.warmed.is_set():
+        if front.handed_over.is_set() and runtime.imported.is_set():
+            break
+        (runtime.imported if front.handed_over.is_set() else runtime.warmed).wait(0.02)
     from appliance.server import serve_stdio
 
-    serve_stdio(front, overrides)
+    serve_stdio(front, overrides, runtime)
