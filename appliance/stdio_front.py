@@ -1,9 +1,10 @@
 """Answer the MCP handshake on stdio before fastmcp has been imported.
 
 Importing fastmcp and declaring the tools costs one to two seconds of CPU, and an
-MCP client waits for `initialize` and `tools/list` before it does anything else.
-The front claims stdin/stdout the moment `minirag serve` starts, answers those two
-requests from `mcp_snapshot.json` (the real server's own answers, recorded by
+MCP client waits for `initialize` and the listings (`tools/list`, and the prompts
+and resources the server declares) before it does anything else. The front claims
+stdin/stdout the moment `minirag serve` starts, answers those requests and `ping`
+from `mcp_snapshot.json` (the real server's own answers, recorded by
 `scripts/mcp_snapshot.py` and compared with the live server by the tests), and
 queues every line it reads. When the fastmcp server is built, it is fed the whole
 queue in order — the answered requests included, so its session state is exactly
@@ -53,7 +54,7 @@ class Front:
                  tools: "EarlyTools | None" = None) -> None:
         self._instructions = instructions
         self._handshake: dict[str, Any] = (snapshot or {}).get("initialize", {})
-        self._listing: dict[str, Any] | None = (snapshot or {}).get("tools/list")
+        self._listings: dict[str, Any] = {k: v for k, v in (snapshot or {}).items() if k.endswith("/list")}
         self._version: str | None = None
         self._answered: set[Any] = set()
         self._tools = tools
@@ -166,8 +167,12 @@ class Front:
                 return None
             self._version = params["protocolVersion"]
             return {**entry, "instructions": self._instructions()}
-        if method == "tools/list" and self._version is not None and "cursor" not in params:
-            return self._listing
+        if self._version is None:
+            return None
+        if method in self._listings and "cursor" not in params:
+            return self._listings[method]
+        if method == "ping":
+            return {}
         return None
 
     # ------------------------------------------------------------ the real server's side

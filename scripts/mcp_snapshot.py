@@ -1,8 +1,10 @@
 #!/usr/bin/env python
 """Usage: scripts/mcp_snapshot.py [--check]
 
-Records what the real fastmcp server answers to `initialize` and `tools/list` for
-every handshake protocol revision the installed SDK serves, into
+Records what the real fastmcp server answers to `initialize` for every handshake
+protocol revision the installed SDK serves, and to the listings a client asks for
+right after it (`tools/list`, `prompts/list`, `resources/list`,
+`resources/templates/list`), into
 appliance/mcp_snapshot.json: the stdio front (appliance/stdio_front.py) replays
 those answers while fastmcp is still being imported. The instructions are left
 out (the front builds them from the settings, as the server does).
@@ -25,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_mcp import Stdio  # noqa: E402
 
 SNAPSHOT = Path(__file__).resolve().parent.parent / "appliance" / "mcp_snapshot.json"
+LISTINGS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
 
 
 def record() -> dict[str, Any]:
@@ -32,7 +35,7 @@ def record() -> dict[str, Any]:
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
     handshake: dict[str, Any] = {}
-    listings: list[dict[str, Any]] = []
+    listings: list[dict[str, Any]] = []  # {method: answer} per revision
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if k not in ("BASE_DIR", "BASE_DIRS", "MCP_INSTRUCTIONS_EXTRA")}
         env |= {"MCP_FAST_HANDSHAKE": "0", "BASE_DIR": tmp, "DB_PATH": str(Path(tmp) / "db")}
@@ -41,15 +44,15 @@ def record() -> dict[str, Any]:
             init = server.request("initialize", {"protocolVersion": version, "capabilities": {},
                                                  "clientInfo": {"name": "snapshot", "version": "0"}})
             server.notify("notifications/initialized")
-            listing = server.request("tools/list", {})
+            listing = {method: server.request(method, {}) for method in LISTINGS}
             server.close()
             init.pop("instructions", None)
             handshake[version] = init
             listings.append(listing)
     if any(listing != listings[0] for listing in listings):
-        raise SystemExit("tools/list differs between protocol revisions: the front replays one listing; extend it")
+        raise SystemExit("a listing differs between protocol revisions: the front replays one; extend it")
     return {"about": "recorded by scripts/mcp_snapshot.py; replayed by appliance/stdio_front.py",
-            "initialize": handshake, "tools/list": listings[0]}
+            "initialize": handshake, **listings[0]}
 
 
 def main() -> int:

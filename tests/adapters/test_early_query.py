@@ -69,7 +69,7 @@ def test_the_front_answers_a_query_and_drops_the_servers_reply(snapshot: dict[st
     reply = wire.reply()
     assert reply["id"] == 2 and reply["result"]["structuredContent"] == {"from": "front"}
     assert not front.handed_over.is_set()
-    wire.send(_frame(3, "ping"))  # not the front's: from here the real server answers everything
+    wire.send(_frame(3, "logging/setLevel", {"level": "info"}))  # not the front's: from here the real server answers everything
     assert front.handed_over.wait(5)
     wire.close_input()
     seen = _serve(front, [2, 3])
@@ -187,7 +187,7 @@ def test_the_first_query_gets_the_real_servers_answer_once(server_env: dict[str,
         server.send(None, "notifications/initialized")
         server.send(2, "tools/call", QUERY)  # cold: the front answers it (when on)
         first = server.reply(2)["result"]
-        server.send(3, "ping")  # only the real server answers a ping
+        server.send(3, "logging/setLevel", {"level": "info"})  # only the real server answers this
         server.reply(3)
         server.send(4, "tools/call", QUERY)  # answered by fastmcp
         second = server.reply(4)["result"]

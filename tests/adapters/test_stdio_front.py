@@ -74,6 +74,20 @@ def test_handshake_is_answered_before_any_server_exists(snapshot: dict[str, Any]
     assert listing["id"] == "list-1" and len(listing["result"]["tools"]) == 12
 
 
+def test_prompts_resources_and_ping_are_answered_from_the_snapshot(snapshot: dict[str, Any]) -> None:
+    """A client lists what the capabilities declare right after initialize; none of it waits for fastmcp."""
+    wire = Wire()
+    front = Front(lambda: "i", snapshot, wire=wire.front_side)
+    version = next(iter(snapshot["initialize"]))
+    wire.send(_frame(1, "initialize", {"protocolVersion": version}))
+    assert wire.reply()["id"] == 1
+    for n, method in enumerate(("prompts/list", "resources/list", "resources/templates/list", "ping"), start=2):
+        wire.send(_frame(n, method))
+        reply = wire.reply()
+        assert reply["id"] == n and reply["result"] == snapshot.get(method, {}), method
+    assert not front.handed_over.is_set()
+
+
 def test_the_real_server_sees_every_line_and_its_duplicate_replies_are_dropped(snapshot: dict[str, Any]) -> None:
     wire = Wire()
     front = Front(lambda: "i", snapshot, wire=wire.front_side)
