@@ -26,6 +26,7 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
     from lancedb.index import FTS, BTree, IvfHnswSq
 
 from appliance.errors import IndexCorrupt, storage_error
+from appliance.replica import MAX_ROWS as REPLICA_MAX_ROWS, Replica
 
 CHUNKS = "chunks"
 SOURCES = "sources"
@@ -190,6 +191,8 @@ class Index:
         self._db = None
         self._chunks = None
         self._sources = None
+        self._replica: Replica | None = None
+        self._replica_lock = threading.Lock()
 
     # ---- opening -------------------------------------------------------
     def _connect(self):  # type: ignore[no-untyped-def]
@@ -319,7 +322,7 @@ class Index:
 
                     shutil.rmtree(self.db_path / f"{name}.lance", ignore_errors=True)
             (self.db_path / IDENTITY_FILE).unlink(missing_ok=True)
-            self._chunks = self._sources = None
+            self._chunks = self._sources = self._replica = None
 
     # ---- keeping the BM25 index whole ------------------------------------
     @_guarded
@@ -384,10 +387,42 @@ class Index:
         chunks = self.chunks()
         if chunks is None:
             return []
+        replica = None if where else self._current_replica(chunks, columns)
+        if replica is not None:
+            return replica.nearest(vector, limit, columns)
         query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine")
         if where:
             query = query.where(where, prefilter=True)
         return query.select(columns + ["_distance"]).limit(limit).to_list()
+
+    @_guarded
+    def section_rows(self, parent_ids: Sequence[str], columns: list[str]) -> list[dict[str, Any]]:
+        """Every chunk of the given sections, ordered like chunk_rows."""
+        chunks = self.chunks()
+        if chunks is None or not parent_ids:
+            return []
+        replica = self._current_replica(chunks, columns)
+        if replica is None:
+            return self.chunk_rows(in_list("parent_id", parent_ids), columns)
+        rows = replica.in_sections(parent_ids, columns)
+        rows.sort(key=lambda r: (r.get("source_id", ""), r.get("chunk_index", 0)))
+        return rows
+
+    def _current_replica(self, chunks, columns: list[str]) -> Replica | None:  # type: ignore[no-untyped-def]
+        """The in-memory replica of the table's current version (rebuilt after a commit); None when too large."""
+        version = chunks.version
+        replica = self._replica
+        if replica is None or replica.version != version:
+            with self._replica_lock:
+                replica = self._replica
+                if replica is None or replica.version != version:
+                    self._replica = replica = None
+                    if chunks.count_rows() <= REPLICA_MAX_ROWS:
+                        # read after the version: the data is at least that new, so a later commit only costs a rebuild
+                        names = [n for n in chunks.schema.names if n not in ("keywords", "metadata")]
+                        self._replica = replica = Replica.from_arrow(
+                            version, chunks.search().select(names).limit(None).to_arrow())
+        return replica if replica is not None and replica.serves(columns) else None
 
     @_guarded
     def keyword_search(self, terms: str, limit: int, where: str | None,

@@ -1,0 +1,84 @@
+"""The in-memory replica answers exactly what LanceDB answers, and follows every commit."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import appliance.store as store
+from appliance.store import Index, chunk_schema, in_list
+
+DIM = 16
+COLUMNS = ["id", "source_id", "parent_id", "chunk_index", "text"]
+
+
+def _rows(n: int, seed: int, source: str = "/docs/a.md") -> list[dict]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        v = rng.normal(size=DIM).astype("float32")
+        out.append({f.name: None for f in chunk_schema(DIM)} | {
+            "id": f"{source}:{seed}:{i}", "source_id": source, "parent_id": f"{source}#{i // 3}",
+            "chunk_index": i, "text": f"chunk {i}", "keywords": "x", "vector": (v / np.linalg.norm(v)).tolist()})
+    return out
+
+
+def _index(tmp_path: Path, rows: list[dict]) -> Index:
+    index = Index(tmp_path, DIM)
+    index.chunks(create=True).add(pa.Table.from_pylist(rows, schema=chunk_schema(DIM)))
+    return index
+
+
+def _lancedb_nearest(index: Index, vector: list[float], limit: int) -> list[dict]:
+    query = index.chunks().search(vector, vector_column_name="vector").distance_type("cosine")
+    return query.bypass_vector_index().select(COLUMNS + ["_distance"]).limit(limit).to_list()
+
+
+def test_nearest_equals_lancedbs_exact_search(tmp_path: Path) -> None:
+    index = _index(tmp_path, _rows(300, seed=1))
+    for probe in _rows(20, seed=2):
+        ours = index.vector_search(probe["vector"], 25, None, COLUMNS)
+        assert index._replica is not None  # served from memory
+        theirs = _lancedb_nearest(index, probe["vector"], 25)
+        assert [r["id"] for r in ours] == [r["id"] for r in theirs]
+        assert [r["_distance"] for r in ours] == pytest.approx([r["_distance"] for r in theirs], abs=1e-5)
+        assert {k: v for k, v in ours[0].items() if k != "_distance"} == \
+               {k: v for k, v in theirs[0].items() if k != "_distance"}
+
+
+def test_section_rows_equal_the_filtered_scan(tmp_path: Path) -> None:
+    index = _index(tmp_path, _rows(60, seed=3) + _rows(30, seed=4, source="/docs/b.md"))
+    parents = ["/docs/a.md#2", "/docs/b.md#0", "/docs/a.md#19", "/docs/none#1"]
+    assert index.section_rows(parents, COLUMNS) == index.chunk_rows(in_list("parent_id", parents), COLUMNS)
+    assert index._replica is not None
+    assert len(index.section_rows(parents, COLUMNS)) == 9
+
+
+def test_a_commit_is_seen_by_the_next_search(tmp_path: Path) -> None:
+    index = _index(tmp_path, _rows(50, seed=5))
+    new = _rows(1, seed=6, source="/docs/new.md")[0]
+    assert index.vector_search(new["vector"], 1, None, COLUMNS)[0]["id"] != new["id"]
+    index.replace_sources([store.SourceRow(source_id="/docs/new.md", source_kind="file", root="/docs",
+                                           path="new.md", content_hash="h", mtime_ns=0, size=1)], [new])
+    assert index.vector_search(new["vector"], 1, None, COLUMNS)[0]["id"] == new["id"]
+    index.delete_sources(["/docs/new.md"])
+    assert index.vector_search(new["vector"], 1, None, COLUMNS)[0]["id"] != new["id"]
+    # another process's commit: this handle sees it after checkout_latest, as every search does
+    other = Index(tmp_path, DIM)
+    other.chunks().add(pa.Table.from_pylist([new], schema=chunk_schema(DIM)))
+    index.checkout_latest()
+    assert index.vector_search(new["vector"], 1, None, COLUMNS)[0]["id"] == new["id"]
+
+
+def test_large_tables_and_filtered_searches_go_through_lancedb(tmp_path: Path, monkeypatch) -> None:
+    index = _index(tmp_path, _rows(40, seed=7))
+    probe = _rows(1, seed=8)[0]["vector"]
+    filtered = index.vector_search(probe, 5, "chunk_index < 10", COLUMNS)
+    assert index._replica is None and all(r["chunk_index"] < 10 for r in filtered)
+    monkeypatch.setattr(store, "REPLICA_MAX_ROWS", 39)
+    ours = index.vector_search(probe, 5, None, COLUMNS)
+    assert index._replica is None
+    assert [r["id"] for r in ours] == [r["id"] for r in _lancedb_nearest(index, probe, 5)]
+    assert len(index.section_rows(["/docs/a.md#0"], COLUMNS)) == 3
