@@ -12,7 +12,8 @@ OCR is included. Measured inside one process around `Appliance.sync()`:
   should overlap embedding, so this approaches 1);
 * ratio to the raw rate: the sync's chunks/s against `embed_passages` on the
   same chunk texts afterwards, in the same process;
-* peak RSS: this process and, separately, the largest conversion worker.
+* peak RSS during the sync: this process, and this process plus its conversion
+  workers (sampled every 0.2 s); also the largest worker's own peak.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import resource
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -51,6 +53,49 @@ def copy_corpus(src: Path, dest: Path, with_scans: bool) -> int:
     return count
 
 
+def _rss_mb(pid: int | str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 0
+
+
+class RssSampler:
+    """Peak RSS during the sync, of this process and of this process plus its conversion workers."""
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval = interval
+        self.peak_self_mb = self.peak_tree_mb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        me = os.getpid()
+        while not self._stop.is_set():
+            own = _rss_mb(me)
+            children = set()
+            for task in Path(f"/proc/{me}/task").iterdir():
+                try:
+                    children.update((task / "children").read_text().split())
+                except OSError:
+                    pass  # the thread ended
+            self.peak_self_mb = max(self.peak_self_mb, own)
+            self.peak_tree_mb = max(self.peak_tree_mb, own + sum(_rss_mb(c) for c in children))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "RssSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     shared = Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared"))
@@ -77,8 +122,10 @@ def main() -> None:
                 busy[0] += time.perf_counter() - started
 
         app.embedder.embed_passages = timed  # type: ignore[method-assign]
+        sampler = RssSampler()
         started = time.perf_counter()
-        report = app.sync()
+        with sampler:
+            report = app.sync()
         wall = time.perf_counter() - started
         app.embedder.embed_passages = embed  # type: ignore[method-assign]
 
@@ -93,7 +140,7 @@ def main() -> None:
             "rawEmbedChunksPerSecond": round(raw_rate, 1),
             "shareOfRawRate": round(report.chunks / wall / raw_rate, 2),
             "embeddingBusyShare": round(busy[0] / wall, 2),
-            "peakRssMb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "peakRssMb": sampler.peak_self_mb, "peakTreeRssMb": sampler.peak_tree_mb,
             "peakWorkerRssMb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
             "cpus": os.cpu_count(), "loadAverage": round(os.getloadavg()[0], 1),
         }
@@ -107,7 +154,8 @@ def main() -> None:
     print(f"  {out['filesPerSecond']} files/s, {out['chunksPerSecond']} chunks/s = {out['shareOfRawRate']:.0%} "
           f"of the raw embedding rate ({out['rawEmbedChunksPerSecond']} chunks/s on the same texts)")
     print(f"  embedding busy {out['embeddingBusyShare']:.0%} of the sync's wall time")
-    print(f"  peak RSS: sync process {out['peakRssMb']} MB, largest conversion worker {out['peakWorkerRssMb']} MB")
+    print(f"  peak RSS: sync process {out['peakRssMb']} MB, with its workers {out['peakTreeRssMb']} MB, "
+          f"largest conversion worker {out['peakWorkerRssMb']} MB")
 
 
 if __name__ == "__main__":

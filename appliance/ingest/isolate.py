@@ -158,6 +158,13 @@ class _Worker:
                 pass
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # the worker reports it by name
+
+
 class ConvertPool:
     """Worker processes that run `to_markdown` with per-file time and memory limits.
 
@@ -299,33 +306,49 @@ class ConvertPool:
             return WorkerCrashed(f"{path}: the converter process died ({sig})")
         return WorkerCrashed(f"{path}: the converter process exited unexpectedly (code {exitcode})")
 
-    def imap(self, paths: Iterable[Path], *, in_flight: int | None = None) -> Iterator[tuple[Path, Converted | ApplianceError]]:
-        """Yield (path, Converted or the error) in input order, with at most `in_flight` pending."""
+    def imap(self, paths: Iterable[Path], *, in_flight: int | None = None,
+             max_bytes: int | None = None) -> Iterator[tuple[Path, Converted | ApplianceError]]:
+        """Yield (path, Converted or the error) in input order.
+
+        At most `in_flight` files are submitted and not yet yielded and, with
+        `max_bytes`, their sizes on disk add up to at most that (a larger file still
+        goes alone). A deep look-ahead lets the workers run ahead of the caller
+        through runs of small files, so one slow file does not leave the caller idle.
+        """
         limit = in_flight or self.workers * 2
-        pending: deque[tuple[Path, Future]] = deque()
+        pending: deque[tuple[Path, int, Future]] = deque()
+        held = 0
         it = iter(paths)
+        upcoming: tuple[Path, int] | None = None
         with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="convert") as ex:
 
-            def submit_next() -> bool:
-                try:
-                    p = Path(next(it))
-                except StopIteration:
-                    return False
-                pending.append((p, ex.submit(self.convert, p)))
-                return True
+            def fill() -> None:
+                nonlocal held, upcoming
+                while len(pending) < limit:
+                    if upcoming is None:
+                        try:
+                            p = Path(next(it))
+                        except StopIteration:
+                            return
+                        upcoming = (p, _size(p))
+                    p, size = upcoming
+                    if pending and max_bytes is not None and held + size > max_bytes:
+                        return
+                    pending.append((p, size, ex.submit(self.convert, p)))
+                    held += size
+                    upcoming = None
 
-            for _ in range(limit):
-                if not submit_next():
-                    break
+            fill()
             while pending:
-                p, fut = pending.popleft()
+                p, size, fut = pending.popleft()
                 try:
                     res: Converted | ApplianceError = fut.result()
                 except ApplianceError as exc:
                     res = exc
                 except Exception as exc:  # noqa: BLE001
                     res = ConversionFailed(f"{p}: {type(exc).__name__}: {exc}")
-                submit_next()
+                held -= size
+                fill()
                 yield p, res
 
     # -------------------------------------------------------------- lifecycle
