@@ -199,3 +199,18 @@ def test_the_first_query_gets_the_real_servers_answer_once(server_env: dict[str,
     assert first == second
     ids = [f["id"] for f in frames if "id" in f]
     assert sorted(ids) == [1, 2, 3, 4], ids
+
+
+def test_the_early_bounds_are_the_tools_own(snapshot: dict[str, Any]) -> None:
+    """The front's argument check may only be stricter than the recorded schema, never looser."""
+    from appliance.runtime import _QUERY_ARGUMENTS
+
+    tool = next(t for t in snapshot["tools/list"]["tools"] if t["name"] == "query_documents")
+    properties = tool["inputSchema"]["properties"]
+    assert set(_QUERY_ARGUMENTS) == set(properties)
+    for key, (kind, low, high) in _QUERY_ARGUMENTS.items():
+        schema = next((s for s in properties[key].get("anyOf", [properties[key]]) if s["type"] != "null"))
+        if kind is str:
+            assert schema["type"] == "string" and (schema["minLength"], schema["maxLength"]) == (low, high), key
+        else:
+            assert schema["type"] == "integer" and (schema["minimum"], schema["maximum"]) == (low, high), key
