@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A full sync of ../shared/corpus: files/s, chunks/s, embedding-busy share, peak RSS.
 
-Usage: bench_corpus_sync.py [--corpus DIR] [--with-scans] [--json]
+Usage: bench_corpus_sync.py [--corpus DIR] [--with-scans] [--workers N] [--json]
 
 Without --with-scans the corpus's scans (its `ocr/` folder and image files) are
 left out, so the figures describe conversion overlapping embedding; with it,
@@ -101,6 +101,7 @@ def main() -> None:
     shared = Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared"))
     parser.add_argument("--corpus", type=Path, default=shared / "corpus")
     parser.add_argument("--with-scans", action="store_true", help="include the scans (OCR)")
+    parser.add_argument("--workers", type=int, default=1, help="conversion worker processes (CONVERT_WORKERS)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if not args.corpus.is_dir():
@@ -109,7 +110,7 @@ def main() -> None:
     try:
         docs = work / "docs"
         files = copy_corpus(args.corpus, docs, args.with_scans)
-        app = Appliance(load_settings({}, base_dirs=[str(docs)], db_path=str(work / "index")))
+        app = Appliance(load_settings({"CONVERT_WORKERS": str(args.workers)}, base_dirs=[str(docs)], db_path=str(work / "index")))
         app.embedder.load()
         busy = [0.0]
         embed = app.embedder.embed_passages
