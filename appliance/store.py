@@ -181,6 +181,11 @@ def _guarded(method):  # type: ignore[no-untyped-def]
     return wrapper
 
 
+def _in_document_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows.sort(key=lambda r: (r.get("source_id", ""), r.get("chunk_index", 0)))
+    return rows
+
+
 class Index:
     """Read and write access to one DB_PATH. Safe to share between threads."""
 
@@ -404,9 +409,7 @@ class Index:
         replica = self._current_replica(chunks, columns)
         if replica is None:
             return self.chunk_rows(in_list("parent_id", parent_ids), columns)
-        rows = replica.in_sections(parent_ids, columns)
-        rows.sort(key=lambda r: (r.get("source_id", ""), r.get("chunk_index", 0)))
-        return rows
+        return _in_document_order(replica.in_sections(parent_ids, columns))
 
     def _current_replica(self, chunks, columns: list[str]) -> Replica | None:  # type: ignore[no-untyped-def]
         """The in-memory replica of the table's current version (rebuilt after a commit); None when too large."""
@@ -442,9 +445,7 @@ class Index:
             return []
         query = chunks.search().where(where).select(columns)
         query = query.limit(limit) if limit else query.limit(None)
-        rows = query.to_list()
-        rows.sort(key=lambda r: (r.get("source_id", ""), r.get("chunk_index", 0)))
-        return rows
+        return _in_document_order(query.to_list())
 
     @_guarded
     def source_rows(self, where: str | None = None) -> list[SourceRow]:

@@ -51,15 +51,21 @@ def _rss_kb(pid: int) -> int:
 
 
 def _tree(pid: int) -> list[int]:
+    """`pid` and its descendants, including children started from any of its threads
+    (the conversion pool starts workers from its own threads, not the main one)."""
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
         out.append(p)
         try:
-            with open(f"/proc/{p}/task/{p}/children") as fh:
-                todo.extend(int(x) for x in fh.read().split())
+            tasks = list(Path(f"/proc/{p}/task").iterdir())
         except OSError:
-            pass
+            continue
+        for task in tasks:
+            try:
+                todo.extend(int(x) for x in (task / "children").read_text().split())
+            except OSError:
+                pass  # the thread ended
     return out
 
 

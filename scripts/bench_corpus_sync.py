@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from appliance.config import load_settings  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
+from scripts.bench_convert import _rss_kb, _tree  # noqa: E402
 
 SCAN_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp"}
 
@@ -53,17 +54,6 @@ def copy_corpus(src: Path, dest: Path, with_scans: bool) -> int:
     return count
 
 
-def _rss_mb(pid: int | str) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) // 1024
-    except OSError:
-        pass
-    return 0
-
-
 class RssSampler:
     """Peak RSS during the sync, of this process and of this process plus its conversion workers."""
 
@@ -76,15 +66,8 @@ class RssSampler:
     def _run(self) -> None:
         me = os.getpid()
         while not self._stop.is_set():
-            own = _rss_mb(me)
-            children = set()
-            for task in Path(f"/proc/{me}/task").iterdir():
-                try:
-                    children.update((task / "children").read_text().split())
-                except OSError:
-                    pass  # the thread ended
-            self.peak_self_mb = max(self.peak_self_mb, own)
-            self.peak_tree_mb = max(self.peak_tree_mb, own + sum(_rss_mb(c) for c in children))
+            self.peak_self_mb = max(self.peak_self_mb, _rss_kb(me) // 1024)
+            self.peak_tree_mb = max(self.peak_tree_mb, sum(_rss_kb(p) for p in _tree(me)) // 1024)
             self._stop.wait(self.interval)
 
     def __enter__(self) -> "RssSampler":
