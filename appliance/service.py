@@ -26,6 +26,7 @@ from appliance.ingest.snapshots import Kept, dedupe_sequence, snapshot_members
 from appliance.ingest.chunk import SCHEME_VERSION, chunk_document, reconstruct
 from appliance.ingest.discover import FoundFile, Skipped, contained_root, printable, resolve_in_roots, walk
 from appliance.ingest.isolate import ConvertPool
+from appliance.pipeline import EmbedWritePipeline, Work
 from appliance.keywords import keywords_field, query_terms
 from appliance.locking import lock_holder, sync_lock
 from appliance.query.assemble import HIT_COLUMNS, RANK_COLUMNS, SearchResult, assemble, hit_dict, row_to_chunk
@@ -38,6 +39,9 @@ Progress = Callable[[str, int, int, str], None]
 """progress(phase, done, total, current_path)"""
 
 EMBED_BATCH_CHUNKS = 128
+EMBED_AHEAD_CHUNKS = 4096
+"""Chunks cut and waiting for the model (a few MB of rows): enough to keep it busy for
+minutes while the conversion worker is stuck in a slow PDF."""
 CONVERT_AHEAD = 64
 CONVERT_AHEAD_BYTES = 32 * 1024 * 1024
 """Files (and their bytes on disk) converted ahead of the embedder, so conversion overlaps
@@ -362,9 +366,9 @@ class Appliance:
                 waiting[members[f.path].group] = waiting.get(members[f.path].group, 0) + 1
         sequences: dict[str, list[tuple[str, SourceRow, Converted]]] = {}
         by_path = {f.path: (f, digest) for f, digest in todo}
-        batch: list[tuple[SourceRow, Converted]] = []
-        batch_chunks = 0
-        with self._pool() as pool:
+        with self._pool() as pool, EmbedWritePipeline(
+                self.embedder.embed_passages, lambda works: self._store(works, report),
+                ahead_chunks=EMBED_AHEAD_CHUNKS, batch_chunks=EMBED_BATCH_CHUNKS) as pipeline:
             stream = pool.imap([f.path for f, _ in todo], in_flight=CONVERT_AHEAD, max_bytes=CONVERT_AHEAD_BYTES)
             for done, (path, result) in enumerate(stream, start=1):
                 f, digest = by_path[path]
@@ -372,7 +376,7 @@ class Appliance:
                 source = SourceRow(source_id=str(path), source_kind="file", root=str(f.root), path=f.display,
                                    content_hash=digest, mtime_ns=f.mtime_ns, size=f.size)
                 if isinstance(result, ApplianceError):
-                    self.index.replace_sources([_failed(source, result)], [])
+                    pipeline.put(Work([_failed(source, result)]))
                     report.failed.append({"path": str(path), "code": result.code, "reason": result.message})
                 else:
                     if old is None:
@@ -382,32 +386,32 @@ class Appliance:
                     if path in members:
                         sequences.setdefault(members[path].group, []).append((members[path].date, source, result))
                     else:
-                        batch.append((source, result))
-                        batch_chunks += max(1, len(result.markdown) // 1000)
+                        pipeline.put(self._prepare([(source, result)]))
                 member = members.get(path)
                 if member is not None:
                     waiting[member.group] -= 1
                     if waiting[member.group] == 0:
                         sequence = sorted(sequences.pop(member.group, []), key=lambda item: item[0])
-                        self._write_batch([(s_, c_) for _d, s_, c_ in sequence], report,
-                                          snapshot_dates=[d for d, _s, _c in sequence])
-                if batch_chunks >= EMBED_BATCH_CHUNKS:
-                    self._write_batch(batch, report)
-                    batch, batch_chunks = [], 0
+                        pipeline.put(self._prepare([(s_, c_) for _d, s_, c_ in sequence],
+                                                   snapshot_dates=[d for d, _s, _c in sequence]))
                 if progress:
                     progress("index", done, len(todo), str(path))
-            self._write_batch(batch, report)
+            pipeline.close()
         self.index.refresh_indexes()
 
-    def _write_batch(self, batch: list[tuple[SourceRow, Converted]], report: RunReport,
-                     *, snapshot_dates: Sequence[str] | None = None) -> None:
-        """Chunk, embed and store a batch of converted documents in one write.
+    def _write_batch(self, batch: list[tuple[SourceRow, Converted]], report: RunReport) -> None:
+        """Chunk, embed and store converted documents in one write, on this thread."""
+        work = self._prepare(batch)
+        work.embed_with(self.embedder.embed_passages)
+        self._store([work], report)
+
+    def _prepare(self, batch: list[tuple[SourceRow, Converted]], *,
+                 snapshot_dates: Sequence[str] | None = None) -> Work:
+        """Cut converted documents into chunk rows and the texts their vectors come from.
 
         With `snapshot_dates`, the batch is one dated sequence in date order and
         chunks repeated from the previous snapshot are not stored again.
         """
-        if not batch:
-            return
         budget = self.budget
         embedder = self.embedder
         now = time.time()
@@ -417,25 +421,25 @@ class Appliance:
             kept = dedupe_sequence(list(zip(snapshot_dates, cut)))
         else:
             kept = [[Kept(c) for c in chunks] for chunks in cut]
-        sources: list[SourceRow] = []
-        rows: list[dict[str, Any]] = []
-        texts: list[str] = []
+        work = Work([])
         for n, ((source, converted), survivors) in enumerate(zip(batch, kept)):
             meta = json.dumps(converted.metadata, ensure_ascii=False, sort_keys=True)
             full = SourceRow(**{**source.__dict__, "title": converted.title or "", "scheme": SCHEME_VERSION,
                                 "model_id": self.spec.id, "chunk_count": len(survivors), "ingested_at": now,
                                 "ocr_engine": converted.ocr_engine, "doc_class": _doc_class(converted),
                                 "metadata": meta, "error_code": "", "error": ""})
-            sources.append(full)
+            work.sources.append(full)
             key = source_key(source.source_id)
             date = snapshot_dates[n] if snapshot_dates is not None else None
             for entry in survivors:
-                texts.append(self._embedded_text(entry.chunk, converted.title))
-                rows.append(_chunk_row(full, entry.chunk, key, converted, meta, date, entry.also_unchanged_on))
-        vectors = embedder.embed_passages(texts) if texts else []
-        for row, vector in zip(rows, vectors):
-            row["vector"] = vector
-        self.index.replace_sources(sources, rows)
+                work.texts.append(self._embedded_text(entry.chunk, converted.title))
+                work.rows.append(_chunk_row(full, entry.chunk, key, converted, meta, date, entry.also_unchanged_on))
+        return work
+
+    def _store(self, works: list[Work], report: RunReport) -> None:
+        """Write embedded works as one write: each source's chunks replaced, then its record."""
+        rows = [r for w in works for r in w.rows]
+        self.index.replace_sources([s for w in works for s in w.sources], rows)
         report.chunks += len(rows)
 
     def _embedded_text(self, chunk: Chunk, title: str | None) -> str:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A full sync of ../shared/corpus: files/s, chunks/s, embedding-busy share, peak RSS.
 
-Usage: bench_corpus_sync.py [--corpus DIR] [--with-scans] [--workers N] [--json]
+Usage: bench_corpus_sync.py [--corpus DIR] [--with-scans] [--workers N] [--skip-raw] [--json]
 
 Without --with-scans the corpus's scans (its `ocr/` folder and image files) are
 left out, so the figures describe conversion overlapping embedding; with it,
@@ -13,7 +13,9 @@ OCR is included. Measured inside one process around `Appliance.sync()`:
 * ratio to the raw rate: the sync's chunks/s against `embed_passages` on the
   same chunk texts afterwards, in the same process;
 * peak RSS during the sync: this process, and this process plus its conversion
-  workers (sampled every 0.2 s); also the largest worker's own peak.
+  workers (sampled every 0.2 s); also the largest worker's own peak;
+* where the model sat idle: before its first batch, after its last, and the
+  longest gaps in between (with when they began), to show what it waited for.
 """
 from __future__ import annotations
 
@@ -85,6 +87,7 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=shared / "corpus")
     parser.add_argument("--with-scans", action="store_true", help="include the scans (OCR)")
     parser.add_argument("--workers", type=int, default=1, help="conversion worker processes (CONVERT_WORKERS)")
+    parser.add_argument("--skip-raw", action="store_true", help="do not re-embed the texts for the raw rate")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if not args.corpus.is_dir():
@@ -95,15 +98,15 @@ def main() -> None:
         files = copy_corpus(args.corpus, docs, args.with_scans)
         app = Appliance(load_settings({"CONVERT_WORKERS": str(args.workers)}, base_dirs=[str(docs)], db_path=str(work / "index")))
         app.embedder.load()
-        busy = [0.0]
+        calls: list[tuple[float, float]] = []
         embed = app.embedder.embed_passages
 
         def timed(texts):  # type: ignore[no-untyped-def]
-            started = time.perf_counter()
+            began = time.perf_counter()
             try:
                 return embed(texts)
             finally:
-                busy[0] += time.perf_counter() - started
+                calls.append((began, time.perf_counter()))
 
         app.embedder.embed_passages = timed  # type: ignore[method-assign]
         build = [0.0]
@@ -124,19 +127,23 @@ def main() -> None:
         wall = time.perf_counter() - started
         app.embedder.embed_passages = embed  # type: ignore[method-assign]
 
-        texts = [r["text"] for r in app.index.chunk_rows("chunk_index >= 0", ["text"])]
-        started = time.perf_counter()
-        embed(texts)
-        raw_rate = len(texts) / (time.perf_counter() - started)
+        busy = sum(end - began for began, end in calls)
+        raw_rate = None
+        if not args.skip_raw:
+            texts = [r["text"] for r in app.index.chunk_rows("chunk_index >= 0", ["text"])]
+            began = time.perf_counter()
+            embed(texts)
+            raw_rate = len(texts) / (time.perf_counter() - began)
         out = {
             "files": files, "withScans": args.with_scans, "indexed": report.added, "failed": len(report.failed),
             "skipped": len(report.skipped), "chunks": report.chunks, "syncSeconds": round(wall, 1),
             "filesPerSecond": round(files / wall, 2), "chunksPerSecond": round(report.chunks / wall, 1),
-            "rawEmbedChunksPerSecond": round(raw_rate, 1),
-            "shareOfRawRate": round(report.chunks / wall / raw_rate, 2),
-            "embeddingBusyShare": round(busy[0] / wall, 2),
+            "rawEmbedChunksPerSecond": round(raw_rate, 1) if raw_rate else None,
+            "shareOfRawRate": round(report.chunks / wall / raw_rate, 2) if raw_rate else None,
+            "embeddingBusyShare": round(busy / wall, 3),
             "indexBuildSeconds": round(build[0], 1),
-            "embeddingBusyShareBeforeIndexBuild": round(busy[0] / (wall - build[0]), 2),
+            "embeddingBusyShareBeforeIndexBuild": round(busy / (wall - build[0]), 3),
+            "modelIdle": idle_report(calls, started, started + wall),
             "peakRssMb": sampler.peak_self_mb, "peakTreeRssMb": sampler.peak_tree_mb,
             "peakWorkerRssMb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
             "cpus": os.cpu_count(), "loadAverage": round(os.getloadavg()[0], 1),
@@ -148,13 +155,32 @@ def main() -> None:
         return
     print(f"{out['files']} files ({'with' if args.with_scans else 'without'} scans): {out['indexed']} indexed, "
           f"{out['failed']} failed, {out['skipped']} skipped, {out['chunks']} chunks in {out['syncSeconds']} s")
-    print(f"  {out['filesPerSecond']} files/s, {out['chunksPerSecond']} chunks/s = {out['shareOfRawRate']:.0%} "
-          f"of the raw embedding rate ({out['rawEmbedChunksPerSecond']} chunks/s on the same texts)")
-    print(f"  embedding busy {out['embeddingBusyShare']:.0%} of the sync's wall time, "
-          f"{out['embeddingBusyShareBeforeIndexBuild']:.0%} before the final index build "
+    rate = f"{out['filesPerSecond']} files/s, {out['chunksPerSecond']} chunks/s"
+    if out["shareOfRawRate"] is not None:
+        rate += (f" = {out['shareOfRawRate']:.0%} of the raw embedding rate "
+                 f"({out['rawEmbedChunksPerSecond']} chunks/s on the same texts)")
+    print("  " + rate)
+    print(f"  embedding busy {out['embeddingBusyShare']:.1%} of the sync's wall time, "
+          f"{out['embeddingBusyShareBeforeIndexBuild']:.1%} before the final index build "
           f"({out['indexBuildSeconds']} s: BM25, B-trees, HNSW)")
     print(f"  peak RSS: sync process {out['peakRssMb']} MB, with its workers {out['peakTreeRssMb']} MB, "
           f"largest conversion worker {out['peakWorkerRssMb']} MB")
+    idle = out["modelIdle"]
+    gaps = ", ".join(f"{g['seconds']} s at {g['at']} s" for g in idle["longestGaps"])
+    print(f"  model idle: {idle['beforeFirst']} s before its first batch, {idle['afterLast']} s after its last, "
+          f"{idle['between']} s between batches (longest: {gaps or 'none'})")
+
+
+def idle_report(calls: list[tuple[float, float]], start: float, end: float, longest: int = 5) -> dict:
+    """Seconds the model sat idle within [start, end], from its calls' (began, ended) times."""
+    if not calls:
+        return {"beforeFirst": round(end - start, 1), "afterLast": 0.0, "between": 0.0, "longestGaps": []}
+    calls = sorted(calls)
+    gaps = [(b - a_end, a_end) for (_a, a_end), (b, _e) in zip(calls, calls[1:]) if b > a_end]
+    top = sorted(gaps, reverse=True)[:longest]
+    return {"beforeFirst": round(calls[0][0] - start, 1), "afterLast": round(end - calls[-1][1], 1),
+            "between": round(sum(g for g, _ in gaps), 1),
+            "longestGaps": [{"seconds": round(g, 1), "at": round(at - start, 1)} for g, at in top]}
 
 
 if __name__ == "__main__":

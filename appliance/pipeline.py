@@ -1,0 +1,143 @@
+"""Embedding and writing on threads of their own during a sync.
+
+The embedding model is the bottleneck of a sync, so it gets a thread that does
+nothing else: the caller receives conversions and cuts chunks, a writer thread
+stores embedded rows, and the model never waits for either. Work waiting for
+the model is bounded in chunks, which is what the model spends its time on;
+a bound in files let a run of small files drain the queue before a slow PDF.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+
+@dataclass
+class Work:
+    """Rows of some sources, to be embedded (`texts[i]` gives `rows[i]` its vector) and
+    then written in one write with the sources' records."""
+
+    sources: list[Any]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+
+    def embed_with(self, embed: Callable[[list[str]], np.ndarray | Sequence[Any]]) -> None:
+        """Give every row the vector of its text."""
+        vectors = embed(self.texts) if self.texts else []
+        for row, vector in zip(self.rows, vectors):
+            row["vector"] = vector
+
+
+class EmbedWritePipeline:
+    """put(work) … close(): embeds in order on one thread, writes on another.
+
+    `embed(texts)` returns one vector per text; `write(works)` stores several
+    embedded works at once (the writer takes everything embedded since its last
+    write). The first error of either thread stops both and is raised by the
+    next `put` or by `close`; leaving the `with` block on an error abandons the
+    work not yet written, which the next sync redoes.
+    """
+
+    def __init__(self, embed: Callable[[list[str]], np.ndarray | Sequence[Any]],
+                 write: Callable[[list[Work]], None], *, ahead_chunks: int, batch_chunks: int) -> None:
+        self._embed, self._write = embed, write
+        self._ahead, self._batch = ahead_chunks, batch_chunks
+        self._cond = threading.Condition()
+        self._to_embed: deque[Work] = deque()
+        self._waiting = 0
+        self._to_write: deque[Work] = deque()
+        self._closing = self._abandon = self._embedded_all = False
+        self._error: BaseException | None = None
+        self._threads = [threading.Thread(target=self._guard, args=(self._embed_loop,), name="sync-embed", daemon=True),
+                         threading.Thread(target=self._guard, args=(self._write_loop,), name="sync-write", daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def put(self, work: Work) -> None:
+        """Queue work; blocks while `ahead_chunks` texts already wait (a larger work goes alone)."""
+        with self._cond:
+            while self._error is None and self._to_embed and self._waiting + len(work.texts) > self._ahead:
+                self._cond.wait()
+            self._raise()
+            self._to_embed.append(work)
+            self._waiting += len(work.texts)
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Wait until everything put is written; raise the first error of either thread."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._join()
+        self._raise()
+
+    def __enter__(self) -> "EmbedWritePipeline":
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        if exc_type is not None:
+            with self._cond:
+                self._abandon = True
+                self._cond.notify_all()
+            self._join()
+
+    # ---------------------------------------------------------------- threads
+
+    def _guard(self, loop: Callable[[], None]) -> None:
+        try:
+            loop()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            with self._cond:
+                if self._error is None:
+                    self._error = exc
+                self._cond.notify_all()
+
+    def _stopped(self) -> bool:
+        return self._abandon or self._error is not None
+
+    def _embed_loop(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while not self._to_embed and not self._closing and not self._stopped():
+                        self._cond.wait()
+                    if self._stopped() or not self._to_embed:
+                        return
+                    take = [self._to_embed.popleft()]
+                    count = len(take[0].texts)
+                    while self._to_embed and count + len(self._to_embed[0].texts) <= self._batch:
+                        count += len(self._to_embed[0].texts)
+                        take.append(self._to_embed.popleft())
+                    self._waiting -= count
+                    self._cond.notify_all()
+                Work([], [r for w in take for r in w.rows], [t for w in take for t in w.texts]).embed_with(self._embed)
+                with self._cond:
+                    self._to_write.extend(take)
+                    self._cond.notify_all()
+        finally:
+            with self._cond:
+                self._embedded_all = True
+                self._cond.notify_all()
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._to_write and not self._embedded_all and not self._stopped():
+                    self._cond.wait()
+                if self._stopped() or not self._to_write:
+                    return
+                take = list(self._to_write)
+                self._to_write.clear()
+            self._write(take)
+
+    def _join(self) -> None:
+        for t in self._threads:
+            t.join()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
