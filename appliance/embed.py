@@ -233,6 +233,17 @@ class Embedder:
             enable_cpu_mem_arena=False,
         )
         pad_id = tok.token_to_id(_pad_token(path))
-        model.model.tokenizer = _BatchTokenizer(tok, self.spec.max_seq_length, pad_id)
-        model.model.load_onnx_model()
+        inner = model.model
+        inner.tokenizer = _BatchTokenizer(tok, self.spec.max_seq_length, pad_id)
+        fastembed_options = inner.add_extra_session_options
+
+        def session_options(options: Any, extra: dict[str, Any]) -> None:
+            fastembed_options(options, extra)
+            # onnxruntime's idle threads spin for work by default. During a sync the
+            # conversion worker needs a core, and spinning threads take it from
+            # it: embedding under such load ran 8 chunks/s spinning, 9.5 not.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+
+        inner.add_extra_session_options = session_options  # fastembed exposes no other way in
+        inner.load_onnx_model()
         return model

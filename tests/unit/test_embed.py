@@ -132,3 +132,12 @@ def test_truncated_file_is_caught_by_size_at_load(tmp_path):
     path.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(ModelCorrupt, match="bytes"):
         Embedder(spec, tmp_path).count_tokens("x")
+
+
+def test_the_session_lets_idle_threads_sleep_and_keeps_no_arena(embedder):
+    """Spinning threads took the conversion worker's core during a sync (scripts/bench_corpus_sync.py);
+    the arena would keep a long-lived server at its peak batch's memory."""
+    embedder.load()
+    options = embedder._model.model.model.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.enable_cpu_mem_arena is False
