@@ -60,8 +60,8 @@ class EmbedWritePipeline:
     def put(self, work: Work) -> None:
         """Queue work; blocks while `ahead_chunks` texts already wait (a larger work goes alone)."""
         with self._cond:
-            while self._error is None and self._to_embed and self._waiting + len(work.texts) > self._ahead:
-                self._cond.wait()
+            self._cond.wait_for(lambda: self._error is not None or not self._to_embed
+                                or self._waiting + len(work.texts) <= self._ahead)
             self._raise()
             self._to_embed.append(work)
             self._waiting += len(work.texts)
@@ -99,13 +99,17 @@ class EmbedWritePipeline:
     def _stopped(self) -> bool:
         return self._abandon or self._error is not None
 
+    def _wait_for_work(self, queue: deque[Work], no_more: Callable[[], bool]) -> bool:
+        """Under the lock: wait until `queue` holds work (True), or until it never will or
+        the pipeline stopped (False: the thread ends)."""
+        self._cond.wait_for(lambda: bool(queue) or no_more() or self._stopped())
+        return bool(queue) and not self._stopped()
+
     def _embed_loop(self) -> None:
         try:
             while True:
                 with self._cond:
-                    while not self._to_embed and not self._closing and not self._stopped():
-                        self._cond.wait()
-                    if self._stopped() or not self._to_embed:
+                    if not self._wait_for_work(self._to_embed, lambda: self._closing):
                         return
                     take = [self._to_embed.popleft()]
                     count = len(take[0].texts)
@@ -126,9 +130,7 @@ class EmbedWritePipeline:
     def _write_loop(self) -> None:
         while True:
             with self._cond:
-                while not self._to_write and not self._embedded_all and not self._stopped():
-                    self._cond.wait()
-                if self._stopped() or not self._to_write:
+                if not self._wait_for_work(self._to_write, lambda: self._embedded_all):
                     return
                 take = list(self._to_write)
                 self._to_write.clear()

@@ -5,8 +5,8 @@ Times `minirag serve` the way an MCP client sees it, over stdio with raw JSON-RP
 process start -> initialize response (target <= 1 s), -> tools/list, -> first
 query_documents result (cold, target <= 4 s), -> the answer to `logging/setLevel`
 (the stdio front answers the handshake, the listings, `ping` and a first query
-itself; setLevel waits for the fastmcp server behind it), then warm query_documents p50/p95 (once that server is up),
-against the same queries through the service layer in-process. Without --docs
+itself; setLevel waits for the fastmcp server behind it), then warm
+query_documents p50/p95 (once that server is up), against the same queries through the service layer in-process. Without --docs
 it indexes a small generated corpus into a throwaway DB_PATH first.
 """
 from __future__ import annotations
