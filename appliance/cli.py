@@ -136,7 +136,9 @@ def ingest_url(url: Annotated[str, typer.Argument(help="An http(s) URL.")],
 @app.command()
 def sync(path: Annotated[Optional[str], typer.Argument(help="Reconcile only under this path.")] = None,
          full: Annotated[bool, typer.Option("--full", help="Re-ingest everything in place (after a model or budget change).")] = False,
-         clean: Annotated[bool, typer.Option("--clean", help="Start from an empty index.")] = False,
+         clean: Annotated[bool, typer.Option("--clean", help="Rebuild everything: files, and ingest_data/URL items from their stored text.")] = False,
+         discard_unrecoverable: Annotated[bool, typer.Option(
+             "--discard-unrecoverable", help="With --clean: drop ingest_data/URL items whose stored text is unreadable.")] = False,
          no_snapshot_dedupe: Annotated[bool, typer.Option("--no-snapshot-dedupe", help="Store every dated snapshot in full.")] = False,
          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
@@ -144,7 +146,7 @@ def sync(path: Annotated[Optional[str], typer.Argument(help="Reconcile only unde
     with _reported(as_json), _progress(not as_json) as progress:
         changes = {"snapshot_dedupe": False} if no_snapshot_dedupe else {}
         report = _appliance(base_dir, db_path, models_dir, model_name, **changes).sync(
-            path, full=full, clean=clean, progress=progress)
+            path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable, progress=progress)
     _print_run(report, as_json)
 
 

@@ -77,7 +77,15 @@ class IndexMismatch(ApplianceError):
 
 class IndexCorrupt(ApplianceError):
     code = "index_corrupt"
-    hint = "Run `minirag sync --clean` to rebuild the index from the documents."
+    hint = ("Run `minirag sync --clean` to rebuild the index from the documents; it re-embeds ingest_data "
+            "and URL items from their stored text, and refuses (naming them) when that text is unreadable.")
+
+
+class IndexBusy(ApplianceError):
+    """Other processes kept winning the race to commit; nothing is damaged and nothing was lost."""
+
+    code = "index_busy"
+    hint = "Another process is writing to the same index; try again in a few seconds."
 
 
 class DiskFull(ApplianceError):
@@ -92,7 +100,20 @@ class IndexUnwritable(ApplianceError):
             "permissions, or point DB_PATH elsewhere.")
 
 
+CONFLICT_ATTEMPTS = 8
+"""How often a write that lost a commit race is tried before IndexBusy (backoff up to ~10 s in all)."""
 _RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+,?")
+_CONFLICT = re.compile(r"commit conflict|CommitConflict|preempted by concurrent|concurrent (?:transaction|writer)"
+                       r"|Please retry", re.IGNORECASE)
+
+
+def is_commit_conflict(exc: BaseException) -> bool:
+    """True for LanceDB's retryable commit conflict: another process committed first.
+
+    LanceDB raises it as a plain RuntimeError/OSError whose text names the conflict
+    ("Retryable commit conflict for version 43: ... preempted by concurrent transaction").
+    """
+    return not isinstance(exc, ApplianceError) and bool(_CONFLICT.search(str(exc)))
 
 
 def storage_error(exc: BaseException, where: str) -> ApplianceError | None:
@@ -104,6 +125,9 @@ def storage_error(exc: BaseException, where: str) -> ApplianceError | None:
     """
     if isinstance(exc, ApplianceError):
         return exc
+    if is_commit_conflict(exc):
+        return IndexBusy(f"{where[:1].upper() + where[1:]} was changed by another process at the same moment, "
+                         f"{CONFLICT_ATTEMPTS} times in a row: {_RUST_LOCATION.sub('', str(exc)).strip()}")
     text = _RUST_LOCATION.sub("", " ".join(str(exc).split())).strip()
     number = getattr(exc, "errno", None)
     subject = where[:1].upper() + where[1:]

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 from appliance import __version__
 from appliance.config import TOP_K_CAP, Settings
 from appliance.embed import Embedder, load_spec
-from appliance.errors import (ApplianceError, ConfigError, IndexMismatch, InvalidArgument, NotFound,
+from appliance.errors import (ApplianceError, ConfigError, IndexCorrupt, IndexMismatch, InvalidArgument, NotFound,
                               UnsupportedFile, UrlIngestDisabled, storage_error)
 from appliance.ingest import convert
 from appliance.ingest.ocr import OcrConfig, ocr_status
@@ -197,15 +197,28 @@ class Appliance:
         return self._finish(report)
 
     def sync(self, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
-             progress: Progress | None = None) -> RunReport:
-        """Make the index equal to the files on disk (under `path`, when given)."""
+             discard_unrecoverable: bool = False, progress: Progress | None = None) -> RunReport:
+        """Make the index equal to the files on disk (under `path`, when given).
+
+        `clean` rebuilds everything: files, and ingest_data/URL items re-embedded from
+        their stored text. A readable index is rebuilt in place, so readers in other
+        processes keep answering from the old rows until each document's new ones
+        replace them; a damaged one gets empty tables first (as new versions, so a
+        reader holding the old version is not pulled from under its feet).
+        """
+        if clean and path is not None:
+            raise InvalidArgument("--clean rebuilds the whole index; run it without a path")
         with sync_lock(self.settings.db_path):
             report = RunReport()
             under = None
             if path is not None:
                 under, _root = self.resolve(path)
+            kept: list[tuple[SourceRow, Converted]] = []
             if clean:
-                self.index.drop_all()
+                kept = self._items_to_keep(discard_unrecoverable)
+                if not self._rebuildable_in_place():
+                    self.index.drop_all()
+                full = True
             elif not full:
                 self._check_writable_identity()
             files: list[FoundFile] = []
@@ -222,13 +235,68 @@ class Appliance:
             if gone or stray:
                 self.index.delete_sources(gone + stray)
                 report.deleted = len(gone)
-            if full or clean:
+            if full:
                 self.index.write_identity(self.identity())
             self._index_files(files, report, progress, known=known, force=full, gone=gone, redo=damaged)
+            for start in range(0, len(kept), EMBED_BATCH_CHUNKS):
+                self._write_batch(kept[start:start + EMBED_BATCH_CHUNKS], report)
+            report.seen += len(kept)
+            report.updated += len(kept)
             self.index.refresh_indexes(wrote=bool(gone or stray or report.refreshed or self.index.unindexed_rows()))
             result = self._finish(report)
             self._save_last_sync(result, under)
             return result
+
+    def _items_to_keep(self, discard_unrecoverable: bool) -> list[tuple[SourceRow, Converted]]:
+        """ingest_data and URL items with their text rebuilt from the stored chunks, for `sync --clean`.
+
+        A rebuild from disk cannot bring them back, so when their text is unreadable the
+        rebuild refuses and names them, unless told to discard them.
+        """
+        try:
+            items = [s for s in self.index.source_rows("source_kind != 'file'") if not s.error_code]
+        except ApplianceError:
+            items = []  # the sources table itself is unreadable: nothing can be named or kept
+        if not items:
+            return []
+        try:
+            rows = self.index.chunk_rows("source_kind != 'file'", HIT_COLUMNS)
+        except ApplianceError as exc:
+            if discard_unrecoverable:
+                return []
+            names = ", ".join(s.source_id for s in items[:20]) + (" …" if len(items) > 20 else "")
+            raise IndexCorrupt(
+                f"The stored text of {len(items)} ingest_data/URL items is unreadable ({exc.message}), so a "
+                f"rebuild would lose them: {names}",
+                hint="Re-ingest them after the rebuild, then run `minirag sync --clean --discard-unrecoverable`; "
+                     "files on disk are always rebuilt.") from exc
+        by_source: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_source.setdefault(row["source_id"], []).append(row)
+        kept = []
+        for item in items:
+            chunks = by_source.get(item.source_id)
+            if not chunks:
+                continue
+            try:
+                metadata = json.loads(item.metadata or "{}")
+            except ValueError:
+                metadata = {}
+            text = reconstruct([row_to_chunk(r) for r in chunks])
+            kept.append((item, Converted(markdown=text, title=item.title or None, ocr_engine=item.ocr_engine,
+                                         has_lines=chunks[0]["start_line"] is not None, metadata=metadata)))
+        return kept
+
+    def _rebuildable_in_place(self) -> bool:
+        """True when both tables read whole and hold vectors of the configured size."""
+        try:
+            stored = self.index.read_identity()
+            if stored is not None and stored.dim != self.spec.dim:
+                return False
+            self.index.read_everything()
+            return True
+        except ApplianceError:
+            return False
 
     def _inconsistent(self, known: dict[str, SourceRow], on_disk: set[str],
                       under: Path | None) -> tuple[frozenset[str], list[str]]:

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
+import random
+import shutil
 import threading
 import time
+from datetime import timedelta
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -25,7 +29,7 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
     import pyarrow as pa
     from lancedb.index import FTS, BTree, IvfHnswSq
 
-from appliance.errors import IndexCorrupt, storage_error
+from appliance.errors import CONFLICT_ATTEMPTS, IndexCorrupt, is_commit_conflict, storage_error
 from appliance.replica import MAX_ROWS as REPLICA_MAX_ROWS, Replica
 
 CHUNKS = "chunks"
@@ -34,6 +38,11 @@ IDENTITY_FILE = "identity.json"
 FTS_COLUMN = "keywords"
 VECTOR_INDEX_MIN_ROWS = 5000
 _IN_BATCH = 200
+READ_CONSISTENCY_S = 1.0
+"""A table handle re-reads the latest commit at most this long after another process made it,
+so `status`, `list_files` and reads see other writers within that bound (queries check at once)."""
+
+log = logging.getLogger(__name__)
 
 
 def chunk_schema(dim: int) -> pa.Schema:
@@ -181,6 +190,36 @@ def _guarded(method):  # type: ignore[no-untyped-def]
     return wrapper
 
 
+def _writes(method):  # type: ignore[no-untyped-def]
+    """A write that retries when another process committed first (LanceDB's retryable
+    commit conflict), with jittered backoff, then reports a failure by its name.
+
+    Every write method is idempotent as a whole (deletes by id, then adds, then upserts),
+    so repeating it after a lost race is safe; other processes writing is normal: the
+    scheduler, the MCP server and a CLI share one index.
+    """
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:
+                if not is_commit_conflict(exc) or attempt == CONFLICT_ATTEMPTS:
+                    named = storage_error(exc, f"the index at {self.db_path}")
+                    if named is None or named is exc:
+                        raise
+                    raise named from exc
+                self.conflicts_retried += 1
+                log.info("%s lost a commit race to another process (attempt %d); retrying", method.__name__, attempt)
+                time.sleep(min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random()))
+                try:
+                    self._refresh_handles()
+                except Exception:  # the next attempt reports whatever is wrong
+                    pass
+        raise AssertionError("unreachable")
+    return wrapper
+
+
 def _in_document_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows.sort(key=lambda r: (r.get("source_id", ""), r.get("chunk_index", 0)))
     return rows
@@ -198,12 +237,15 @@ class Index:
         self._sources = None
         self._replica: Replica | None = None
         self._replica_lock = threading.Lock()
+        self.conflicts_retried = 0
+        """Writes of this process that lost a commit race and were repeated."""
 
     # ---- opening -------------------------------------------------------
     def _connect(self):  # type: ignore[no-untyped-def]
         if self._db is None:
             self.db_path.mkdir(parents=True, exist_ok=True)
-            self._db = lancedb.connect(str(self.db_path))
+            self._db = lancedb.connect(str(self.db_path),
+                                       read_consistency_interval=timedelta(seconds=READ_CONSISTENCY_S))
         return self._db
 
     def exists(self) -> bool:
@@ -238,7 +280,10 @@ class Index:
 
     @_guarded
     def checkout_latest(self) -> None:
-        """See commits made by other processes (a sync running beside the server)."""
+        """See commits made by other processes (a sync running beside the server) now."""
+        self._refresh_handles()
+
+    def _refresh_handles(self) -> None:
         for table in (self._chunks, self._sources):
             if table is not None:
                 table.checkout_latest()
@@ -263,7 +308,7 @@ class Index:
         os.replace(tmp, self.db_path / IDENTITY_FILE)
 
     # ---- writing -------------------------------------------------------
-    @_guarded
+    @_writes
     def replace_sources(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
         """Make `rows` the only chunks of `sources`, then record the sources.
 
@@ -283,7 +328,7 @@ class Index:
                 chunks.add(pa.Table.from_pylist(rows, schema=chunk_schema(self.dim)))
             self._upsert_sources(sources)
 
-    @_guarded
+    @_writes
     def record_sources(self, sources: Sequence[SourceRow]) -> None:
         """Update source rows without touching chunks (failures, metadata refresh)."""
         if sources:
@@ -295,7 +340,7 @@ class Index:
         data = pa.Table.from_pylist([asdict(s) for s in sources], schema=SOURCE_SCHEMA)
         (table.merge_insert("source_id").when_matched_update_all().when_not_matched_insert_all().execute(data))
 
-    @_guarded
+    @_writes
     def update_chunk_metadata(self, source_id: str, values: dict[str, Any]) -> None:
         """Change per-chunk fields of one source without re-embedding."""
         chunks = self.chunks()
@@ -303,7 +348,7 @@ class Index:
             with self._lock:
                 chunks.update(where=f"source_id = {sql_str(source_id)}", values=values)
 
-    @_guarded
+    @_writes
     def delete_sources(self, ids: Sequence[str]) -> None:
         with self._lock:
             for table in (self.chunks(), self.sources()):
@@ -312,22 +357,36 @@ class Index:
                 for start in range(0, len(ids), _IN_BATCH):
                     table.delete(in_list("source_id", ids[start:start + _IN_BATCH]))
 
-    @_guarded
+    @_writes
     def drop_all(self) -> None:
-        """Remove every table and the identity (sync --clean)."""
+        """Empty both tables and remove the identity (sync --clean of a damaged index).
+
+        A table Lance can still open gets an empty version of its own (an overwrite
+        commit), so a reader in another process keeps reading the version it holds and
+        sees the empty one at its next refresh; only a table that cannot be opened at
+        all is removed from disk.
+        """
         with self._lock:
             db = self._connect()
-            for name in (CHUNKS, SOURCES):
+            for name, schema in ((CHUNKS, chunk_schema(self.dim)), (SOURCES, SOURCE_SCHEMA)):
+                if not (self.db_path / f"{name}.lance").exists():
+                    continue
                 try:
-                    db.drop_table(name)
-                except (FileNotFoundError, ValueError):
-                    pass
-                except Exception:
-                    import shutil
-
+                    db.create_table(name, schema=schema, mode="overwrite")
+                except Exception as exc:
+                    if is_commit_conflict(exc):
+                        raise
                     shutil.rmtree(self.db_path / f"{name}.lance", ignore_errors=True)
             (self.db_path / IDENTITY_FILE).unlink(missing_ok=True)
             self._chunks = self._sources = self._replica = None
+
+    @_guarded
+    def read_everything(self) -> None:
+        """Read every column of every row once (batch by batch), raising IndexCorrupt on damage."""
+        for table in (self.chunks(), self.sources()):
+            if table is not None:
+                for _batch in table.search().limit(None).to_batches():
+                    pass
 
     # ---- keeping the BM25 index whole ------------------------------------
     @_guarded
@@ -335,7 +394,7 @@ class Index:
         chunks = self.chunks()
         return chunks is not None and any(i.index_type == "FTS" for i in chunks.list_indices())
 
-    @_guarded
+    @_writes
     def refresh_indexes(self, *, wrote: bool = True) -> None:
         """Build missing indexes once rows exist; after writes (`wrote`), fold new rows in.
 
