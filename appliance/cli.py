@@ -139,6 +139,8 @@ def sync(path: Annotated[Optional[str], typer.Argument(help="Reconcile only unde
          clean: Annotated[bool, typer.Option("--clean", help="Rebuild everything: files, and ingest_data/URL items from their stored text.")] = False,
          discard_unrecoverable: Annotated[bool, typer.Option(
              "--discard-unrecoverable", help="With --clean: drop ingest_data/URL items whose stored text is unreadable.")] = False,
+         forget_roots: Annotated[bool, typer.Option(
+             "--forget-roots", help="Drop indexed files of roots that are no longer configured.")] = False,
          no_snapshot_dedupe: Annotated[bool, typer.Option("--no-snapshot-dedupe", help="Store every dated snapshot in full.")] = False,
          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
@@ -146,7 +148,8 @@ def sync(path: Annotated[Optional[str], typer.Argument(help="Reconcile only unde
     with _reported(as_json), _progress(not as_json) as progress:
         changes = {"snapshot_dedupe": False} if no_snapshot_dedupe else {}
         report = _appliance(base_dir, db_path, models_dir, model_name, **changes).sync(
-            path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable, progress=progress)
+            path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
+            forget_roots=forget_roots, progress=progress)
     _print_run(report, as_json)
 
 

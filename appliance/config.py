@@ -20,6 +20,7 @@ DEFAULT_MAX_FILE_SIZE = 100 * 1024 * 1024
 TOP_K_CAP = 100
 
 Grouping = Literal["similar", "related"]
+ChangeDetection = Literal["stat", "hash"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -50,6 +51,8 @@ class Settings:
     allow_private_urls: bool = False
     snapshot_dedupe: bool = True
     sync_interval_s: int = 900
+    change_detection: ChangeDetection = "stat"
+    """How a sync decides a file changed: size+mtime ("stat"), or the content hash of every file ("hash")."""
     instructions_extra: str = ""
     env_snapshot: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -74,6 +77,7 @@ class Settings:
             "allowPrivateUrls": self.allow_private_urls,
             "snapshotDedupe": self.snapshot_dedupe,
             "syncIntervalSeconds": self.sync_interval_s,
+            "changeDetection": self.change_detection,
         }
 
 
@@ -118,6 +122,10 @@ def load_settings(
     ocr_languages = env.get("OCR_LANGUAGES", "eng+deu+rus").strip() or "eng+deu+rus"
     if not all(part.isalnum() or "_" in part for part in ocr_languages.split("+")):
         raise ConfigError(f"OCR_LANGUAGES must look like 'eng+deu+rus', not {ocr_languages!r}")
+    change_detection = env.get("CHANGE_DETECTION", "").strip().lower() or "stat"
+    if change_detection not in ("stat", "hash"):
+        raise ConfigError(f"CHANGE_DETECTION must be 'stat' (size and mtime) or 'hash' (read every file), "
+                          f"not {change_detection!r}")
     extra = env.get("MCP_INSTRUCTIONS_EXTRA", "").strip()
     if len(extra) > 300:
         raise ConfigError(f"MCP_INSTRUCTIONS_EXTRA is {len(extra)} characters; at most 300 fit the instructions budget")
@@ -142,6 +150,7 @@ def load_settings(
         allow_private_urls=_flag(env, "ALLOW_PRIVATE_URLS"),
         snapshot_dedupe=not _flag(env, "NO_SNAPSHOT_DEDUPE"),
         sync_interval_s=_number(env, "SYNC_INTERVAL", int, 900),
+        change_detection=change_detection,  # type: ignore[arg-type]
         instructions_extra=extra,
         env_snapshot=env,
     )

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import errno
+import os
 import re
+from pathlib import Path
 
 
 class ApplianceError(Exception):
@@ -116,7 +118,43 @@ def is_commit_conflict(exc: BaseException) -> bool:
     return not isinstance(exc, ApplianceError) and bool(_CONFLICT.search(str(exc)))
 
 
-def storage_error(exc: BaseException, where: str) -> ApplianceError | None:
+def _not_ours(db_path: Path, limit: int = 5000) -> tuple[Path, int, int] | None:
+    """The first entry under db_path this process may not write: (path, owner uid, owner gid)."""
+    me = os.geteuid()
+    seen = 0
+    for base, dirs, files in os.walk(db_path):
+        for name in [".", *dirs, *files]:
+            path = Path(base) / name if name != "." else Path(base)
+            seen += 1
+            if seen > limit:
+                return None
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            if st.st_uid != me and not os.access(path, os.W_OK, follow_symlinks=False):
+                return path, st.st_uid, st.st_gid
+    return None
+
+
+def permission_error(db_path: Path, text: str) -> IndexUnwritable:
+    """Permission denied on the index, naming the owner of what cannot be written and the fix."""
+    me, group = os.geteuid(), os.getegid()
+    found = _not_ours(db_path)
+    if found is None:
+        return IndexUnwritable(f"Permission denied on the index at {db_path}: {text}")
+    path, uid, gid = found
+    return IndexUnwritable(
+        f"Permission denied on the index at {db_path}: {path} belongs to uid {uid} (gid {gid}), and this process "
+        f"runs as uid {me} (gid {group}); the index was probably written by another user, e.g. a host process "
+        f"and the container",
+        hint=(f"Give the index to one user: `chown -R {me}:{group} {db_path}` (for a Docker volume: "
+              f"`docker run --rm -u 0 -v VOLUME:/index --entrypoint chown IMAGE -R {me}:{group} /index`), "
+              f"or run this process as uid {uid}; a host process and the container should not share one index "
+              "folder unless they run as the same user."))
+
+
+def storage_error(exc: BaseException, where: str, db_path: Path | None = None) -> ApplianceError | None:
     """The named error for a failed read or write of `where` ("the index at /index"), or None
     when the exception is no storage failure.
 
@@ -136,10 +174,19 @@ def storage_error(exc: BaseException, where: str) -> ApplianceError | None:
     if number == errno.EROFS or "Read-only file system" in text or "os error 30" in text:
         return IndexUnwritable(f"{subject} is on a read-only filesystem: {text}")
     if number in (errno.EACCES, errno.EPERM) or "Permission denied" in text or "os error 13" in text:
+        if db_path is not None:
+            return permission_error(db_path, text)
         return IndexUnwritable(f"Permission denied on {where}: {text}")
     if isinstance(exc, OSError) or "lance error" in text.lower() or "LanceError" in text:
         return IndexCorrupt(f"{subject} is damaged or unreadable: {text}")
     return None
+
+
+class RootsChanged(ApplianceError):
+    """The index holds files under a root this process does not have: the same documents
+    mounted elsewhere (host vs container) look like a folder whose files all vanished."""
+
+    code = "roots_changed"
 
 
 class SyncBusy(ApplianceError):

@@ -25,7 +25,7 @@ def sync_lock(db_path: Path) -> Iterator[None]:
         db_path.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
-        raise (storage_error(exc, f"the index at {db_path}") or exc) from exc
+        raise (storage_error(exc, f"the index at {db_path}", db_path) or exc) from exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -40,7 +40,7 @@ def sync_lock(db_path: Path) -> Iterator[None]:
             os.write(fd, json.dumps({"pid": os.getpid(), "startedAt": time.time()}).encode())
         except OSError as exc:
             fcntl.flock(fd, fcntl.LOCK_UN)
-            raise (storage_error(exc, f"the index at {db_path}") or exc) from exc
+            raise (storage_error(exc, f"the index at {db_path}", db_path) or exc) from exc
         try:
             yield
         finally:

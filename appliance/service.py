@@ -13,13 +13,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from appliance import __version__
 from appliance.config import TOP_K_CAP, Settings
 from appliance.embed import Embedder, load_spec
 from appliance.errors import (ApplianceError, ConfigError, IndexCorrupt, IndexMismatch, InvalidArgument, NotFound,
-                              UnsupportedFile, UrlIngestDisabled, storage_error)
+                              RootsChanged, UnsupportedFile, UrlIngestDisabled, storage_error)
 from appliance.ingest import convert
 from appliance.ingest.ocr import OcrConfig, ocr_status
 from appliance.ingest.snapshots import Kept, dedupe_sequence, snapshot_members
@@ -197,7 +197,8 @@ class Appliance:
         return self._finish(report)
 
     def sync(self, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
-             discard_unrecoverable: bool = False, progress: Progress | None = None) -> RunReport:
+             discard_unrecoverable: bool = False, forget_roots: bool = False,
+             progress: Progress | None = None) -> RunReport:
         """Make the index equal to the files on disk (under `path`, when given).
 
         `clean` rebuilds everything: files, and ingest_data/URL items re-embedded from
@@ -228,8 +229,12 @@ class Appliance:
             known = {s.source_id: s for s in self.index.source_rows("source_kind = 'file'")}
             if under is not None:
                 known = {k: v for k, v in known.items() if Path(k) == under or Path(k).is_relative_to(under)}
+            elif not clean:
+                self._check_roots(known.values(), forget=forget_roots)
             # a skipped file keeps what was indexed for it, unless it is a link that leads nowhere now
-            on_disk = {str(f.path) for f in files} | {s["path"] for s in report.skipped if s["code"] != "broken_link"}
+            # or a file this process may no longer read (what its owner withdrew is not served either)
+            on_disk = {str(f.path) for f in files} | {s["path"] for s in report.skipped
+                                                      if s["code"] not in ("broken_link", "unreadable")}
             gone = [sid for sid in known if sid not in on_disk]
             damaged, stray = self._inconsistent(known, on_disk, under)
             if gone or stray:
@@ -246,6 +251,34 @@ class Appliance:
             result = self._finish(report)
             self._save_last_sync(result, under)
             return result
+
+    def _check_roots(self, known: Iterable[SourceRow], *, forget: bool) -> None:
+        """Refuse a sync that would delete every file of a root this process was not given.
+
+        Files are keyed by absolute path, so the same folder mounted at another path (the
+        host's ~/docs and the container's /docs) would be deleted and embedded again.
+        """
+        held = self._foreign_roots(known)
+        if not held or forget:
+            return
+        roots = ", ".join(f"{root} ({count} files)" for root, count in sorted(held.items()))
+        configured = ", ".join(str(r) for r in self.settings.roots)
+        raise RootsChanged(
+            f"The index at {self.settings.db_path} holds documents under {roots}, which is not among the "
+            f"configured roots ({configured}); a sync would delete them and embed them again under the new path",
+            hint=("Give this process the documents at the path the index knows them by (BASE_DIRS, or the "
+                  "container's -v HOST_FOLDER:/docs), use a separate DB_PATH per layout, or run "
+                  "`minirag sync --forget-roots` to drop the entries of roots that are gone for good."))
+
+    def _foreign_roots(self, rows: Iterable[SourceRow]) -> dict[str, int]:
+        """Roots of indexed files that lie under none of the configured roots, with their file counts."""
+        configured = {str(r) for r in self.settings.roots}
+        held: dict[str, int] = {}
+        for row in rows:
+            if row.source_kind == "file" and row.root and row.root not in configured \
+                    and contained_root(Path(row.source_id), self.settings.roots) is None:
+                held[row.root] = held.get(row.root, 0) + 1
+        return held
 
     def _items_to_keep(self, discard_unrecoverable: bool) -> list[tuple[SourceRow, Converted]]:
         """ingest_data and URL items with their text rebuilt from the stored chunks, for `sync --clean`.
@@ -381,7 +414,8 @@ class Appliance:
         """(what to do, content hash): unchanged, refresh, failed, error (unreadable) or index."""
         fresh = (old is not None and not old.error_code and old.scheme == SCHEME_VERSION
                  and old.model_id == self.spec.id)
-        if not force and fresh and old.mtime_ns == f.mtime_ns and old.size == f.size:  # type: ignore[union-attr]
+        if not force and fresh and self.settings.change_detection == "stat" \
+                and old.mtime_ns == f.mtime_ns and old.size == f.size:  # type: ignore[union-attr]
             return "unchanged", old.content_hash  # type: ignore[union-attr]
         try:
             digest = content_hash(f.path)
@@ -410,6 +444,7 @@ class Appliance:
             touched = {m.group for p, m in every.items() if p not in plans or plans[p][1] == "index"}
             members = {p: m for p, m in every.items() if p in plans and m.group in touched}
         todo: list[tuple[FoundFile, str]] = []
+        unreadable: list[SourceRow] = []
         for path, (f, kind, digest) in plans.items():
             if path in members and kind in ("unchanged", "refresh", "failed"):
                 kind, digest = "index", content_hash(path) if kind == "unchanged" else digest
@@ -423,8 +458,14 @@ class Appliance:
                 report.failed.append({"path": str(path), "code": old.error_code, "reason": old.error})  # type: ignore[union-attr]
             elif kind == "error":
                 report.failed.append({"path": str(path), "code": "unreadable", "reason": digest})
+                if old is None or old.error_code != "unreadable" or (old.mtime_ns, old.size) != (f.mtime_ns, f.size):
+                    unreadable.append(SourceRow(source_id=str(path), source_kind="file", root=str(f.root), path=f.display,
+                                                mtime_ns=f.mtime_ns, size=f.size, ingested_at=time.time(),
+                                                error_code="unreadable", error=f"cannot read the file: {digest}"))
             else:
                 todo.append((f, digest))
+        if unreadable:  # what can no longer be read is no longer served either
+            self.index.replace_sources(unreadable, [])
         if not todo:
             return
         todo.sort(key=lambda item: str(item[0].path))
@@ -529,7 +570,7 @@ class Appliance:
             tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), "utf-8")
             os.replace(tmp, path)
         except OSError as exc:
-            raise (storage_error(exc, f"the index at {self.settings.db_path}") or exc) from exc
+            raise (storage_error(exc, f"the index at {self.settings.db_path}", self.settings.db_path) or exc) from exc
 
     # ---- reading ---------------------------------------------------------------
     def search(self, query: str, *, top_k: int = 10, scope: str | None = None,
@@ -681,6 +722,12 @@ class Appliance:
             sources = self.index.source_rows()
             index["sourceCount"] = sum(1 for s in sources if not s.error_code)
             index["failedCount"] = sum(1 for s in sources if s.error_code)
+            foreign = self._foreign_roots(sources)
+            if foreign:
+                index["unconfiguredRoots"] = foreign
+                index["rootsWarning"] = (f"{sum(foreign.values())} indexed files lie under roots this process was "
+                                         "not given; a sync refuses until they are mounted where the index knows "
+                                         "them or dropped with `minirag sync --forget-roots`")
             index["chunkCount"] = self.index.count_chunks()
             index["unindexedRows"] = self.index.unindexed_rows()
             index["hasKeywordIndex"] = self.index.has_fts_index()

@@ -163,7 +163,7 @@ def _evolve(table, schema: pa.Schema) -> None:  # type: ignore[no-untyped-def]
 
 
 def _open_error(exc: Exception, table: str, db_path: Path) -> Exception:
-    return storage_error(exc, f"the {table} table in {db_path}") or IndexCorrupt(
+    return storage_error(exc, f"the {table} table in {db_path}", db_path) or IndexCorrupt(
         f"Cannot open the {table} table in {db_path}: {exc}")
 
 
@@ -183,7 +183,7 @@ def _guarded(method):  # type: ignore[no-untyped-def]
         try:
             return method(self, *args, **kwargs)
         except Exception as exc:
-            named = storage_error(exc, f"the index at {self.db_path}")
+            named = storage_error(exc, f"the index at {self.db_path}", self.db_path)
             if named is None or named is exc:
                 raise
             raise named from exc
@@ -205,7 +205,7 @@ def _writes(method):  # type: ignore[no-untyped-def]
                 return method(self, *args, **kwargs)
             except Exception as exc:
                 if not is_commit_conflict(exc) or attempt == CONFLICT_ATTEMPTS:
-                    named = storage_error(exc, f"the index at {self.db_path}")
+                    named = storage_error(exc, f"the index at {self.db_path}", self.db_path)
                     if named is None or named is exc:
                         raise
                     raise named from exc
