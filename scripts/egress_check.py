@@ -4,6 +4,7 @@
 Usage:
   egress_check.py [--serve] [--json] [--linger S] [--models-dir DIR] [--docs DIR]
   egress_check.py [--json] -- COMMAND [ARG...]
+  egress_check.py --sinkhole ADDR|auto     (the DNS logger of tests/docker/test_egress.py)
 
 The command runs inside a fresh network namespace plus a mount namespace
 (`unshare --net --mount`), where this script (as root) sets up:
@@ -21,11 +22,12 @@ The command runs inside a fresh network namespace plus a mount namespace
   so a connect to a port nobody listens on is counted too.
 
 The default command is a short appliance session in a fresh temp dir: `minirag sync`
-over two sample documents, `minirag query`, `minirag status`. `--serve` runs
-`minirag serve` on stdio instead (after the same sync): `initialize`, one
+over two sample documents, `minirag query`, `minirag status`. `--serve` then runs
+`minirag serve` on stdio over the same index: `initialize`, one
 `tools/call query_documents`, `--hold` seconds idle (a server lives long: what a
 library does a while after start-up shows), then stdin is closed. The children get a fresh HOME and
-XDG_CACHE_HOME (as a new container has), and neither CI markers nor the offline
+XDG_CACHE_HOME (as a new container has) and run there, so `-m appliance` is the
+code that PYTHONPATH (or the installed package) names, not the current directory's; and neither CI markers nor the offline
 switches of the caller's environment (`--keep-env` keeps them). After the command ends the namespace is
 watched `--linger` seconds more.
 
@@ -54,7 +56,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SINK_V4, SINK_V6 = "127.0.0.2", "::1"
+SINK_V4: str = "127.0.0.2"
+SINK_V6: str | None = "::1"  # None: AAAA gets an empty answer
 DNS_ADDR = ("127.0.0.1", 53)
 SINK_PORTS = (80, 443)
 QUERY = "how often are backups verified"
@@ -92,7 +95,8 @@ def parse_question(msg: bytes) -> tuple[str, int, int]:
 def answer(msg: bytes) -> bytes:
     """A reply pointing A at SINK_V4 and AAAA at SINK_V6 (TTL 0: every lookup is asked again)."""
     _name, qtype, end = parse_question(msg)
-    rdata = {1: socket.inet_pton(socket.AF_INET, SINK_V4), 28: socket.inet_pton(socket.AF_INET6, SINK_V6)}.get(qtype)
+    rdata = {1: socket.inet_pton(socket.AF_INET, SINK_V4),
+             28: socket.inet_pton(socket.AF_INET6, SINK_V6) if SINK_V6 else None}.get(qtype)
     flags = 0x8180 | (struct.unpack("!H", msg[2:4])[0] & 0x0100)
     header = msg[:2] + struct.pack("!HHHHH", flags, 1, 1 if rdata else 0, 0, 0)
     out = header + msg[12:end]
@@ -130,9 +134,9 @@ def _log_query(log: Log, msg: bytes, transport: str) -> bytes | None:
     return answer(msg)
 
 
-def serve_dns_udp(log: Log, stop: threading.Event) -> None:
+def serve_dns_udp(log: Log, stop: threading.Event, addr: tuple[str, int] = DNS_ADDR) -> None:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind(DNS_ADDR)
+    s.bind(addr)
     s.settimeout(0.2)
     while not stop.is_set():
         try:
@@ -319,7 +323,8 @@ def minirag(*args: str) -> list[str]:
 def _mcp_session(cmd: list[str], env: dict[str, str], timeout: float, hold: float) -> dict[str, Any]:
     """initialize, one tools/call query_documents, `hold` seconds idle, close stdin; replies checked."""
     t = time.monotonic()
-    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                         cwd=env["HOME"])
     assert p.stdin and p.stdout
     frames = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -363,7 +368,7 @@ def _mcp_session(cmd: list[str], env: dict[str, str], timeout: float, hold: floa
 def _command(cmd: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
     t = time.monotonic()
     try:
-        p = subprocess.run(cmd, capture_output=True, env=env, timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, env=env, timeout=timeout, cwd=env["HOME"])
         rc, err = p.returncode, p.stderr.decode(errors="replace")
     except subprocess.TimeoutExpired as exc:
         rc, err = -9, f"timed out after {timeout} s: {exc.stderr!r}"[-2000:]
@@ -389,13 +394,11 @@ def run_session(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
         for name in SAMPLE_DOCS:
             shutil.copy(ROOT / "samples" / name, docs / name)
     where = ["--base-dir", str(docs), "--db-path", str(index), "--models-dir", str(args.models_dir)]
-    steps = [_command(minirag("sync", *where), env, args.timeout)]
+    steps = [_command(minirag(*cmd, *where), env, args.timeout)
+             for cmd in (["sync"], ["query", QUERY], ["status"])]
     if args.serve:
         env.update(BASE_DIR=str(docs), DB_PATH=str(index), MODELS_DIR=str(args.models_dir))
         steps.append(_mcp_session(minirag("serve"), env, args.timeout, args.hold))
-    else:
-        steps.append(_command(minirag("query", QUERY, *where), env, args.timeout))
-        steps.append(_command(minirag("status", *where), env, args.timeout))
     return steps
 
 
@@ -435,6 +438,41 @@ def inside(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# ------------------------------------------------------------------ sinkhole mode (Docker)
+
+def sinkhole(address: str) -> int:
+    """DNS (UDP+TCP :53) answering every A with `address`, listeners on 80/443, until SIGTERM.
+
+    For a container on an internal Docker network that others use as `--dns`; prints
+    "ready" on stderr once listening and the JSON report on stdout when stopped.
+    """
+    import signal
+
+    global SINK_V4, SINK_V6
+    if address == "auto":  # this container's address on its network (Docker puts it in /etc/hosts)
+        address = socket.gethostbyname(socket.gethostname())
+    SINK_V4, SINK_V6 = address, None
+    log, stop = Log(), threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    dns = ("0.0.0.0", 53)
+    targets: list[tuple] = [(serve_dns_udp, (log, stop, dns)),
+                            (serve_tcp, (log, stop, socket.AF_INET, dns, _dns_tcp_conn))]
+    targets += [(serve_tcp, (log, stop, socket.AF_INET, ("0.0.0.0", port), _sink_conn)) for port in SINK_PORTS]
+    threads = [threading.Thread(target=f, args=a, daemon=True) for f, a in targets]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    print("ready", file=sys.stderr, flush=True)
+    while not stop.wait(0.5):
+        pass
+    for t in threads:
+        t.join(2)
+    print(json.dumps({"dns_queries": len(log.dns), "dns_names": dict(Counter(q["name"] for q in log.dns)),
+                      "dns_log": log.dns, "sinkhole_accepted": log.accepted, "setup_notes": log.errors}), flush=True)
+    return 0
+
+
 # ------------------------------------------------------------------ outside
 
 def can_run() -> str | None:
@@ -472,7 +510,7 @@ def report_text(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--serve", action="store_true", help="sync, then an MCP session over stdio")
+    ap.add_argument("--serve", action="store_true", help="after sync, query and status: an MCP session over stdio")
     ap.add_argument("--hold", type=float, default=30.0,
                     help="with --serve: seconds the server stays up after the query (default 30)")
     ap.add_argument("--keep-env", action="store_true",
@@ -484,10 +522,14 @@ def main(argv: list[str] | None = None) -> int:
                     default=Path(os.environ.get("MODELS_DIR") or ROOT / "models" / "baked"))
     ap.add_argument("--docs", type=Path, help="documents to sync (default: two of samples/)")
     ap.add_argument("--inside", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--sinkhole", metavar="ADDR",
+                    help="only serve the logging DNS + 80/443 sinkhole on this address until SIGTERM (Docker test)")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS (instead of a session)")
     args = ap.parse_args(argv)
     if args.command[:1] == ["--"]:
         args.command = args.command[1:]
+    if args.sinkhole:
+        return sinkhole(args.sinkhole)
     if args.inside:
         args.inside.write_text(json.dumps(inside(args)))
         return 0
