@@ -24,7 +24,9 @@ Limits: an audit hook only sees what goes through CPython's socket module. Nativ
 that opens its own sockets (a Rust or C++ extension: lancedb's object-store client for
 remote URIs, onnxruntime) is not covered; the appliance keeps those local by
 configuration (a local DB_PATH, baked models) and by the container having no network.
-`ctypes` calls to libc `connect()` are not covered either.
+`ctypes` calls to libc `connect()` are not covered either. onnxruntime's own telemetry
+is switched off by ORT_DISABLE_TELEMETRY (OFFLINE_ENV), set when `appliance` is imported;
+scripts/egress_check.py watches a whole session from outside the process.
 
 Audit hooks cannot be removed, so tests exercise `install` in a subprocess.
 """
@@ -67,6 +69,14 @@ _local = threading.local()
 # ------------------------------------------------------------------ offline switches
 
 OFFLINE_ENV: dict[str, str] = {
+    # onnxruntime 1.32's 1DS telemetry: from its native code, `import onnxruntime` alone
+    # starts an uploader that resolves mobile.events.data.microsoft.com and opens TLS
+    # to it a few seconds later, then every few seconds (scripts/egress_check.py saw 10
+    # lookups and 5 connects in a 60 s server session). Read when the library loads, so
+    # it must be in the environment before anything imports onnxruntime: the appliance
+    # package sets it on import (appliance/__init__.py). `disable_telemetry_events()`
+    # called after the import does not stop it (measured).
+    "ORT_DISABLE_TELEMETRY": "1",
     # huggingface_hub (fastembed downloads through it): no Hub calls, use the cache only.
     # Read at import time by huggingface_hub.constants, so set before importing it.
     "HF_HUB_OFFLINE": "1",
@@ -86,8 +96,14 @@ OFFLINE_ENV: dict[str, str] = {
 def offline_env() -> dict[str, str]:
     """The environment variables that tell our libraries to stay offline.
 
-    What the installed libraries were found to do (lancedb 0.40, fastembed 0.9,
-    markitdown 0.1.9, huggingface_hub 1.x):
+    What the installed libraries were found to do (onnxruntime 1.32, lancedb 0.40,
+    fastembed 0.9, markitdown 0.1.9, huggingface_hub 1.x); scripts/egress_check.py
+    proves the result from outside the process:
+
+    * onnxruntime (embedder; magika in the conversion workers): 1DS telemetry over
+      libcurl in native code, invisible to the egress guard, started by the import;
+      ORT_DISABLE_TELEMETRY=1 switches it off. It also keeps quiet when it sees a CI
+      marker (CI=true, GITHUB_ACTIONS, ...), which is why CI never showed it.
 
     * fastembed: downloads a model from the Hugging Face Hub (or a GCS URL through
       `requests`) only when it is missing from the cache; honours HF_HUB_OFFLINE by

@@ -214,7 +214,8 @@ def test_fetcher_works_under_the_guard_and_is_disabled_without_permission():
 
 def test_offline_env_lists_the_switches():
     env = netguard.offline_env()
-    for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY", "DO_NOT_TRACK"):
+    for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY", "DO_NOT_TRACK",
+                "ORT_DISABLE_TELEMETRY"):
         assert env[key] == "1"
     env["HF_HUB_OFFLINE"] = "0"  # a copy
     assert netguard.offline_env()["HF_HUB_OFFLINE"] == "1"
@@ -227,6 +228,24 @@ def test_apply_offline_env_keeps_operator_values(monkeypatch):
     netguard.apply_offline_env()
     assert os.environ["DO_NOT_TRACK"] == "operator"
     assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+def test_importing_the_package_switches_onnxruntime_telemetry_off_before_it_loads():
+    # onnxruntime starts its telemetry uploader when it is imported; the switch must already be
+    # set by then, in any process that runs appliance code (tests/faults/test_egress.py proves
+    # the effect from outside). The operator's own value is kept.
+    code = ("import os, sys, appliance; assert 'onnxruntime' not in sys.modules, 'imported too early'; "
+            "print(os.environ['ORT_DISABLE_TELEMETRY'], os.environ['HF_HUB_OFFLINE'])")
+    env = {k: v for k, v in os.environ.items() if k not in netguard.OFFLINE_ENV}
+    env["PYTHONPATH"] = str(REPO)
+
+    def run(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", code], env={**env, **extra}, cwd=REPO,
+                              capture_output=True, text=True, timeout=60)
+
+    out = run()
+    assert out.returncode == 0 and out.stdout.split() == ["1", "1"], out.stderr
+    assert run(ORT_DISABLE_TELEMETRY="operator").stdout.split() == ["operator", "1"]
 
 
 def test_importing_netguard_installs_nothing():
