@@ -197,11 +197,17 @@ def read_neighbors(file_path: Annotated[Optional[str], typer.Option("--file-path
 @app.command("list")
 def list_(scope: Annotated[Optional[str], typer.Option("--scope")] = None,
           ignored: Annotated[bool, typer.Option("--ignored", help="Also show files excluded by rules.")] = False,
+          limit: Annotated[Optional[int], typer.Option("--limit", help="Print one page of at most this many entries (1-5000).")] = None,
+          cursor: Annotated[Optional[str], typer.Option("--cursor", help="Continue after a page (its nextCursor).")] = None,
           base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
           model_name: ModelName = None, as_json: AsJson = False) -> None:
-    """List every file under the roots with its state, and indexed data/URL sources."""
+    """List every file under the roots with its state, and indexed data/URL sources (all of them,
+    or one page with --limit/--cursor)."""
     with _reported(as_json):
-        out = _appliance(base_dir, db_path, models_dir, model_name).list_files(scope=scope, include_ignored=ignored)
+        out = _appliance(base_dir, db_path, models_dir, model_name).list_files(
+            scope=scope, include_ignored=ignored, limit=limit, cursor=cursor)
+    if out["nextCursor"] and not as_json:
+        typer.echo(f"more: {out['total']} entries in all; next page: --cursor {out['nextCursor']}", err=True)
     lines = []
     for f in out["files"]:
         extra = f" ({f['reason']})" if f.get("reason") else ""
