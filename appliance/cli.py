@@ -127,7 +127,9 @@ def ingest_url(url: Annotated[str, typer.Argument(help="An http(s) URL.")],
                source: Annotated[Optional[str], typer.Option("--source", help="Source id (default: the URL).")] = None,
                base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
                model_name: ModelName = None, as_json: AsJson = False) -> None:
-    """Fetch a web page and index it (only with ALLOW_URL_INGEST=1 and a network)."""
+    """Fetch a web page and index it (only with ALLOW_URL_INGEST=1 and a network); waits until it is indexed."""
+    if not as_json and sys.stderr.isatty():  # no job here: say what the wait is for (~4,000 chars/s to embed)
+        typer.echo(f"fetching and indexing {url} ...", err=True)
     with _reported(as_json):
         report = _appliance(base_dir, db_path, models_dir, model_name).ingest_url(url, source_id=source)
     _print_run(report, as_json)
