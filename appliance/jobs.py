@@ -74,8 +74,9 @@ class SyncJobs:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._ingest_turn = threading.Lock()
-        """Held by the ingest job that is embedding; the others wait for it in phase 'queued'."""
+        self._turn = threading.Condition()
+        self._line: list[str] = []
+        """Ingest job ids in arrival order; the first one embeds, the others wait in phase 'queued'."""
         self._jobs: dict[str, SyncJob] = {}
 
     def start(self, path: str | None, run: SyncRun) -> SyncJob:
@@ -100,7 +101,9 @@ class SyncJobs:
                                hint=f"Poll sync_status with jobId {pending[0].job_id}; submit more once one finishes.")
             job = self._add(SyncJob(job_id=uuid.uuid4().hex[:12], path=None, kind=kind, source=source,
                                     files_total=1))
-        self._spawn(job, run, turn=self._ingest_turn)
+            with self._turn:
+                self._line.append(job.job_id)
+        self._spawn(job, run)
         return job
 
     def get(self, job_id: str) -> SyncJob:
@@ -117,14 +120,15 @@ class SyncJobs:
         self._forget_old()
         return job
 
-    def _spawn(self, job: SyncJob, run: SyncRun, turn: threading.Lock | None = None) -> None:
-        thread = threading.Thread(target=self._run, args=(job, run, turn), name=f"{job.kind}-{job.job_id}",
-                                  daemon=True)
+    def _spawn(self, job: SyncJob, run: SyncRun) -> None:
+        thread = threading.Thread(target=self._run, args=(job, run), name=f"{job.kind}-{job.job_id}", daemon=True)
         thread.start()
 
-    def _run(self, job: SyncJob, run: SyncRun, turn: threading.Lock | None) -> None:
-        if turn is not None:
-            turn.acquire()
+    def _run(self, job: SyncJob, run: SyncRun) -> None:
+        in_line = job.kind != "sync"
+        if in_line:
+            with self._turn:
+                self._turn.wait_for(lambda: self._line[0] == job.job_id)
         job.phase = "scanning" if job.kind == "sync" else "indexing"
         job.current_path = job.source or ""
 
@@ -146,8 +150,10 @@ class SyncJobs:
         finally:
             job.current_path = ""
             job.finished_at = time.time()
-            if turn is not None:
-                turn.release()
+            if in_line:
+                with self._turn:
+                    self._line.remove(job.job_id)
+                    self._turn.notify_all()
 
     def _forget_old(self) -> None:
         finished = sorted((j for j in self._jobs.values() if not j.is_running), key=lambda j: j.started_at)

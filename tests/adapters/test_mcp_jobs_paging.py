@@ -21,7 +21,9 @@ from fastmcp import Client
 from appliance.config import DEFAULT_MODEL, load_settings
 from appliance.embed import load_spec
 from appliance.server import Runtime, create_server
+from appliance.ingest import fetch
 from appliance.service import Appliance
+from tests.fixtures.http_fakes import PUBLIC_IP, FakeResolver, page, public  # noqa: F401  (public: a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 THRESHOLD = 2000
@@ -160,6 +162,27 @@ def _required(schema: Any) -> list[str]:
     if isinstance(schema, list):
         return [n for v in schema for n in _required(v)]
     return []
+
+
+# ------------------------------------------------------------------ bounded ingest_url
+
+def test_ingest_url_embeds_a_large_page_in_a_job_and_refuses_at_once(tmp_path: Path, public: Any,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(fetch.fetch_url.__kwdefaults__, "resolver", FakeResolver({"public.test": [PUBLIC_IP]}))
+    monkeypatch.setitem(fetch.fetch_url.__kwdefaults__, "treat_as_public", (PUBLIC_IP,))
+    server, _docs = serve(tmp_path, ALLOW_URL_INGEST="1")
+    body = "".join(f"<p>Paragraph {n} on the WINDMILLKX3 gearbox and its bearings.</p>" for n in range(200))
+    public.routes["/big"] = page(f"<title>Windmills</title>{body}".encode())
+    public.routes["/small"] = page(b"<title>Short</title><p>one short page about kites</p>")
+    big, small = (f"http://public.test:{public.port}/{name}" for name in ("big", "small"))
+    job = ok(server, "ingest_url", {"url": big})
+    assert job["kind"] == "ingest_url" and job["source"] == big, job
+    assert wait_for(server, job)["counts"]["added"] == 1
+    assert ok(server, "read_file", {"source": big})["content"].count("WINDMILLKX3") == 200
+    report = ok(server, "ingest_url", {"url": small})
+    assert report["added"] == 1 and "jobId" not in report
+    refused = error(server, "ingest_url", {"url": "http://127.0.0.1/admin"})  # refused before any job
+    assert refused["code"] == "url_refused"
 
 
 # ------------------------------------------------------------------ delete_file takes absolute paths only
