@@ -127,7 +127,9 @@ def ingest_url(url: Annotated[str, typer.Argument(help="An http(s) URL.")],
                source: Annotated[Optional[str], typer.Option("--source", help="Source id (default: the URL).")] = None,
                base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
                model_name: ModelName = None, as_json: AsJson = False) -> None:
-    """Fetch a web page and index it (only with ALLOW_URL_INGEST=1 and a network)."""
+    """Fetch a web page and index it (only with ALLOW_URL_INGEST=1 and a network); waits until it is indexed."""
+    if not as_json and sys.stderr.isatty():  # no job here: say what the wait is for (~4,000 chars/s to embed)
+        typer.echo(f"fetching and indexing {url} ...", err=True)
     with _reported(as_json):
         report = _appliance(base_dir, db_path, models_dir, model_name).ingest_url(url, source_id=source)
     _print_run(report, as_json)
@@ -202,11 +204,17 @@ def read_neighbors(file_path: Annotated[Optional[str], typer.Option("--file-path
 @app.command("list")
 def list_(scope: Annotated[Optional[str], typer.Option("--scope")] = None,
           ignored: Annotated[bool, typer.Option("--ignored", help="Also show files excluded by rules.")] = False,
+          limit: Annotated[Optional[int], typer.Option("--limit", help="Print one page of at most this many entries (1-5000).")] = None,
+          cursor: Annotated[Optional[str], typer.Option("--cursor", help="Continue after a page (its nextCursor).")] = None,
           base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
           model_name: ModelName = None, as_json: AsJson = False) -> None:
-    """List every file under the roots with its state, and indexed data/URL sources."""
+    """List every file under the roots with its state, and indexed data/URL sources (all of them,
+    or one page with --limit/--cursor)."""
     with _reported(as_json):
-        out = _appliance(base_dir, db_path, models_dir, model_name).list_files(scope=scope, include_ignored=ignored)
+        out = _appliance(base_dir, db_path, models_dir, model_name).list_files(
+            scope=scope, include_ignored=ignored, limit=limit, cursor=cursor)
+    if out["nextCursor"] and not as_json:
+        typer.echo(f"more: {out['total']} entries in all; next page: --cursor {out['nextCursor']}", err=True)
     lines = []
     for f in out["files"]:
         extra = f" ({f['reason']})" if f.get("reason") else ""

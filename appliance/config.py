@@ -17,6 +17,10 @@ from appliance.models.manifest import default_models_dir
 
 DEFAULT_MODEL = "intfloat/multilingual-e5-small"
 DEFAULT_MAX_FILE_SIZE = 100 * 1024 * 1024
+DEFAULT_INGEST_FOREGROUND_MAX_BYTES = 16 * 1024
+"""Content an ingest_data/ingest_url call embeds before answering; larger content becomes a job.
+scripts/bench_ingest_data.py on the 2-core machine shared with other work: 16 KiB (33 chunks)
+took 4.0 s at load average ~2 (4,060 chars/s) and 10.9 s at load ~7 (1,510 chars/s)."""
 TOP_K_CAP = 100
 
 Grouping = Literal["similar", "related"]
@@ -35,6 +39,8 @@ class Settings:
     models_dir: Path
     model_name: str = DEFAULT_MODEL
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    ingest_foreground_max_bytes: int = DEFAULT_INGEST_FOREGROUND_MAX_BYTES
+    """ingest_data/ingest_url content above this many bytes (UTF-8) runs as a background job; 0: always."""
     chunk_token_budget: int | None = None
     """None means the active model's default budget (see Embedder.default_budget)."""
     hybrid_weight: float = 0.6
@@ -64,6 +70,7 @@ class Settings:
             "modelsDir": str(self.models_dir),
             "modelName": self.model_name,
             "maxFileSize": self.max_file_size,
+            "ingestForegroundMaxBytes": self.ingest_foreground_max_bytes,
             "chunkTokenBudget": self.chunk_token_budget,
             "hybridWeight": self.hybrid_weight,
             "grouping": self.grouping,
@@ -119,6 +126,10 @@ def load_settings(
     max_file_size = _number(env, "MAX_FILE_SIZE", int, DEFAULT_MAX_FILE_SIZE)
     if max_file_size < 1:
         raise ConfigError(f"MAX_FILE_SIZE must be a positive number of bytes, not {max_file_size}")
+    foreground = _number(env, "INGEST_FOREGROUND_MAX_BYTES", int, DEFAULT_INGEST_FOREGROUND_MAX_BYTES)
+    if foreground < 0:
+        raise ConfigError(f"INGEST_FOREGROUND_MAX_BYTES must be 0 (every ingest is a job) or a positive number "
+                          f"of bytes, not {foreground}")
     ocr_languages = env.get("OCR_LANGUAGES", "eng+deu+rus").strip() or "eng+deu+rus"
     if not all(part.isalnum() or "_" in part for part in ocr_languages.split("+")):
         raise ConfigError(f"OCR_LANGUAGES must look like 'eng+deu+rus', not {ocr_languages!r}")
@@ -135,6 +146,7 @@ def load_settings(
         models_dir=mdir,
         model_name=(model_name or env.get("MODEL_NAME") or DEFAULT_MODEL).strip(),
         max_file_size=max_file_size,
+        ingest_foreground_max_bytes=foreground,
         chunk_token_budget=budget,
         hybrid_weight=weight,
         grouping=grouping,  # type: ignore[arg-type]

@@ -1,7 +1,15 @@
-"""Background sync jobs for the MCP server: start one in a thread, poll it by id.
+"""Background jobs for the MCP server: start one in a thread, poll it by id with sync_status.
 
-A job is an in-memory record owned by one server process; the cross-process
-guarantee (one sync per DB_PATH) stays with the advisory lock in locking.py.
+Two kinds of work run as jobs: a sync (`sync_start`) and an ingest whose content is
+too large to embed within one tool call (`ingest_data` / `ingest_url` above
+INGEST_FOREGROUND_MAX_BYTES). A job is an in-memory record owned by one server
+process; the cross-process guarantee (one sync per DB_PATH) stays with the advisory
+lock in locking.py.
+
+At most one sync job runs at a time. Ingest jobs run one at a time in arrival
+order (the rest wait in phase "queued", holding their content in memory), at most
+MAX_PENDING_INGESTS of them; a sync and an ingest job may run side by side, as a
+sync and a foreground ingest always could.
 """
 from __future__ import annotations
 
@@ -10,7 +18,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from appliance.errors import ApplianceError, NotFound, SyncBusy
 
@@ -18,15 +26,21 @@ log = logging.getLogger(__name__)
 
 MAX_FINISHED_JOBS = 50
 """Finished jobs kept for polling; older ones are forgotten first."""
+MAX_PENDING_INGESTS = 4
+"""Ingest jobs running or queued at once; each holds its content (up to MAX_FILE_SIZE) in memory."""
 
+JobKind = Literal["sync", "ingest_data", "ingest_url"]
 SyncRun = Callable[[Callable[[str, int, int, str], None]], Any]
-"""Runs the sync, reporting progress(phase, done, total, path); returns a RunReport."""
+"""Runs the work, reporting progress(phase, done, total, path); returns a RunReport."""
 
 
 @dataclass
 class SyncJob:
     job_id: str
     path: str | None
+    kind: JobKind = "sync"
+    source: str | None = None
+    """The source id (or URL) an ingest job writes; None for a sync."""
     phase: str = "queued"
     """queued -> scanning -> indexing -> succeeded | failed"""
     files_done: int = 0
@@ -44,7 +58,7 @@ class SyncJob:
     def to_dict(self) -> dict[str, Any]:
         report = self.report or {}
         return {
-            "jobId": self.job_id, "path": self.path, "phase": self.phase,
+            "jobId": self.job_id, "kind": self.kind, "path": self.path, "source": self.source, "phase": self.phase,
             "filesDone": self.files_done, "filesTotal": self.files_total, "currentPath": self.current_path or None,
             "startedAt": self.started_at, "finishedAt": self.finished_at,
             "elapsedSeconds": round((self.finished_at or time.time()) - self.started_at, 3),
@@ -56,37 +70,67 @@ class SyncJob:
 
 
 class SyncJobs:
-    """At most one running job per registry; finished ones stay pollable for a while."""
+    """The jobs of one registry (one Appliance); finished ones stay pollable for a while."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._turn = threading.Condition()
+        self._line: list[str] = []
+        """Ingest job ids in arrival order; the first one embeds, the others wait in phase 'queued'."""
         self._jobs: dict[str, SyncJob] = {}
 
     def start(self, path: str | None, run: SyncRun) -> SyncJob:
-        """Start `run` in a daemon thread; SyncBusy if this registry already runs one."""
+        """Start a sync `run` in a daemon thread; SyncBusy if this registry already runs one."""
         with self._lock:
-            running = next((j for j in self._jobs.values() if j.is_running), None)
+            running = next((j for j in self._jobs.values() if j.is_running and j.kind == "sync"), None)
             if running is not None:
                 raise SyncBusy(f"Sync job {running.job_id} is still running ({running.files_done}/"
                                f"{running.files_total} files)",
                                hint=f"Poll sync_status with jobId {running.job_id} until it finishes.")
-            job = SyncJob(job_id=uuid.uuid4().hex[:12], path=path)
-            self._jobs[job.job_id] = job
-            self._forget_old()
-        thread = threading.Thread(target=self._run, args=(job, run), name=f"sync-{job.job_id}", daemon=True)
-        thread.start()
+            job = self._add(SyncJob(job_id=uuid.uuid4().hex[:12], path=path))
+        self._spawn(job, run)
+        return job
+
+    def start_ingest(self, kind: JobKind, source: str, run: SyncRun) -> SyncJob:
+        """Queue an ingest `run` (one document) behind the ingest jobs before it; SyncBusy when
+        MAX_PENDING_INGESTS are already running or waiting."""
+        with self._lock:
+            pending = [j for j in self._jobs.values() if j.is_running and j.kind != "sync"]
+            if len(pending) >= MAX_PENDING_INGESTS:
+                raise SyncBusy(f"{len(pending)} ingest jobs are already running or queued in this server",
+                               hint=f"Poll sync_status with jobId {pending[0].job_id}; submit more once one finishes.")
+            job = self._add(SyncJob(job_id=uuid.uuid4().hex[:12], path=None, kind=kind, source=source,
+                                    files_total=1))
+            with self._turn:
+                self._line.append(job.job_id)
+        self._spawn(job, run)
         return job
 
     def get(self, job_id: str) -> SyncJob:
         with self._lock:
             job = self._jobs.get(job_id)
         if job is None:
-            raise NotFound(f"No sync job {job_id!r} in this server process",
-                           hint="Jobs live as long as the server process; start one with sync_start.")
+            raise NotFound(f"No job {job_id!r} in this server process",
+                           hint="Jobs live as long as the server process; sync_start and a large ingest_data "
+                                "or ingest_url start one.")
         return job
 
+    def _add(self, job: SyncJob) -> SyncJob:
+        self._jobs[job.job_id] = job
+        self._forget_old()
+        return job
+
+    def _spawn(self, job: SyncJob, run: SyncRun) -> None:
+        thread = threading.Thread(target=self._run, args=(job, run), name=f"{job.kind}-{job.job_id}", daemon=True)
+        thread.start()
+
     def _run(self, job: SyncJob, run: SyncRun) -> None:
-        job.phase = "scanning"
+        in_line = job.kind != "sync"
+        if in_line:
+            with self._turn:
+                self._turn.wait_for(lambda: self._line[0] == job.job_id)
+        job.phase = "scanning" if job.kind == "sync" else "indexing"
+        job.current_path = job.source or ""
 
         def progress(phase: str, done: int, total: int, path: str) -> None:
             job.phase, job.files_done, job.files_total, job.current_path = "indexing", done, total, path
@@ -99,13 +143,17 @@ class SyncJobs:
         except ApplianceError as exc:
             job.error, job.phase = exc.to_dict(), "failed"
         except Exception:  # a bug: keep the traceback on stderr, give the poller a stable code
-            log.exception("sync job %s crashed", job.job_id)
-            job.error = {"code": "internal_error", "message": "The sync stopped on an unexpected error",
+            log.exception("%s job %s crashed", job.kind, job.job_id)
+            job.error = {"code": "internal_error", "message": f"The {job.kind} job stopped on an unexpected error",
                          "hint": "The server log (stderr) has the details."}
             job.phase = "failed"
         finally:
             job.current_path = ""
             job.finished_at = time.time()
+            if in_line:
+                with self._turn:
+                    self._line.remove(job.job_id)
+                    self._turn.notify_all()
 
     def _forget_old(self) -> None:
         finished = sorted((j for j in self._jobs.values() if not j.is_running), key=lambda j: j.started_at)

@@ -6,9 +6,9 @@ clients without a schema change breaking validation on their side.
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 
 class _Out(BaseModel):
@@ -49,8 +49,11 @@ class RunReport(_Out):
 
 
 class SyncJob(_Out):
-    jobId: str
+    jobId: str = Field(description="Poll sync_status with it until phase is succeeded or failed.")
+    kind: Literal["sync", "ingest_data", "ingest_url"] = Field(
+        "sync", description="sync_start's reconcile, or an ingest too large to finish within the call.")
     path: Optional[str] = None
+    source: Optional[str] = Field(None, description="The source id an ingest job writes (null for a sync).")
     phase: Literal["queued", "scanning", "indexing", "succeeded", "failed"]
     filesDone: int
     filesTotal: int
@@ -61,6 +64,10 @@ class SyncJob(_Out):
     failures: list[Failure] = Field([], description="Files that could not be indexed, with the reason.")
     counts: Optional[dict[str, Any]] = Field(None, description="Final counts once the job has succeeded.")
     error: Optional[ErrorInfo] = Field(None, description="Why the whole job failed (phase 'failed').")
+
+
+class IngestOutcome(RootModel[Union[RunReport, SyncJob]]):
+    """The finished run report, or (content above INGEST_FOREGROUND_MAX_BYTES) the job embedding it."""
 
 
 class Hit(_Out):
@@ -120,8 +127,12 @@ class SourceEntry(_Out):
 
 
 class FileList(_Out):
-    files: list[FileEntry]
-    sources: list[SourceEntry]
+    files: list[FileEntry] = Field(description="This page's files, sorted by filePath.")
+    sources: list[SourceEntry] = Field(description="This page's data and url sources (after every file), by id.")
+    total: int = Field(0, description="Files plus sources in the whole listing, every page together.")
+    totalFiles: int = 0
+    totalSources: int = 0
+    nextCursor: Optional[str] = Field(None, description="Pass as cursor for the next page; null on the last page.")
 
 
 class Deleted(_Out):

@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 from appliance import __version__, mcp_models as m
 from appliance.errors import ApplianceError, ConfigError, InvalidArgument, UrlIngestDisabled
 from appliance.instructions import instructions_for
+from appliance.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE
 from appliance.runtime import Runtime, result_text, tool_data  # noqa: F401  (Runtime: http_server, tests)
 
 if TYPE_CHECKING:
@@ -157,8 +158,9 @@ def create_server(runtime: Runtime) -> FastMCP:
 
     @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.SyncJob))
     async def sync_status(jobId: Annotated[str, Field(min_length=1, max_length=64,
-                                                      description="The jobId sync_start returned.")]) -> ToolResult:
-        """Progress of a sync job: phase, filesDone/filesTotal, per-file failures, and final counts."""
+                                                      description="The jobId sync_start, ingest_data or ingest_url returned.")]) -> ToolResult:
+        """Progress of a background job (a sync, or a large ingest_data/ingest_url): phase,
+        filesDone/filesTotal, per-file failures, and final counts once phase is succeeded."""
         return await call(m.SyncJob, lambda app: app.sync_status(jobId))
 
     @mcp.tool(annotations=WRITES, output_schema=_schema(m.RunReport))
@@ -166,7 +168,7 @@ def create_server(runtime: Runtime) -> FastMCP:
         """Index (or re-index) one file, replacing whatever was indexed for it before."""
         return await call(m.RunReport, lambda app: app.ingest([filePath], require_absolute=True))
 
-    @mcp.tool(annotations=REPLACES, output_schema=_schema(m.RunReport))
+    @mcp.tool(annotations=REPLACES, output_schema=_schema(m.IngestOutcome))
     async def ingest_data(
             content: Annotated[str, Field(min_length=1, description="The document text.")],
             source: Annotated[str, Field(min_length=1, max_length=1024, description=(
@@ -174,14 +176,21 @@ def create_server(runtime: Runtime) -> FastMCP:
                 "Ingesting the same id again replaces its content."))],
             format: Annotated[Literal["text", "markdown", "html"], Field(description="How to read content.")] = "markdown",
             title: Annotated[Optional[str], Field(None, max_length=500)] = None) -> ToolResult:
-        """Index text, Markdown or HTML you already hold, under a source id you choose."""
-        return await call(m.RunReport, lambda app: app.ingest_data(source, content, format, title=title))
+        """Index text, Markdown or HTML you already hold, under a source id you choose.
 
-    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=True), output_schema=_schema(m.RunReport))
+        Small content is indexed before the call returns its counts. Content above the server's
+        ingestForegroundMaxBytes (see status) is indexed in the background: the call returns a job
+        with a jobId at once; poll sync_status with that jobId until phase is succeeded."""
+        return await call(m.IngestOutcome, lambda app: app.ingest_data_bounded(source, content, format, title=title))
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=True), output_schema=_schema(m.IngestOutcome))
     async def ingest_url(url: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://",
                                                    description="An http(s) URL to fetch and index.")]) -> ToolResult:
-        """Fetch a web page, convert it to Markdown and index it (only when the operator enabled URL ingest)."""
-        return await call(m.RunReport, lambda app: _ingest_url(app, url))
+        """Fetch a web page, convert it to Markdown and index it (only when the operator enabled URL ingest).
+
+        A page whose text is above ingestForegroundMaxBytes is indexed in the background: the call
+        returns a job with a jobId; poll sync_status with that jobId until phase is succeeded."""
+        return await call(m.IngestOutcome, lambda app: _ingest_url(app, url))
 
     @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.SearchResults))
     async def query_documents(
@@ -213,9 +222,16 @@ def create_server(runtime: Runtime) -> FastMCP:
         return await call(m.Document, lambda app: app.read(*_one_target(filePath, source), require_absolute=True))
 
     @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.FileList))
-    async def list_files(scope: Scope = None) -> ToolResult:
-        """Every file under the document roots with its state, plus the indexed data and url sources."""
-        return await call(m.FileList, lambda app: app.list_files(scope=scope, require_absolute=True))
+    async def list_files(
+            scope: Scope = None,
+            limit: Annotated[int, Field(ge=1, le=MAX_PAGE, description="Entries (files and sources) per page.")] = DEFAULT_PAGE,
+            cursor: Annotated[Optional[str], Field(None, min_length=1, max_length=MAX_CURSOR_CHARS, description=(
+                "nextCursor from the previous page, unchanged (same scope); omit for the first page."))] = None,
+    ) -> ToolResult:
+        """Every file under the document roots with its state (sorted by path), then the indexed data
+        and url sources, one page at a time: while nextCursor is not null, call again with it."""
+        return await call(m.FileList, lambda app: app.list_files(scope=scope, require_absolute=True,
+                                                                  limit=limit, cursor=cursor))
 
     @mcp.tool(annotations=REPLACES, output_schema=_schema(m.Deleted))
     async def delete_file(filePath: Optional[FilePath] = None, source: Optional[SourceId] = None) -> ToolResult:
@@ -255,7 +271,7 @@ def _one_target(file_path: str | None, source: str | None) -> tuple[str, bool]:
 def _ingest_url(app: Appliance, url: str) -> Any:
     if not app.settings.allow_url_ingest:
         raise UrlIngestDisabled(f"URL ingest is disabled on this server, so {url} was not fetched")
-    ingest_url = getattr(app, "ingest_url", None)  # the fetcher (appliance/ingest/fetch.py) plugs in here
+    ingest_url = getattr(app, "ingest_url_bounded", None)  # the fetcher (appliance/ingest/fetch.py) plugs in here
     if ingest_url is None:
         raise UrlIngestDisabled("URL ingest is enabled, but this build has no URL fetcher yet",
                                 hint="Ingest the page's text with ingest_data instead.")

@@ -353,20 +353,30 @@ class Appliance:
 
     def ingest_data(self, source_id: str, content: str, fmt: str = "markdown", *, title: str | None = None) -> RunReport:
         """Index content the caller holds under a source id of its choosing."""
+        source_id = self._checked_data(source_id, content, fmt)
+        converted = convert.convert_data(content, fmt, title=title)  # type: ignore[arg-type]
+        digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+        return self._ingest_converted(source_id, "data", converted, digest, len(content))
+
+    def _checked_data(self, source_id: str, content: str, fmt: str) -> str:
+        """ingest_data's arguments checked (the source id as stored), before any work or job."""
         source_id = _valid_source_id(source_id)
         if fmt not in ("text", "markdown", "html"):
             raise InvalidArgument(f"format must be one of text, markdown, html, not {fmt!r}")
         if not isinstance(content, str) or not content.strip():
             raise InvalidArgument("content must be non-empty text")
-        if len(content.encode("utf-8", "surrogatepass")) > self.settings.max_file_size:
+        if _utf8_size(content) > self.settings.max_file_size:
             raise InvalidArgument(f"content is larger than MAX_FILE_SIZE ({self.settings.max_file_size} bytes)")
         self._check_writable_identity()
-        converted = convert.convert_data(content, fmt, title=title)  # type: ignore[arg-type]
-        digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
-        return self._ingest_converted(source_id, "data", converted, digest, len(content))
+        return source_id
 
     def ingest_url(self, url: str, *, source_id: str | None = None) -> RunReport:
         """Fetch one http(s) URL (opt-in: ALLOW_URL_INGEST) and index it under the URL or `source_id`."""
+        key, converted = self._fetch_url(url, source_id)
+        return self._ingest_fetched(key, converted)
+
+    def _fetch_url(self, url: str, source_id: str | None) -> tuple[str, Converted]:
+        """(source id, the page as Markdown): the download, bounded by the fetcher's timeout and size cap."""
         if not self.settings.allow_url_ingest:
             raise UrlIngestDisabled("URL ingestion is disabled in this appliance")
         from appliance.ingest.fetch import fetch_to_converted
@@ -375,6 +385,9 @@ class Appliance:
         self._check_writable_identity()
         converted = fetch_to_converted(url, allow_private=self.settings.allow_private_urls,
                                        max_bytes=min(self.settings.max_file_size, 50 * 1024 * 1024))
+        return key, converted
+
+    def _ingest_fetched(self, key: str, converted: Converted) -> RunReport:
         digest = hashlib.sha256(converted.markdown.encode("utf-8", "surrogatepass")).hexdigest()
         return self._ingest_converted(key, "url", converted, digest, len(converted.markdown))
 
@@ -670,15 +683,22 @@ class Appliance:
             raise InvalidArgument("Name a file path or a source id")
         if is_source:
             return _valid_source_id(target)
+        if require_absolute:  # a caller that names a file path (MCP's filePath): never a source id
+            return str(self.resolve(target, require_absolute=True, must_exist=False)[0])
         looks_like_path = target.startswith(("/", "~", ".")) or os.sep in target and "://" not in target
-        if looks_like_path or not require_absolute and Path(target).exists():
-            path, _root = self.resolve(target, require_absolute=require_absolute, must_exist=False)
-            return str(path)
+        if looks_like_path or Path(target).exists():
+            return str(self.resolve(target, must_exist=False)[0])
         return _valid_source_id(target)
 
-    def list_files(self, *, scope: str | None = None, include_ignored: bool = False,
-                   require_absolute: bool = False) -> dict[str, Any]:
-        """Every file under the roots with its state, plus indexed data and URL sources."""
+    def list_files(self, *, scope: str | None = None, include_ignored: bool = False, require_absolute: bool = False,
+                   limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+        """Every file under the roots with its state, then the indexed data and URL sources, in pages.
+
+        Files come sorted by path, then sources by id; a page holds at most `limit` entries of
+        both (None: all of them) and `nextCursor` continues after the last one (None at the end).
+        """
+        from appliance.paging import page_after
+
         under = self.resolve(scope, require_absolute=require_absolute)[0] if scope else None
         known = {s.source_id: s for s in self.index.source_rows()}
         files = []
@@ -697,7 +717,7 @@ class Appliance:
             else:
                 others.append({"source": s.source_id, "sourceKind": s.source_kind, "title": s.title or None,
                                "chunkCount": s.chunk_count, "ingestedAt": s.ingested_at})
-        return {"files": files, "sources": others}
+        return page_after(files, others, scope=scope, limit=limit, cursor=cursor)
 
     def warm_up(self) -> None:
         """Load the model and the index's search structures now, so the first real query is not cold."""
@@ -781,22 +801,48 @@ class Appliance:
     def sync_start(self, path: str | None = None, *, require_absolute: bool = False) -> dict[str, Any]:
         """Start `sync(path)` in a background thread and return the job; SyncBusy while a sync holds the lock."""
         from appliance.errors import SyncBusy
-        from appliance.jobs import SyncJobs
 
         if path is not None:
             self.resolve(path, require_absolute=require_absolute)
         holder = lock_holder(self.settings.db_path)
         if holder is not None:
             raise SyncBusy(f"Another sync is running (pid {holder.get('pid', '?')}) on {self.settings.db_path}")
-        jobs: SyncJobs = self.__dict__.setdefault("_sync_jobs", SyncJobs())
-        return jobs.start(path, lambda progress: self.sync(path, progress=progress)).to_dict()
+        return self._jobs().start(path, lambda progress: self.sync(path, progress=progress)).to_dict()
 
     def sync_status(self, job_id: str) -> dict[str, Any]:
-        """A job started by sync_start in this process; NotFound for an unknown id."""
+        """A job (a sync, or an ingest too large for the foreground) started in this process; NotFound for an unknown id."""
+        return self._jobs().get(job_id).to_dict()
+
+    def _jobs(self) -> Any:
         from appliance.jobs import SyncJobs
 
-        jobs: SyncJobs = self.__dict__.setdefault("_sync_jobs", SyncJobs())
-        return jobs.get(job_id).to_dict()
+        return self.__dict__.setdefault("_sync_jobs", SyncJobs())
+
+    # ---- ingests bounded in time (the MCP server's ingest_data / ingest_url) ----
+    def ingest_data_bounded(self, source_id: str, content: str, fmt: str = "markdown", *,
+                            title: str | None = None) -> RunReport | dict[str, Any]:
+        """`ingest_data`, answered within seconds: content above INGEST_FOREGROUND_MAX_BYTES is
+        embedded by a background job and the job record (poll it with sync_status) is returned.
+        Bad arguments and content above MAX_FILE_SIZE are refused before any job starts."""
+        key = self._checked_data(source_id, content, fmt)
+        if _utf8_size(content) <= self.settings.ingest_foreground_max_bytes:
+            return self.ingest_data(key, content, fmt, title=title)
+        return self._jobs().start_ingest("ingest_data", key, lambda _progress: self.ingest_data(
+            key, content, fmt, title=title)).to_dict()
+
+    def ingest_url_bounded(self, url: str, *, source_id: str | None = None) -> RunReport | dict[str, Any]:
+        """`ingest_url`, answered within seconds plus the download: the page is fetched in the
+        foreground (the fetcher's timeout and size cap bound it, and refusals answer at once);
+        a page whose Markdown is above INGEST_FOREGROUND_MAX_BYTES is embedded by a job."""
+        key, converted = self._fetch_url(url, source_id)
+        if _utf8_size(converted.markdown) <= self.settings.ingest_foreground_max_bytes:
+            return self._ingest_fetched(key, converted)
+        return self._jobs().start_ingest("ingest_url", key,
+                                         lambda _progress: self._ingest_fetched(key, converted)).to_dict()
+
+
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _valid_source_id(source_id: str) -> str:

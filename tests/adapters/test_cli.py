@@ -63,3 +63,20 @@ def test_ingest_and_query_with_networking_off(env: dict[str, str]) -> None:
     assert {f["state"] for f in listing["files"]} == {"indexed"}
     deleted = _run(["delete", str(Path(docs) / "runbook.md"), "--json"], env)
     assert deleted.returncode == 0 and json.loads(deleted.stdout)["chunksRemoved"] >= 1
+
+
+def test_list_prints_every_file_or_one_page_with_its_cursor(env: dict[str, str]) -> None:
+    docs = Path(env["BASE_DIR"])
+    for n in range(5):
+        (docs / f"extra{n}.md").write_text("x\n", "utf-8")
+    every = _run(["list"], env)
+    assert every.returncode == 0 and len(every.stdout.splitlines()) == 7 and "more:" not in every.stderr
+    first = _run(["list", "--limit", "4"], env)
+    assert first.returncode == 0 and len(first.stdout.splitlines()) == 4
+    cursor = first.stderr.split("--cursor ")[1].strip()
+    rest = json.loads(_run(["list", "--limit", "4", "--cursor", cursor, "--json"], env).stdout)
+    assert len(rest["files"]) == 3 and rest["nextCursor"] is None and rest["total"] == 7
+    seen = [line.split(maxsplit=1)[1] for line in first.stdout.splitlines()] + [f["filePath"] for f in rest["files"]]
+    assert sorted(seen) == sorted(line.split(maxsplit=1)[1] for line in every.stdout.splitlines())
+    bad = _run(["list", "--cursor", "garbage"], env)
+    assert bad.returncode == 1 and "cursor" in bad.stderr

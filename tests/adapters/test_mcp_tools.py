@@ -152,6 +152,7 @@ def test_sync_job_runs_in_the_background(session: Any, server_env: dict[str, str
     assert busy["code"] == "sync_busy" and "pid" in busy["message"]
     job = session.ok("sync_start", {})
     assert job["phase"] in ("queued", "scanning", "indexing", "succeeded")
+    assert job["kind"] == "sync" and job["source"] is None
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         job = session.ok("sync_status", {"jobId": job["jobId"]})

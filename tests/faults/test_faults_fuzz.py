@@ -359,7 +359,7 @@ PARAMS = {
     "ingest_data": ["content", "source", "format", "title"], "ingest_url": ["url"],
     "query_documents": ["query", "topK", "scope", "docClass"],
     "read_chunk_neighbors": ["filePath", "source", "chunkIndex", "before", "after"],
-    "read_file": ["filePath", "source"], "list_files": ["scope"], "delete_file": ["filePath", "source"],
+    "read_file": ["filePath", "source"], "list_files": ["scope", "limit", "cursor"], "delete_file": ["filePath", "source"],
     "status": [], "grep": ["pattern", "regex", "caseSensitive", "scope", "maxResults"],
 }
 

@@ -151,8 +151,7 @@ ATTEMPTS: dict[str, Attempt] = {
     "tilde-home": A(lambda L: "~/secret.md", OUTSIDE),
     "tilde-user": A(lambda L: "~root/.bashrc", OUTSIDE),
     "relative-dotdot": A(lambda L: "../../outside/secret.md", OUTSIDE, INVALID),
-    "relative-symlink-name": A(lambda L: "rel-out.md", OUTSIDE, dict.fromkeys(
-        ("read_file", "delete_file", "read_chunk_neighbors"), NOT_FOUND)),
+    "relative-symlink-name": A(lambda L: "rel-out.md", OUTSIDE, INVALID),
     "blank": A(lambda L: "   ", INVALID),
     "name-too-long": A(lambda L: f"{L.docs}/{'a' * 300}.md", INVALID),
     # /proc and /dev views of the file system
@@ -162,7 +161,8 @@ ATTEMPTS: dict[str, Attempt] = {
     "proc-self-fd": A(lambda L: f"/proc/self/fd/{L.fd}", OUTSIDE),
     "dev-fd": A(lambda L: f"/dev/fd/{L.fd}", OUTSIDE),
 }
-"""Through MCP, `relative-symlink-name` is a bare name, which the read tools take as a data source id."""
+"""Through MCP, `relative-symlink-name` is a bare name; a filePath must be absolute, so every tool refuses it
+(data and URL items go by `source`)."""
 
 ATTEMPT_PARAMS = [pytest.param(name, id=name) for name in ATTEMPTS]
 

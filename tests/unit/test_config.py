@@ -33,6 +33,8 @@ def test_db_path_defaults_next_to_first_root(tmp_path: Path) -> None:
     ({"RAG_MAX_FILES": "0"}, "RAG_MAX_FILES"),
     ({"ALLOW_PRIVATE_URLS": "maybe"}, "ALLOW_PRIVATE_URLS"),
     ({"MAX_FILE_SIZE": "-1"}, "MAX_FILE_SIZE"),
+    ({"INGEST_FOREGROUND_MAX_BYTES": "-1"}, "INGEST_FOREGROUND_MAX_BYTES must be 0"),
+    ({"INGEST_FOREGROUND_MAX_BYTES": "16k"}, "INGEST_FOREGROUND_MAX_BYTES must be an integer"),
 ])
 def test_invalid_values_are_named_errors(tmp_path: Path, env: dict, fragment: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -44,3 +46,11 @@ def test_invalid_values_are_named_errors(tmp_path: Path, env: dict, fragment: st
 def test_flags_accept_the_usual_spellings(tmp_path: Path) -> None:
     assert load_settings({"ALLOW_PRIVATE_URLS": "yes"}, cwd=tmp_path).allow_private_urls is True
     assert load_settings({"ALLOW_PRIVATE_URLS": "off"}, cwd=tmp_path).allow_private_urls is False
+
+
+def test_ingest_foreground_threshold_defaults_and_shows_in_describe(tmp_path: Path) -> None:
+    from appliance.config import DEFAULT_INGEST_FOREGROUND_MAX_BYTES
+
+    assert load_settings({}, cwd=tmp_path).ingest_foreground_max_bytes == DEFAULT_INGEST_FOREGROUND_MAX_BYTES
+    settings = load_settings({"INGEST_FOREGROUND_MAX_BYTES": "0"}, cwd=tmp_path)
+    assert settings.ingest_foreground_max_bytes == 0 and settings.describe()["ingestForegroundMaxBytes"] == 0

@@ -1,0 +1,63 @@
+"""Pages of list_files: files sorted by path, then data/URL sources sorted by id, cut after a cursor.
+
+The cursor is opaque to clients but simple inside: the sort key of the last entry a
+page returned, plus the scope it was listed under, as URL-safe base64 JSON. The next
+page is every entry that sorts after that key, so files added or removed between two
+calls never make the walk repeat or skip an entry that existed throughout.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from appliance.errors import InvalidArgument
+
+DEFAULT_PAGE = 500
+"""The MCP tool's default page: ~100 KB of JSON (10,011 files were one 1.94 MB reply)."""
+MAX_PAGE = 5000
+MAX_CURSOR_CHARS = 8192
+_FILES, _SOURCES = 0, 1
+
+
+def page_after(files: list[dict[str, Any]], sources: list[dict[str, Any]], *, scope: str | None,
+               limit: int | None, cursor: str | None) -> dict[str, Any]:
+    """{files, sources, total, totalFiles, totalSources, nextCursor}: at most `limit` entries
+    (None: all) after `cursor` (None: from the start)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE):
+        raise InvalidArgument(f"limit must be an integer from 1 to {MAX_PAGE}, not {limit!r}")
+    entries = sorted([((_FILES, f["filePath"]), f) for f in files] + [((_SOURCES, s["source"]), s) for s in sources],
+                     key=lambda entry: entry[0])
+    start = _decode(cursor, scope) if cursor is not None else None
+    rest = [entry for entry in entries if start is None or entry[0] > start]
+    page = rest if limit is None else rest[:limit]
+    more = len(page) < len(rest)
+    return {"files": [e for key, e in page if key[0] == _FILES],
+            "sources": [e for key, e in page if key[0] == _SOURCES],
+            "total": len(entries), "totalFiles": len(files), "totalSources": len(sources),
+            "nextCursor": _encode(page[-1][0], scope) if more else None}
+
+
+def _encode(key: tuple[int, str], scope: str | None) -> str:
+    raw = json.dumps({"v": 1, "after": list(key), "scope": scope}, ensure_ascii=False, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode("utf-8", "surrogatepass")).decode("ascii").rstrip("=")
+
+
+def _decode(cursor: str, scope: str | None) -> tuple[int, str]:
+    invalid = InvalidArgument("cursor is not one list_files returned (it is opaque: pass nextCursor back unchanged)",
+                              hint="Start again without a cursor.")
+    if not isinstance(cursor, str) or not cursor or len(cursor) > MAX_CURSOR_CHARS:
+        raise invalid
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8", "surrogatepass"))
+        group, after = data["after"]
+        ok = data.get("v") == 1 and group in (_FILES, _SOURCES) and isinstance(after, str)
+    except (binascii.Error, ValueError, TypeError, KeyError, AttributeError):
+        raise invalid from None
+    if not ok:
+        raise invalid
+    if data.get("scope") != scope:
+        raise InvalidArgument(f"cursor belongs to a listing with scope {data.get('scope')!r}, not {scope!r}",
+                              hint="Pass the same scope with every page, or start again without a cursor.")
+    return group, after

@@ -1,0 +1,267 @@
+"""Bounded ingests, delete_file's path rule and list_files paging, through fastmcp's in-memory client.
+
+A deterministic fake embedder (hashed words) stands in for the model so the plumbing
+tests run in seconds; one test repeats the large-ingest path with the real model.
+Nothing here is timed: ingest speed is measured by scripts/bench_ingest_data.py.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import re
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pytest
+from fastmcp import Client
+
+from appliance.config import DEFAULT_MODEL, load_settings
+from appliance.embed import load_spec
+from appliance.server import Runtime, create_server
+from appliance.ingest import fetch
+from appliance.service import Appliance
+from tests.fixtures.http_fakes import PUBLIC_IP, FakeResolver, page, public  # noqa: F401  (public: a fixture)
+
+ROOT = Path(__file__).resolve().parents[2]
+THRESHOLD = 2000
+
+
+class HashEmbedder:
+    """Bag of hashed words, L2-normalised: same text, same vector; shared words, nearby vectors."""
+
+    def __init__(self) -> None:
+        self.spec = load_spec(DEFAULT_MODEL, ROOT / "models" / "baked")
+        self.window = self.spec.max_seq_length - 2
+
+    def count_tokens(self, text: str) -> int:
+        return len(re.findall(r"\w+|[^\w\s]", text))
+
+    def _vector(self, text: str) -> np.ndarray:
+        out = np.zeros(self.spec.dim, dtype=np.float32)
+        for word in re.findall(r"\w+", text.lower()) or ["empty"]:
+            out[int(hashlib.blake2b(word.encode(), digest_size=4).hexdigest(), 16) % self.spec.dim] += 1.0
+        return out / np.linalg.norm(out)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self._vector(t) for t in texts]) if texts else np.zeros((0, self.spec.dim), np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._vector(text)
+
+    def load(self) -> None:
+        pass
+
+
+def serve(tmp_path: Path, embedder: Any = None, **env: str) -> tuple[Any, Path]:
+    """(an MCP server over tmp_path/docs with the given settings, the docs root)."""
+    docs = tmp_path / "docs"
+    docs.mkdir(exist_ok=True)
+    settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "db"),
+                              "MODELS_DIR": str(ROOT / "models" / "baked"),
+                              "INGEST_FOREGROUND_MAX_BYTES": str(THRESHOLD), **env})
+    runtime = Runtime()
+    runtime._settings = settings
+    runtime._appliance = Appliance(settings, embedder=embedder or HashEmbedder())
+    return create_server(runtime), docs
+
+
+def call(server: Any, name: str, args: dict[str, Any] | None = None) -> Any:
+    async def run() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool(name, args or {}, raise_on_error=False)
+
+    return asyncio.run(run())
+
+
+def ok(server: Any, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    result = call(server, name, args)
+    assert not result.is_error, result.structured_content
+    return result.structured_content
+
+
+def error(server: Any, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    result = call(server, name, args)
+    assert result.is_error, result.structured_content
+    return result.structured_content["error"]
+
+
+def wait_for(server: Any, job: dict[str, Any], timeout: float = 300) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while job["phase"] not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+        job = ok(server, "sync_status", {"jobId": job["jobId"]})
+    return job
+
+
+def big_note(marker: str, size: int) -> str:
+    para = f"# Notes\n\nThe gearbox code {marker} means the left flange is loose. " + "Filler words about tea. " * 20
+    return (para * (size // len(para) + 1))[:size]
+
+
+# ------------------------------------------------------------------ bounded ingest_data
+
+def test_ingest_data_above_the_threshold_becomes_a_job_that_sync_status_follows(tmp_path: Path) -> None:
+    server, _docs = serve(tmp_path)
+    content = big_note("GEARBOX_QX_5521", 40 * THRESHOLD)
+    job = ok(server, "ingest_data", {"source": "big-notes", "content": content})
+    assert job["kind"] == "ingest_data" and job["source"] == "big-notes" and job["jobId"]
+    assert job["phase"] in ("queued", "indexing", "succeeded") and "seen" not in job
+    done = wait_for(server, job)
+    assert done["phase"] == "succeeded", done
+    assert done["counts"]["added"] == 1 and done["counts"]["chunks"] > 1 and done["error"] is None
+    assert done["filesDone"] == done["filesTotal"] == 1
+    doc = ok(server, "read_file", {"source": "big-notes"})
+    assert doc["content"].count("GEARBOX_QX_5521") == content.count("GEARBOX_QX_5521")
+    hits = ok(server, "query_documents", {"query": "GEARBOX_QX_5521", "topK": 3})["results"]
+    assert hits and hits[0]["source"] == "big-notes"
+    again = wait_for(server, ok(server, "ingest_data", {"source": "big-notes", "content": content + " more"}))
+    assert again["counts"]["updated"] == 1
+    assert ok(server, "status")["config"]["ingestForegroundMaxBytes"] == THRESHOLD
+
+
+def test_ingest_data_at_or_below_the_threshold_answers_with_the_report(tmp_path: Path) -> None:
+    server, _docs = serve(tmp_path)
+    report = ok(server, "ingest_data", {"source": "small", "content": big_note("SMALL_ZX_1", THRESHOLD)})
+    assert report["seen"] == report["added"] == 1 and report["chunks"] >= 1 and "jobId" not in report
+    assert ok(server, "read_file", {"source": "small"})["content"].startswith("# Notes")
+
+
+def test_ingest_data_checks_its_arguments_before_any_job(tmp_path: Path) -> None:
+    server, _docs = serve(tmp_path, MAX_FILE_SIZE=str(10 * THRESHOLD))
+    too_big = error(server, "ingest_data", {"source": "huge", "content": "x" * (10 * THRESHOLD + 1)})
+    assert too_big["code"] == "invalid_argument" and "MAX_FILE_SIZE" in too_big["message"]
+    bad_id = error(server, "ingest_data", {"source": "/abs", "content": big_note("X", 3 * THRESHOLD)})
+    assert bad_id["code"] == "invalid_argument"
+    assert error(server, "sync_status", {"jobId": "nope"})["code"] == "not_found"
+
+
+def test_ingest_output_schema_admits_the_report_and_the_job(tmp_path: Path) -> None:
+    server, _docs = serve(tmp_path)
+
+    async def listed() -> dict[str, Any]:
+        async with Client(server) as client:
+            return {t.name: t for t in await client.list_tools()}
+
+    tools = asyncio.run(listed())
+    for name in ("ingest_data", "ingest_url"):
+        required = set(_required(tools[name].output_schema))
+        assert {"seen", "jobId", "error"} <= required, (name, required)
+        assert "sync_status" in tools[name].description
+    assert "ingest" in tools["sync_status"].description
+    assert tools["list_files"].input_schema["properties"]["limit"]["maximum"] == 5000
+
+
+def _required(schema: Any) -> list[str]:
+    """Every property name some part of a (possibly dereferenced) JSON schema requires."""
+    if isinstance(schema, dict):
+        return list(schema.get("required", [])) + [n for v in schema.values() for n in _required(v)]
+    if isinstance(schema, list):
+        return [n for v in schema for n in _required(v)]
+    return []
+
+
+# ------------------------------------------------------------------ bounded ingest_url
+
+def test_ingest_url_embeds_a_large_page_in_a_job_and_refuses_at_once(tmp_path: Path, public: Any,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(fetch.fetch_url.__kwdefaults__, "resolver", FakeResolver({"public.test": [PUBLIC_IP]}))
+    monkeypatch.setitem(fetch.fetch_url.__kwdefaults__, "treat_as_public", (PUBLIC_IP,))
+    server, _docs = serve(tmp_path, ALLOW_URL_INGEST="1")
+    body = "".join(f"<p>Paragraph {n} on the WINDMILLKX3 gearbox and its bearings.</p>" for n in range(200))
+    public.routes["/big"] = page(f"<title>Windmills</title>{body}".encode())
+    public.routes["/small"] = page(b"<title>Short</title><p>one short page about kites</p>")
+    big, small = (f"http://public.test:{public.port}/{name}" for name in ("big", "small"))
+    job = ok(server, "ingest_url", {"url": big})
+    assert job["kind"] == "ingest_url" and job["source"] == big, job
+    assert wait_for(server, job)["counts"]["added"] == 1
+    assert ok(server, "read_file", {"source": big})["content"].count("WINDMILLKX3") == 200
+    report = ok(server, "ingest_url", {"url": small})
+    assert report["added"] == 1 and "jobId" not in report
+    refused = error(server, "ingest_url", {"url": "http://127.0.0.1/admin"})  # refused before any job
+    assert refused["code"] == "url_refused"
+
+
+# ------------------------------------------------------------------ delete_file takes absolute paths only
+
+@pytest.mark.parametrize("target", ["notes.md", "sub/notes.md", "./notes.md", "https://example.org/page"])
+def test_file_tools_refuse_relative_paths(tmp_path: Path, target: str) -> None:
+    server, docs = serve(tmp_path)
+    (docs / "notes.md").write_text("# Notes\n", "utf-8")
+    for tool, args in (("delete_file", {"filePath": target}), ("read_file", {"filePath": target}),
+                       ("read_chunk_neighbors", {"filePath": target, "chunkIndex": 0})):
+        err = error(server, tool, args)
+        assert err["code"] == "invalid_argument" and "must be absolute" in err["message"], (tool, err)
+    assert error(server, "delete_file", {"source": "notes.md"})["code"] == "not_found"
+
+
+def test_delete_file_by_source_id_still_works(tmp_path: Path) -> None:
+    server, _docs = serve(tmp_path)
+    ok(server, "ingest_data", {"source": "notes.md", "content": "plain words"})
+    assert ok(server, "delete_file", {"source": "notes.md"})["deleted"] is True
+
+
+# ------------------------------------------------------------------ list_files pages
+
+def test_list_files_pages_return_every_entry_once(tmp_path: Path) -> None:
+    server, docs = serve(tmp_path)
+    for n in range(1200):
+        sub = docs / f"d{n % 7}"
+        sub.mkdir(exist_ok=True)
+        (sub / f"f{n:05}.md").write_text(f"file {n}\n", "utf-8")
+    for name in ("note-a", "note-b", "note-c"):
+        ok(server, "ingest_data", {"source": name, "content": f"content of {name}"})
+    seen_files: list[str] = []
+    seen_sources: list[str] = []
+    cursor, pages = None, 0
+    while True:
+        page = ok(server, "list_files", {"limit": 500, **({"cursor": cursor} if cursor else {})})
+        pages += 1
+        assert len(page["files"]) + len(page["sources"]) <= 500
+        files_now = 1200 if pages == 1 else 1201  # totals describe the listing as of each call
+        assert page["total"] == files_now + 3 and page["totalFiles"] == files_now and page["totalSources"] == 3
+        seen_files += [f["filePath"] for f in page["files"]]
+        seen_sources += [s["source"] for s in page["sources"]]
+        if pages == 1:  # a file added mid-walk that sorts after the cursor shows up; nothing repeats
+            (docs / "zz-late.md").write_text("late\n", "utf-8")
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert pages == 3
+    assert seen_files == sorted(seen_files) and len(seen_files) == len(set(seen_files)) == 1201
+    assert set(seen_files) == {str(p) for p in docs.rglob("*.md")}
+    assert seen_sources == ["note-a", "note-b", "note-c"]
+    whole = ok(server, "list_files", {"limit": 5000})
+    assert whole["nextCursor"] is None and len(whole["files"]) == 1201
+
+
+def test_list_files_refuses_a_bad_cursor_or_limit(tmp_path: Path) -> None:
+    server, docs = serve(tmp_path)
+    for n in range(5):
+        (docs / f"f{n}.md").write_text("x\n", "utf-8")
+    first = ok(server, "list_files", {"limit": 2})
+    assert len(first["files"]) == 2 and first["nextCursor"]
+    forged = base64.urlsafe_b64encode(b'{"v":1,"after":[7,"x"],"scope":null}').decode()
+    for cursor in ("not-a-cursor", "!!!!", first["nextCursor"][:-4], forged):
+        err = error(server, "list_files", {"cursor": cursor})
+        assert err["code"] == "invalid_argument" and "cursor" in err["message"], (cursor, err)
+    other_scope = error(server, "list_files", {"cursor": first["nextCursor"], "scope": str(docs)})
+    assert other_scope["code"] == "invalid_argument" and "scope" in other_scope["message"]
+    for limit in (0, 5001):
+        assert error(server, "list_files", {"limit": limit})["code"] == "invalid_argument"
+
+
+# ------------------------------------------------------------------ the large-ingest path with the real model
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_a_large_ingest_job_with_the_real_model_becomes_searchable(tmp_path: Path, real_embedder: Any) -> None:
+    server, _docs = serve(tmp_path, real_embedder)
+    content = big_note("FLANGE_CODE_8812", 3 * THRESHOLD)
+    done = wait_for(server, ok(server, "ingest_data", {"source": "manual", "content": content}))
+    assert done["phase"] == "succeeded" and done["kind"] == "ingest_data", done
+    hits = ok(server, "query_documents", {"query": "what does FLANGE_CODE_8812 mean", "topK": 3})["results"]
+    assert hits[0]["source"] == "manual"
