@@ -48,6 +48,7 @@ faults: models ## the fault suite at full size (about an hour): kill -9 trials, 
 	$(PY) scripts/faults_storage.py
 	$(PY) scripts/faults_hostile.py --big
 	$(PY) scripts/faults_load.py --clients 20 --seconds 60 --files 3000
+	$(PY) scripts/faults_writers.py --seconds 600
 	FAULTS_FULL=1 $(PY) -m pytest -m faults tests/faults
 
 # ---- the container image (see Dockerfile; scripts/docker_ci.sh runs the image tests) ----
