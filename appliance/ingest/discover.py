@@ -237,9 +237,10 @@ def _rules_for(root: Path, start: Path) -> tuple[IgnoreRules, str | None]:
     """The rules in force in `start` (a directory at or under `root`) before its own .gitignore,
     and the rules file that ignores `start` itself, if one does. Raises RulesUnreadable."""
     rules = IgnoreRules(index=_load_rules(root / INDEXIGNORE, root, root))
-    top = next((d for d in (root, *root.parents) if _exclude_file(d) is not None), None)
-    if top is not None:  # git's order: info/exclude, then each .gitignore from the work tree's top down
-        exclude = _load_rules(_exclude_file(top), top, root)  # type: ignore[arg-type]
+    repo = next(((d, x) for d in (root, *root.parents) if (x := _exclude_file(d)) is not None), None)
+    if repo is not None:  # git's order: info/exclude, then each .gitignore from the work tree's top down
+        top, exclude_file = repo
+        exclude = _load_rules(exclude_file, top, root)
         above = [d for d in reversed(root.parents) if d == top or d.is_relative_to(top)]
         rules = IgnoreRules(tuple(r for r in (exclude, *(_load_rules(d / GITIGNORE, d, root) for d in above)) if r),
                             rules.index)
@@ -248,7 +249,7 @@ def _rules_for(root: Path, start: Path) -> tuple[IgnoreRules, str | None]:
         rules = rules.entering(directory, root, has_git=(directory / ".git").exists(),
                                has_gitignore=os.path.lexists(directory / GITIGNORE))
         directory = directory / part
-        rule = rules.ignores(directory, is_dir=True)
+        rule = rules.ignores(directory, is_dir=directory != start or start.is_dir())
         if rule:
             return rules, rule
     return rules, None
