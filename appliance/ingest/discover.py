@@ -335,6 +335,8 @@ def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: fr
             continue
         try:
             is_link = entry.is_symlink()
+            if not (is_link or report_skips or entry.is_dir(follow_symlinks=False) or path.suffix.lower() in extensions):
+                continue  # a plain file of another kind: not worth a stat (ignore_problems walks with no extensions)
             info = os.stat(path) if is_link else entry.stat(follow_symlinks=False)
         except OSError as exc:
             # A link named like a document that leads nowhere (or in a circle) is reported even
