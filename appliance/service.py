@@ -25,6 +25,7 @@ from appliance.ingest.ocr import OcrConfig, ocr_status
 from appliance.ingest.snapshots import Kept, dedupe_sequence, snapshot_members
 from appliance.ingest.chunk import SCHEME_VERSION, chunk_document, reconstruct
 from appliance.ingest.discover import FoundFile, Skipped, contained_root, printable, resolve_in_roots, walk
+from appliance.ingest.discover import ignore_problems
 from appliance.ingest.isolate import ConvertPool
 from appliance.pipeline import EmbedWritePipeline, Work
 from appliance.keywords import keywords_field, query_terms
@@ -783,6 +784,7 @@ class Appliance:
             out["lastSync"] = json.loads(last.read_text("utf-8"))
         except (OSError, ValueError):
             out["lastSync"] = None
+        out["ignoreProblems"] = ignore_problems(self.settings.roots)  # rules files that could not be applied
         return out
 
     # ---- exact match and background sync (the MCP server's grep / sync_start / sync_status) ----

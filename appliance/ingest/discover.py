@@ -2,15 +2,37 @@
 
 Containment is decided on real paths (symlinks resolved): a path is inside the
 corpus only when its target lies under some root. Scanning skips escaping links
-silently; naming one directly is an error. Git-ignored files are asked of git
-itself when a root is a git work tree; `.indexignore` adds gitignore-style rules.
+silently; naming one directly is an error.
+
+Ignore rules are computed here with `pathspec`, never by asking a `git` binary,
+so they hold in the image (no git) and for a repository owned by another user
+(which git refuses as "dubious ownership"):
+
+- every `.gitignore` in the tree, each relative to its own directory; for a path
+  the deepest file that matches it decides, and within a file the last matching
+  line, so `!pattern` re-includes. An ignored directory is not entered at all,
+  so nothing below it can be re-included (git's rule);
+- `.gitignore` files are honoured whether or not the folder is a git repository:
+  a rules file dropped into a plain folder means what it says. When a root is
+  the work tree of a repository, or lies inside one, that repository's
+  `info/exclude` applies too (weakest), and so do the `.gitignore` files of the
+  directories between the work tree's top and the root. A repository nested
+  inside a root adds its own `info/exclude` for its files. The user's global
+  git configuration (`core.excludesFile`) is not read;
+- `.indexignore` at a root adds gitignore-style rules of the appliance's own; it
+  can only exclude more, never re-include what git's rules exclude.
+
+A rules file that is there but cannot be used (unreadable, a directory, a link
+that leads nowhere, not UTF-8, a pattern pathspec rejects) is not passed over as
+if it said nothing: the directory it governs (the whole root for `.indexignore`
+and `info/exclude`) is skipped with the code `ignore_rules_unreadable`, naming the
+file, and `ignore_problems()` lists such directories for `status`.
 """
 from __future__ import annotations
 
 import errno
 import os
 import stat
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -19,7 +41,11 @@ import pathspec
 
 from appliance.errors import InvalidArgument, NotFound, PathOutsideRoots
 
+GITIGNORE = ".gitignore"
 INDEXIGNORE = ".indexignore"
+RULES_UNREADABLE = "ignore_rules_unreadable"
+MAX_RULES_BYTES = 4 * 1024 * 1024
+"""A rules file larger than this is refused as unreadable (git's own are kilobytes)."""
 MAX_DEPTH = 256
 """Directory nesting scanned at most; deeper trees are reported, not recursed into."""
 
@@ -98,30 +124,142 @@ def resolve_in_roots(path: str | Path, roots: Sequence[Path], *, cwd: Path | Non
     return real, contained_root(real, roots)  # type: ignore[return-value]
 
 
-class IgnoreRules:
-    """What a root excludes: git's ignore rules (when a work tree) and `.indexignore`."""
+class RulesUnreadable(Exception):
+    """A rules file exists but cannot be read or parsed; what it governs is not scanned."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._spec = None
-        rules = root / INDEXIGNORE
-        if rules.is_file():
-            lines = rules.read_text("utf-8", errors="replace").splitlines()
-            self._spec = pathspec.GitIgnoreSpec.from_lines(lines)
-        self._git_ignored = _git_ignored(root)
+    def __init__(self, name: str, why: str) -> None:
+        super().__init__(f"the ignore rules in {name} cannot be applied ({why}); "
+                         "what they govern is not indexed until the file is fixed")
+
+
+@dataclass(frozen=True)
+class _RuleFile:
+    """The patterns of one rules file and the directory (as text ending in /) they are relative to."""
+
+    base: str
+    spec: pathspec.GitIgnoreSpec
+    name: str
+
+
+def _load_rules(path: Path, base: Path, root: Path) -> _RuleFile | None:
+    """The patterns in `path`, or None when there is no such file (or no pattern in it).
+
+    Raises RulesUnreadable for a file that is there but unusable: a dangling or
+    looping link, a directory, a FIFO, no permission, not UTF-8, a bad pattern.
+    """
+    name = printable(path.relative_to(root) if path.is_relative_to(root) else path)
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise RulesUnreadable(name, "it is a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file")
+        if info.st_size > MAX_RULES_BYTES:
+            raise RulesUnreadable(name, f"larger than {MAX_RULES_BYTES // 1024 // 1024} MiB")
+        data = path.read_bytes()
+    except FileNotFoundError:
+        if os.path.lexists(path):
+            raise RulesUnreadable(name, "a symbolic link that leads nowhere") from None
+        return None
+    except OSError as exc:
+        raise RulesUnreadable(name, exc.strerror or str(exc)) from None
+    try:
+        lines = data.decode("utf-8").removeprefix("\ufeff").splitlines()
+    except UnicodeDecodeError as exc:
+        raise RulesUnreadable(name, f"not valid UTF-8 at byte {exc.start}") from None
+    try:
+        spec = pathspec.GitIgnoreSpec.from_lines(lines)
+    except ValueError as exc:  # pathspec's GitIgnorePatternError
+        raise RulesUnreadable(name, str(exc)) from None
+    if not any(p.include is not None for p in spec.patterns):
+        return None  # blank lines and comments only
+    return _RuleFile(str(base).rstrip("/") + "/", spec, name)
+
+
+class IgnoreRules:
+    """The rules in force in one directory: git's (shallowest first) and the root's `.indexignore`."""
+
+    __slots__ = ("git", "index")
+
+    def __init__(self, git: tuple[_RuleFile, ...] = (), index: _RuleFile | None = None) -> None:
+        self.git = git
+        self.index = index
 
     def ignores(self, path: Path, is_dir: bool = False) -> str | None:
-        """The rule that excludes `path` ("gitignore" or ".indexignore"), else None."""
-        if not self._git_ignored and self._spec is None:
+        """The name of the rules file that excludes `path`, else None."""
+        if not self.git and self.index is None:
             return None
-        rel = path.relative_to(self.root).as_posix()
-        probe = rel + "/" if is_dir else rel
-        if self._git_ignored is not None and (probe in self._git_ignored or _under_any(rel, self._git_ignored)):
-            return "gitignore"
-        if self._spec is not None and self._spec.match_file(probe):
-            return INDEXIGNORE
+        text = str(path) + "/" if is_dir else str(path)
+        for rules in reversed(self.git):  # the deepest file with a say decides; `!` re-includes
+            verdict = rules.spec.check_file(text[len(rules.base):]).include
+            if verdict is not None:
+                if verdict:
+                    return rules.name
+                break
+        if self.index is not None and self.index.spec.match_file(text[len(self.index.base):]):
+            return self.index.name
         return None
 
+    def entering(self, directory: Path, root: Path, *, has_git: bool, has_gitignore: bool) -> IgnoreRules:
+        """The rules in force inside `directory`: these, plus its repository's info/exclude when a
+        repository nested in the root starts there, plus its .gitignore. Raises RulesUnreadable."""
+        git = self.git
+        if has_git and directory != root:
+            exclude = _exclude_file(directory)
+            found = _load_rules(exclude, directory, root) if exclude else None
+            git += (found,) if found else ()
+        if has_gitignore:
+            found = _load_rules(directory / GITIGNORE, directory, root)
+            git += (found,) if found else ()
+        return self if git is self.git else IgnoreRules(git, self.index)
+
+
+def _exclude_file(top: Path) -> Path | None:
+    """The info/exclude file of the repository whose work tree is `top`, or None when none is."""
+    dotgit = top / ".git"
+    if dotgit.is_dir():
+        return dotgit / "info" / "exclude"
+    if not dotgit.is_file():
+        return None
+    try:  # a linked work tree or a submodule: "gitdir: <path>", maybe with a commondir in there
+        text = dotgit.read_text("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    gitdir = top / text[len("gitdir:"):].strip()
+    try:
+        gitdir = gitdir / (gitdir / "commondir").read_text("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        pass
+    return gitdir / "info" / "exclude"
+
+
+def _rules_for(root: Path, start: Path) -> tuple[IgnoreRules, str | None]:
+    """The rules in force in `start` (a directory at or under `root`) before its own .gitignore,
+    and the rules file that ignores `start` itself, if one does. Raises RulesUnreadable."""
+    rules = IgnoreRules(index=_load_rules(root / INDEXIGNORE, root, root))
+    repo = next(((d, x) for d in (root, *root.parents) if (x := _exclude_file(d)) is not None), None)
+    if repo is not None:  # git's order: info/exclude, then each .gitignore from the work tree's top down
+        top, exclude_file = repo
+        exclude = _load_rules(exclude_file, top, root)
+        above = [d for d in reversed(root.parents) if d == top or d.is_relative_to(top)]
+        rules = IgnoreRules(tuple(r for r in (exclude, *(_load_rules(d / GITIGNORE, d, root) for d in above)) if r),
+                            rules.index)
+    directory = root
+    for part in start.relative_to(root).parts:
+        rules = rules.entering(directory, root, has_git=(directory / ".git").exists(),
+                               has_gitignore=os.path.lexists(directory / GITIGNORE))
+        directory = directory / part
+        rule = rules.ignores(directory, is_dir=directory != start or start.is_dir())
+        if rule:
+            return rules, rule
+    return rules, None
+
+
+def ignore_problems(roots: Sequence[Path]) -> list[dict[str, str]]:
+    """Where ignore rules could not be applied: the directory left out, its root, and why."""
+    return [{"root": str(contained_root(item.path, roots) or ""), "skipped": printable(item.path), "reason": item.reason}
+            for item in walk(roots, frozenset())
+            if isinstance(item, Skipped) and item.code == RULES_UNREADABLE]
 
 def printable(path: Path) -> str:
     """A path as text that JSON and terminals accept: undecodable bytes become \\xNN."""
@@ -136,36 +274,6 @@ def _utf8(name: str) -> bool:
     return True
 
 
-def _under_any(rel: str, ignored: set[str]) -> bool:
-    parts = rel.split("/")
-    return any("/".join(parts[:i]) + "/" in ignored for i in range(1, len(parts)))
-
-
-def _git_ignored(root: Path) -> set[str] | None:
-    """Paths (relative to root; directories end in /) that git ignores, or None outside git."""
-    try:
-        inside = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
-                                capture_output=True, text=True, timeout=30)
-        if inside.returncode != 0 or inside.stdout.strip() != "true":
-            return None
-        listed = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "--others", "--ignored", "--exclude-standard",
-             "--directory", "--no-empty-directory", "-z", "--", "."],
-            capture_output=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if listed.returncode != 0:
-        return None
-    prefix = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-prefix"],
-                            capture_output=True, text=True, timeout=30).stdout.strip()
-    out = set()
-    for item in listed.stdout.split(b"\0"):
-        if item:
-            rel = os.fsdecode(item)
-            out.add(rel[len(prefix):] if prefix and rel.startswith(prefix) else rel)
-    return out
-
-
 def walk(roots: Sequence[Path], extensions: frozenset[str], *, under: Path | None = None,
          report_skips: bool = False) -> Iterator[FoundFile | Skipped]:
     """Every candidate file under the roots (or under `under`), in a stable order.
@@ -177,8 +285,16 @@ def walk(roots: Sequence[Path], extensions: frozenset[str], *, under: Path | Non
     for root in roots:
         if under is not None and not (under == root or under.is_relative_to(root) or root.is_relative_to(under)):
             continue
-        rules = IgnoreRules(root)
         start = under if under is not None and under.is_relative_to(root) else root
+        try:
+            rules, rule = _rules_for(root, start)
+        except RulesUnreadable as exc:
+            yield Skipped(start, str(exc), RULES_UNREADABLE)
+            continue
+        if rule:
+            if report_skips:
+                yield Skipped(start, f"ignored by {rule}", "ignored")
+            continue
         seen_dirs: set[tuple[int, int]] = set()
         yield from _walk_dir(start, root, roots, extensions, rules, seen_dirs, report_skips)
 
@@ -202,6 +318,13 @@ def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: fr
     except OSError as exc:
         yield Skipped(directory, f"cannot list directory: {exc.strerror or exc}", "unreadable")
         return
+    dotted = {e.name for e in entries if e.name[0] == "."}
+    if dotted:
+        try:
+            rules = rules.entering(directory, root, has_git=".git" in dotted, has_gitignore=GITIGNORE in dotted)
+        except RulesUnreadable as exc:
+            yield Skipped(directory, str(exc), RULES_UNREADABLE)
+            return
     for entry in entries:
         path = Path(entry.path)
         if is_hidden_or_lock(entry.name):
@@ -212,6 +335,8 @@ def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: fr
             continue
         try:
             is_link = entry.is_symlink()
+            if not (is_link or report_skips or entry.is_dir(follow_symlinks=False) or path.suffix.lower() in extensions):
+                continue  # a plain file of another kind: not worth a stat (ignore_problems walks with no extensions)
             info = os.stat(path) if is_link else entry.stat(follow_symlinks=False)
         except OSError as exc:
             # A link named like a document that leads nowhere (or in a circle) is reported even

@@ -156,3 +156,40 @@ def test_snapshot_sequence_is_deduplicated_and_hits_carry_dates(make_app, tmp_pa
     full = make_app(docs, DB_PATH=str(tmp_path / "plain"), NO_SNAPSHOT_DEDUPE="1")
     full.sync()
     assert full.index.count_chunks() > app.index.count_chunks()
+
+
+def test_git_ignored_secrets_stay_out_and_unreadable_rules_are_reported(make_app, tmp_path: Path) -> None:
+    """Issue #14: a repository owned by another uid (git would refuse it) keeps its .gitignore; a rules
+    file that cannot be read leaves its directory out of the index and shows in the report and status."""
+    docs = tmp_path / "docs"
+    (docs / ".git").mkdir(parents=True)
+    (docs / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (docs / ".gitignore").write_text("secret/\n")
+    (docs / "secret").mkdir()
+    (docs / "secret" / "creds.md").write_text("# Credentials\n\nThe admin password is hunter2.\n")
+    (docs / "proj").mkdir()
+    (docs / "proj" / "notes.md").write_text("# Project notes\n\nThe kiln reaches 1280 degrees.\n")
+    (docs / "readme.md").write_text("# Readme\n\nHow to water the orchids.\n")
+    if os.geteuid() == 0:
+        for dirpath, dirnames, filenames in os.walk(docs):
+            for name in [*dirnames, *filenames, "."]:
+                os.chown(os.path.join(dirpath, name), 12345, 12345)
+    app = make_app(docs)
+    report = app.sync()
+    _adds_up(report)
+    assert sorted(_state(app)) == [str(docs / "proj" / "notes.md"), str(docs / "readme.md")]
+    listed = {f["filePath"]: f["state"] for f in app.list_files()["files"]}
+    assert str(docs / "secret" / "creds.md") not in listed
+    assert app.list_files(include_ignored=True)["files"][-1] == {
+        "filePath": str(docs / "secret"), "state": "ignored", "reason": "ignored by .gitignore"}
+    assert app.status()["ignoreProblems"] == []
+
+    (docs / "proj" / ".gitignore").write_bytes(b"\xff\xfe not utf-8\n")
+    report = app.sync()
+    _adds_up(report)
+    (skip,) = report.skipped
+    assert skip["code"] == "ignore_rules_unreadable" and skip["path"] == str(docs / "proj")
+    assert "proj/.gitignore" in skip["reason"]
+    assert sorted(_state(app)) == [str(docs / "readme.md")]  # what the rules might exclude is taken out
+    (problem,) = app.status()["ignoreProblems"]
+    assert problem == {"root": str(docs), "skipped": str(docs / "proj"), "reason": skip["reason"]}
