@@ -102,8 +102,8 @@ class IndexUnwritable(ApplianceError):
             "permissions, or point DB_PATH elsewhere.")
 
 
-CONFLICT_ATTEMPTS = 8
-"""How often a write that lost a commit race is tried before IndexBusy (backoff up to ~10 s in all)."""
+CONFLICT_ATTEMPTS = 10
+"""How often a write that lost a commit race is tried before IndexBusy (jittered backoff, ~15 s in all)."""
 _RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+,?")
 _CONFLICT = re.compile(r"commit conflict|CommitConflict|preempted by concurrent|concurrent (?:transaction|writer)"
                        r"|Please retry", re.IGNORECASE)

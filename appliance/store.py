@@ -42,6 +42,7 @@ READ_CONSISTENCY_S = 1.0
 """A table handle re-reads the latest commit at most this long after another process made it,
 so `status`, `list_files` and reads see other writers within that bound (queries check at once)."""
 
+OPTIMIZE_ATTEMPTS = 3
 log = logging.getLogger(__name__)
 
 
@@ -423,10 +424,30 @@ class Index:
             if ("vector",) not in present and rows >= VECTOR_INDEX_MIN_ROWS:
                 chunks.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
             if wrote:
-                chunks.optimize()
-                sources = self.sources()
-                if sources is not None:
-                    sources.optimize()
+                for table in (chunks, self.sources()):
+                    if table is not None:
+                        self._optimize(table)
+
+    def _optimize(self, table) -> None:  # type: ignore[no-untyped-def]
+        """Compact and fold new rows into the indexes; losing this race to another process is no failure.
+
+        Two processes that both just wrote compact the same fragments; the one that loses
+        would redo what the winner did. After a few tries it leaves it: the next refresh
+        (every write batch and every sync ends with one) folds whatever is left.
+        """
+        for attempt in range(1, OPTIMIZE_ATTEMPTS + 1):
+            try:
+                table.optimize()
+                return
+            except Exception as exc:
+                if not is_commit_conflict(exc):
+                    raise
+                self.conflicts_retried += 1
+                if attempt == OPTIMIZE_ATTEMPTS:
+                    log.info("compaction lost %d commit races to other processes; left to the next refresh", attempt)
+                    return
+                time.sleep(0.05 * 2 ** attempt * (0.5 + random.random()))
+                table.checkout_latest()
 
     @_guarded
     def has_vector_index(self) -> bool:
