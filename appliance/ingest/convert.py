@@ -20,9 +20,9 @@ from typing import Literal
 
 from appliance.errors import ConversionFailed, FileTooLarge, OcrUnavailable, UnsupportedFile
 from appliance.ingest.failures import EncryptedDocument, MislabelledFile
+from appliance.ingest.markdown_blocks import PAGE_MARKER, SHEET_MARKER
 from appliance.ingest.ocr import (
     OCR_ENGINE,
-    OCR_PAGE_MARKER,
     OcrConfig,
     ocr_image_file,
     ocr_pdf_pages,
@@ -401,6 +401,27 @@ def _convert_html_bytes(data: bytes, path: Path | None) -> tuple[str, str | None
     return res.markdown, res.title
 
 
+def paged_markdown(pages: list[str]) -> str:
+    """Page texts joined, each after a `<!-- Page number: N -->` line (empty pages keep theirs),
+    which the chunker turns into each chunk's page range and keeps out of the chunk text."""
+    return "\n\n".join(PAGE_MARKER.format(n=i) + ("\n\n" + t if t.strip() else "")
+                       for i, t in enumerate(pages, 1))
+
+
+_SHEET_HEADING = re.compile(r"^## (.+)$", re.M)
+
+
+def mark_sheets(markdown: str) -> str:
+    """markitdown's workbook Markdown (a `## SheetName` heading, then its table, per sheet) with a
+    `<!-- Sheet name: X -->` line before each heading, for the chunker's sheet field. Table rows
+    start with "|", so every such heading at a line start is a sheet's."""
+    def mark(m: re.Match[str]) -> str:
+        name = " ".join(m.group(1).replace("--", "- -").split())
+        return SHEET_MARKER.format(name=name) + "\n" + m.group(0)
+
+    return _SHEET_HEADING.sub(mark, markdown)
+
+
 _PDFIUM_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]+")
 _PDFIUM_DROP = re.compile("[\ufffe\ufeff\u0640]")
 
@@ -452,12 +473,10 @@ def _convert_pdf(path: Path, ocr: OcrConfig | None) -> Converted:
                 raise
         if cfg is not None:
             for i, text in ocr_pdf_pages(path, scanned, cfg):
-                if text.strip():
-                    page_texts[i] = OCR_PAGE_MARKER.format(n=i + 1) + "\n\n" + text
+                page_texts[i] = text  # at its own page; metadata["ocr_pages"] says which
             metadata["ocr_pages"] = ",".join(str(i + 1) for i in scanned)
             engine = OCR_ENGINE
-    markdown = "\n\n".join(t for t in page_texts if t.strip())
-    return Converted(markdown=markdown, ocr_engine=engine, metadata=metadata)
+    return Converted(markdown=paged_markdown(page_texts), ocr_engine=engine, metadata=metadata)
 
 
 def _convert_image(path: Path, ocr: OcrConfig | None) -> Converted:
@@ -465,12 +484,7 @@ def _convert_image(path: Path, ocr: OcrConfig | None) -> Converted:
         raise UnsupportedFile(f"{path}: images are documents only when OCR is switched on")
     cfg = require_ocr(ocr, f"{path}: an image")
     frames = ocr_image_file(path, cfg)
-    if len(frames) == 1:
-        markdown = frames[0]
-    else:
-        markdown = "\n\n".join(
-            OCR_PAGE_MARKER.format(n=i + 1) + "\n\n" + t for i, t in enumerate(frames) if t.strip()
-        )
+    markdown = frames[0] if len(frames) == 1 else paged_markdown(frames)
     return Converted(
         markdown=markdown, ocr_engine=OCR_ENGINE, metadata={"pages": str(len(frames))}
     )
@@ -532,7 +546,7 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
             conv = mc.XlsConverter() if real == ".xls" else mc.XlsxConverter()
             with open(path, "rb") as fh:
                 res = _run(conv, fh, real)
-            return Converted(markdown=res.markdown), None
+            return Converted(markdown=mark_sheets(res.markdown)), None
         conv = {
             ".docx": _docx_converter,
             ".pptx": mc.PptxConverter,
@@ -549,7 +563,8 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
                 markdown=_pptx_plain(path),
                 metadata={"text_extractor": f"python-pptx (markitdown failed: {type(exc).__name__})"},
             ), None
-        return Converted(markdown=res.markdown), res.title if ext in _METADATA_TITLE_FORMATS else None
+        markdown = mark_sheets(res.markdown) if ext == ".xlsx" else res.markdown
+        return Converted(markdown=markdown), res.title if ext in _METADATA_TITLE_FORMATS else None
     except (ConversionFailed, UnsupportedFile, MemoryError):
         raise  # MemoryError: the worker reports it as the memory limit and is replaced
     except Exception as exc:  # noqa: BLE001 - third-party parsers raise anything
