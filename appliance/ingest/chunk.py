@@ -62,6 +62,10 @@ TRANSCRIPT_MIN_LINES = 2
 TRANSCRIPT_MONOTONE_SHARE = 0.8
 """Successive timestamps must go forward this often: a transcript's clock is regular."""
 MIN_BUDGET = 16
+PAGE_BREAK_SHARE = 2
+"""A page break ends a chunk holding at least budget // 2 tokens, so most chunks cite one page,
+while pages of a few words (slides printed as PDF, a 10,000-page file of one line each) still
+share chunks instead of becoming one tiny unit each."""
 _CRUMB_SHARE = 3   # a breadcrumb/label takes at most budget // 3 tokens
 _HEADER_SHARE = 2  # a repeated table header takes at most budget // 2 tokens
 _ELLIPSIS = "…"
@@ -725,8 +729,8 @@ class _Packer:
                         break
                     if total + q.tokens > budget:
                         break
-                    if self.locs.new_page(first.start, q.start):
-                        break  # a chunk cites one page: a page break ends it
+                    if total >= budget // PAGE_BREAK_SHARE and self.locs.new_page(first.start, q.start):
+                        break  # a page break ends a chunk that is already half full
                     total += q.tokens
                     j += 1
             while j > i and pieces[j].glue:

@@ -20,11 +20,11 @@ from tests.fixtures.pdf_writer import write_pdf
 
 CORPUS = Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared")) / "corpus"
 FILLER = "plain words about the weather report and nothing in particular today"
-PAGES = [
-    [FILLER] * 6,
-    [FILLER.replace("weather", "harbour")] * 6,
-    ["the zebra quartz phrase lives on page three only"],
-    [FILLER.replace("weather", "garden")] * 6,
+PAGES = [  # pages longer than half the 256-token budget, so each page starts a chunk
+    [FILLER] * 20,
+    [FILLER.replace("weather", "harbour")] * 20,
+    ["the zebra quartz phrase lives on page three only"] + [FILLER.replace("weather", "meadow")] * 14,
+    [FILLER.replace("weather", "garden")] * 20,
 ]
 
 

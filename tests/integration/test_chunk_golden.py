@@ -153,10 +153,12 @@ def test_long_pdf(shared: Path, counter) -> None:  # type: ignore[no-untyped-def
     assert len(chunks) > 100 and len(by_section) > 10
     sizes = sorted(len(section_text(v)) for v in by_section.values())
     assert sizes[len(sizes) // 2] <= SECTION_CHAR_CAP
-    # every chunk cites the one page it comes from, in page order; no page marker in any text
-    assert all(c.page_start is not None and c.page_start == c.page_end for c in chunks)
+    # every chunk cites its pages, in page order; a page break ends a half-full chunk, so a
+    # chunk over two pages is the exception; no page marker in any text
+    assert all(c.page_start is not None and c.page_start <= c.page_end <= c.page_start + 1 for c in chunks)
     pages = [c.page_start for c in chunks]
-    assert pages == sorted(pages) and pages[-1] == md.count("<!-- Page number:")
+    assert pages == sorted(pages) and chunks[-1].page_end == md.count("<!-- Page number:")
+    assert sum(c.page_start != c.page_end for c in chunks) <= len(chunks) // 10
     assert not any("<!-- Page number" in c.text for c in chunks)
 
 
