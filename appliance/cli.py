@@ -167,12 +167,27 @@ def query(text: Annotated[str, typer.Argument(help="What to search for.")],
         result = _appliance(base_dir, db_path, models_dir, model_name).search(text, top_k=top_k, scope=scope, doc_class=doc_class)
     lines = []
     for n, hit in enumerate(result.results, 1):
-        where = hit["displayPath"] + (f":{hit['startLine']}" if hit.get("startLine") else "")
+        where = hit["displayPath"] + hit_place(hit)
         dist = "-" if hit["distance"] is None else f"{hit['distance']:.3f}"
         lines.append(f"{n:2}. {where}  [chunk {hit['chunkIndex']}, distance {dist}]"
                      + (f"  — {hit['title']}" if hit.get("title") else ""))
         lines.append("    " + " ".join(hit["text"].split())[:300])
     _emit(result.to_dict(), as_json, "\n".join(lines) or "no results")
+
+
+def hit_place(hit: dict) -> str:
+    """Where in its document a hit is, as the CLI prints it after the path: ":12" (line),
+    " p.3" / " pp.3-4" (PDF pages), " slide 2", " sheet Budget"."""
+    if hit.get("startLine"):
+        return f":{hit['startLine']}"
+    if hit.get("pageStart"):
+        a, b = hit["pageStart"], hit.get("pageEnd") or hit["pageStart"]
+        return f" p.{a}" if a == b else f" pp.{a}-{b}"
+    if hit.get("slide"):
+        return f" slide {hit['slide']}"
+    if hit.get("sheet"):
+        return f" sheet {hit['sheet']}"
+    return ""
 
 
 @app.command()
@@ -198,7 +213,7 @@ def read_neighbors(file_path: Annotated[Optional[str], typer.Option("--file-path
     with _reported(as_json):
         out = _appliance(base_dir, db_path, models_dir, model_name).read_neighbors(
             source or file_path or "", source is not None, chunk_index, before=before, after=after)
-    _emit(out, as_json, "\n\n".join(f"[{c['chunkIndex']}] {c['text']}" for c in out["chunks"]))
+    _emit(out, as_json, "\n\n".join(f"[{c['chunkIndex']}{hit_place(c)}] {c['text']}" for c in out["chunks"]))
 
 
 @app.command("list")

@@ -80,8 +80,12 @@ class Hit(_Out):
     text: str = Field(description="The matched passage only; the full section is parents[parentId].")
     parentId: Optional[str] = None
     heading: Optional[str] = None
-    startLine: Optional[int] = None
+    startLine: Optional[int] = Field(None, description="First line in the source file (text files only).")
     endLine: Optional[int] = None
+    pageStart: Optional[int] = Field(None, description="First PDF page (1-based) of the passage; cite it.")
+    pageEnd: Optional[int] = Field(None, description="Last PDF page of the passage.")
+    slide: Optional[int] = Field(None, description="Slide number of a presentation's passage.")
+    sheet: Optional[str] = Field(None, description="Sheet name of a workbook's passage.")
 
 
 class SourceRef(_Out):

@@ -41,6 +41,13 @@ class Chunk:
     end_line: int | None = None
     heading: str = ""
     """The section's label: heading breadcrumb, slide number or time window."""
+    page_start: int | None = None
+    """First and last page (1-based) the body's text comes from, for paged sources (PDF)."""
+    page_end: int | None = None
+    sheet: str | None = None
+    """The workbook sheet the chunk comes from (XLSX/XLS)."""
+    slide: int | None = None
+    """The slide number the chunk comes from (PPTX)."""
 
     @property
     def body(self) -> str:

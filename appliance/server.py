@@ -203,7 +203,8 @@ def create_server(runtime: Runtime) -> FastMCP:
         """Hybrid search (meaning plus exact keywords) over the indexed documents.
 
         Each hit's text is the matched passage; answer from parents[hit.parentId], the whole section.
-        Cite each hit as displayPath (or title) with :startLine-endLine when present."""
+        Cite each hit as displayPath (or title) with where it says: :startLine-endLine, p. pageStart(-pageEnd),
+        slide N or sheet NAME."""
         return await call(m.SearchResults, lambda app: app.search(query, top_k=topK, scope=scope, doc_class=docClass))
 
     @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.Neighbors))

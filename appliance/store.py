@@ -63,6 +63,10 @@ def chunk_schema(dim: int) -> pa.Schema:
         pa.field("heading", pa.string()),
         pa.field("start_line", pa.int32()),
         pa.field("end_line", pa.int32()),
+        pa.field("page_start", pa.int32()),          # PDF pages, slide number, sheet name: where to cite
+        pa.field("page_end", pa.int32()),
+        pa.field("slide", pa.int32()),
+        pa.field("sheet", pa.string()),
         pa.field("content_hash", pa.string()),
         pa.field("mtime_ns", pa.int64()),
         pa.field("size", pa.int64()),

@@ -27,10 +27,20 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from appliance.ingest.markdown_blocks import Block, LineIndex, parse_blocks, timestamp_seconds
+from bisect import bisect_right
+
+from appliance.ingest.markdown_blocks import (
+    LOCATION_MARKER,
+    Block,
+    LineIndex,
+    parse_blocks,
+    timestamp_seconds,
+)
 from appliance.records import Chunk, TokenCounter
 
-SCHEME_VERSION = "structure-v1"
+SCHEME_VERSION = "structure-v2"
+"""v2: page/sheet marker lines are blanked out of chunk text and recorded as each chunk's
+page range, sheet and slide (`Chunk.page_start` etc.)."""
 SECTION_CHAR_CAP = 4000
 CODE_SPLIT_MARKER = "[code block split to fit the token budget]"
 CODE_BLOCK_BUDGETS = 4
@@ -52,6 +62,10 @@ TRANSCRIPT_MIN_LINES = 2
 TRANSCRIPT_MONOTONE_SHARE = 0.8
 """Successive timestamps must go forward this often: a transcript's clock is regular."""
 MIN_BUDGET = 16
+PAGE_BREAK_SHARE = 2
+"""A page break ends a chunk holding at least budget // 2 tokens, so most chunks cite one page,
+while pages of a few words (slides printed as PDF, a 10,000-page file of one line each) still
+share chunks instead of becoming one tiny unit each."""
 _CRUMB_SHARE = 3   # a breadcrumb/label takes at most budget // 3 tokens
 _HEADER_SHARE = 2  # a repeated table header takes at most budget // 2 tokens
 _ELLIPSIS = "…"
@@ -124,6 +138,59 @@ class _Counter:
         return n
 
 
+@dataclass(slots=True)
+class _Locations:
+    """Where pages, sheets and slides start in the (blanked) document, by character offset."""
+
+    pages: list[tuple[int, int]] = field(default_factory=list)
+    sheets: list[tuple[int, str]] = field(default_factory=list)
+    slides: list[tuple[int, int]] = field(default_factory=list)
+
+    @staticmethod
+    def _at(marks: list, offset: int):  # type: ignore[no-untyped-def]
+        k = bisect_right(marks, offset, key=lambda m: m[0])
+        return marks[k - 1][1] if k else None
+
+    def new_page(self, a: int, b: int) -> bool:
+        """True when a page starts in (a, b]."""
+        return bool(self.pages) and self._at(self.pages, a) != self._at(self.pages, b)
+
+    def of(self, start: int, end: int) -> dict:
+        """page_start/page_end/sheet/slide of the text md[start:end]."""
+        last = max(start, end - 1)
+        return {"page_start": self._at(self.pages, start), "page_end": self._at(self.pages, last),
+                "sheet": self._at(self.sheets, start), "slide": self._at(self.slides, start)}
+
+
+_SLIDE_LINE = re.compile(r"^[ \t]*<!--\s*Slide number:\s*(\d+)\s*-->[ \t]*$", re.M)
+
+
+def blank_markers(markdown: str) -> tuple[str, _Locations]:
+    """The document with each page/sheet marker line emptied (line numbers stay), and where
+    each page, sheet and slide starts in it. Slide markers stay: they head their sections."""
+    locs = _Locations()
+    if "<!--" not in markdown:
+        return markdown, locs
+    parts: list[str] = []
+    last = removed = 0
+    for m in LOCATION_MARKER.finditer(markdown):
+        kind, value = m.group(1), m.group(2).strip()
+        if kind == "Page number" and not value.isdigit():
+            continue
+        parts.append(markdown[last:m.start()])
+        pos = m.start() - removed
+        removed += m.end() - m.start()
+        last = m.end()
+        if kind == "Page number":
+            locs.pages.append((pos, int(value)))
+        else:
+            locs.sheets.append((pos, value))
+    parts.append(markdown[last:])
+    text = "".join(parts)
+    locs.slides = [(m.start(), int(m.group(1))) for m in _SLIDE_LINE.finditer(text)]
+    return text, locs
+
+
 # --- public API -------------------------------------------------------------------
 
 
@@ -136,13 +203,14 @@ def chunk_document(markdown: str, *, count_tokens: TokenCounter, budget: int,
     """
     if budget < MIN_BUDGET:
         raise ValueError(f"token budget {budget} is below the minimum of {MIN_BUDGET}")
+    markdown, locs = blank_markers(markdown)
     if not markdown.strip():
         return []
     lines = LineIndex.of(markdown)
     counter = _Counter(count_tokens)
     code_cap = code_block_cap(budget, ceiling)
     sections = _sections(markdown, lines, counter, budget, title, code_cap)
-    return _Packer(markdown, lines, counter, budget, code_cap).run(sections)
+    return _Packer(markdown, lines, counter, budget, code_cap, locs).run(sections)
 
 
 def code_block_cap(budget: int, ceiling: int | None = None) -> int:
@@ -572,8 +640,10 @@ def _elide(parts: list[str], cap: int, counter: _Counter) -> str:
 
 
 class _Packer:
-    def __init__(self, md: str, lines: LineIndex, counter: _Counter, budget: int, code_cap: int) -> None:
+    def __init__(self, md: str, lines: LineIndex, counter: _Counter, budget: int, code_cap: int,
+                 locs: _Locations) -> None:
         self.md, self.lines, self.counter, self.budget, self.code_cap = md, lines, counter, budget, code_cap
+        self.locs = locs
         self.chunks: list[Chunk] = []
 
     def run(self, sections: list[_Section]) -> list[Chunk]:
@@ -659,6 +729,8 @@ class _Packer:
                         break
                     if total + q.tokens > budget:
                         break
+                    if total >= budget // PAGE_BREAK_SHARE and self.locs.new_page(first.start, q.start):
+                        break  # a page break ends a chunk that is already half full
                     total += q.tokens
                     j += 1
             while j > i and pieces[j].glue:
@@ -702,7 +774,8 @@ class _Packer:
         self.chunks.append(Chunk(
             index=len(self.chunks), section=ordinal, text=text, body_start=body_start,
             start_line=self.lines.number_at(first.start),
-            end_line=self.lines.number_at(max(first.start, last.end - 1)), heading=label))
+            end_line=self.lines.number_at(max(first.start, last.end - 1)), heading=label,
+            **self.locs.of(first.start, last.end)))
 
 
 def collapse_whitespace(text: str) -> str:
@@ -719,6 +792,7 @@ def audit(markdown: str, chunks: Sequence[Chunk], *, count_tokens: TokenCounter,
     and is preceded by its header row in the chunk's text, and the line numbers.
     """
     problems: list[str] = []
+    markdown = blank_markers(markdown)[0]
     lines = LineIndex.of(markdown)
     pos = 0
     for c in chunks:

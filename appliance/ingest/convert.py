@@ -20,9 +20,9 @@ from typing import Literal
 
 from appliance.errors import ConversionFailed, FileTooLarge, OcrUnavailable, UnsupportedFile
 from appliance.ingest.failures import EncryptedDocument, MislabelledFile
+from appliance.ingest.markdown_blocks import PAGE_MARKER, SHEET_MARKER
 from appliance.ingest.ocr import (
     OCR_ENGINE,
-    OCR_PAGE_MARKER,
     OcrConfig,
     ocr_image_file,
     ocr_pdf_pages,
@@ -240,6 +240,32 @@ def _check_xls(path: Path, head: bytes) -> str:
     raise MislabelledFile(f"{path}: a .xls file must be an OLE2 workbook, but this is {_sniff(head)}")
 
 
+# ---------------------------------------------------------------- glued words
+
+_WORD = re.compile(r"[^\W\d_]+")
+GLUED_WORD_LETTERS = 18
+"""A run of this many letters is counted as words glued together ("Pleasenotethatyoushould").
+Measured with scripts/pdf_text_report.py on the corpus's 76 text PDFs: read by pdfium, every
+readable one is under 0.4%; through markitdown (pdfminer/pdfplumber) 15 of them are over 1%,
+up to 17.6%."""
+
+
+def word_counts(text: str) -> tuple[int, int]:
+    """(words, glued words) of `text`; a word is a run of letters."""
+    words = glued = 0
+    for m in _WORD.finditer(text):
+        words += 1
+        if m.end() - m.start() >= GLUED_WORD_LETTERS:
+            glued += 1
+    return words, glued
+
+
+def glued_share(text: str) -> float:
+    """Share of the words of `text` that are 18+ letters long (0.0 for no words)."""
+    words, glued = word_counts(text)
+    return glued / words if words else 0.0
+
+
 # ---------------------------------------------------------------- markitdown calls
 
 def _run(converter, data: io.BufferedIOBase | io.BytesIO, ext: str, charset: str | None = None, **kw):
@@ -375,54 +401,82 @@ def _convert_html_bytes(data: bytes, path: Path | None) -> tuple[str, str | None
     return res.markdown, res.title
 
 
+def paged_markdown(pages: list[str]) -> str:
+    """Page texts joined, each after a `<!-- Page number: N -->` line (empty pages keep theirs),
+    which the chunker turns into each chunk's page range and keeps out of the chunk text."""
+    return "\n\n".join(PAGE_MARKER.format(n=i) + ("\n\n" + t if t.strip() else "")
+                       for i, t in enumerate(pages, 1))
+
+
+_SHEET_HEADING = re.compile(r"^## (.+)$", re.M)
+
+
+def mark_sheets(markdown: str) -> str:
+    """markitdown's workbook Markdown (a `## SheetName` heading, then its table, per sheet) with a
+    `<!-- Sheet name: X -->` line before each heading, for the chunker's sheet field. Table rows
+    start with "|", so every such heading at a line start is a sheet's."""
+    def mark(m: re.Match[str]) -> str:
+        name = " ".join(m.group(1).replace("--", "- -").split())
+        return SHEET_MARKER.format(name=name) + "\n" + m.group(0)
+
+    return _SHEET_HEADING.sub(mark, markdown)
+
+
+_PDFIUM_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]+")
+_PDFIUM_DROP = re.compile("[\ufffe\ufeff\u0640]")
+
+
+def clean_pdfium_text(text: str) -> str:
+    """pdfium's page text as plain text.
+
+    Line ends become "\n"; dropped: U+FFFE (pdfium's soft hyphen of a word broken at a line
+    end, "ef\ufffeficient") and the Arabic tatweel (U+0640, stretches justified words:
+    "المصـــــــر"). Control characters are glyphs of a font without a Unicode map; a space
+    glyph among them (one corpus PDF's font shifts every code by 29, so its space is U+0003)
+    must stay a word boundary, so each run of them becomes one space.
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _PDFIUM_DROP.sub("", text)
+    return _PDFIUM_CONTROL.sub(" ", text).strip()
+
+
 def _convert_pdf(path: Path, ocr: OcrConfig | None) -> Converted:
+    """The text layer as pdfium reads it, page by page; OCR for pages without one.
+
+    pdfium is used instead of markitdown's pdfminer/pdfplumber path: measured on the corpus
+    with scripts/pdf_text_report.py, it keeps the word boundaries of PDFs that place words
+    without space characters (pdfplumber's 3-point tolerance glued them: up to 100% of a
+    page's words), and it is much faster; markitdown's PDF Markdown has no headings, and its
+    tables come only from that gluing path.
+    """
     import pypdfium2 as pdfium
-    from markitdown.converters import PdfConverter
 
     try:
-        page_texts = pdf_page_texts(path)
+        page_texts = [clean_pdfium_text(t) for t in pdf_page_texts(path)]
     except pdfium.PdfiumError as exc:
         if "password" in str(exc).lower():
             raise EncryptedDocument(f"{path}: the PDF is encrypted with a password") from None
         raise ConversionFailed(f"{path}: damaged PDF ({exc})") from None
     counts = [sum(1 for c in t if not c.isspace()) for t in page_texts]
-    metadata = {"pages": str(len(counts))}
-    markdown = ""
-    if any(counts):
-        try:
-            with open(path, "rb") as fh:
-                markdown = _run(PdfConverter(), fh, ".pdf").markdown
-        except MemoryError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - markitdown wraps everything
-            if "encrypt" in f"{type(exc).__name__} {exc}".lower() or "password" in str(exc).lower():
-                raise EncryptedDocument(f"{path}: the PDF is encrypted and cannot be read") from None
-            # pdfminer gave up (broken colour space, odd fonts); pdfium still reads the text layer.
-            markdown = "\n\n".join(t.strip() for t in page_texts if t.strip())
-            metadata["text_extractor"] = f"pdfium (pdfminer failed: {type(exc).__name__})"
-    markdown = _tidy(markdown)
+    metadata = {"pages": str(len(counts)), "text_extractor": "pdfium"}
     threshold = ocr.min_chars_per_page if ocr is not None else 1
     scanned = [i for i, c in enumerate(counts) if c < threshold]
     engine = ""
     if scanned:
-        text_layer = sum(counts) > 0 and markdown.strip() != ""
         try:
             cfg = require_ocr(ocr, f"{path} ({len(scanned)} of {len(counts)} pages are scans without text)")
         except OcrUnavailable:
-            if text_layer:  # a short real text layer (certificate, title page) is kept as it is
+            if sum(counts) > 0:  # a short real text layer (certificate, title page) is kept as it is
                 metadata["pages_without_text"] = ",".join(str(i + 1) for i in scanned)
                 cfg = None
             else:
                 raise
         if cfg is not None:
-            parts = [markdown] if markdown.strip() else []
             for i, text in ocr_pdf_pages(path, scanned, cfg):
-                if text.strip():
-                    parts.append(OCR_PAGE_MARKER.format(n=i + 1) + "\n\n" + text)
+                page_texts[i] = text  # at its own page; metadata["ocr_pages"] says which
             metadata["ocr_pages"] = ",".join(str(i + 1) for i in scanned)
             engine = OCR_ENGINE
-            markdown = "\n\n".join(parts)
-    return Converted(markdown=markdown, ocr_engine=engine, metadata=metadata)
+    return Converted(markdown=paged_markdown(page_texts), ocr_engine=engine, metadata=metadata)
 
 
 def _convert_image(path: Path, ocr: OcrConfig | None) -> Converted:
@@ -430,12 +484,7 @@ def _convert_image(path: Path, ocr: OcrConfig | None) -> Converted:
         raise UnsupportedFile(f"{path}: images are documents only when OCR is switched on")
     cfg = require_ocr(ocr, f"{path}: an image")
     frames = ocr_image_file(path, cfg)
-    if len(frames) == 1:
-        markdown = frames[0]
-    else:
-        markdown = "\n\n".join(
-            OCR_PAGE_MARKER.format(n=i + 1) + "\n\n" + t for i, t in enumerate(frames) if t.strip()
-        )
+    markdown = frames[0] if len(frames) == 1 else paged_markdown(frames)
     return Converted(
         markdown=markdown, ocr_engine=OCR_ENGINE, metadata={"pages": str(len(frames))}
     )
@@ -497,7 +546,7 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
             conv = mc.XlsConverter() if real == ".xls" else mc.XlsxConverter()
             with open(path, "rb") as fh:
                 res = _run(conv, fh, real)
-            return Converted(markdown=res.markdown), None
+            return Converted(markdown=mark_sheets(res.markdown)), None
         conv = {
             ".docx": _docx_converter,
             ".pptx": mc.PptxConverter,
@@ -514,7 +563,8 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
                 markdown=_pptx_plain(path),
                 metadata={"text_extractor": f"python-pptx (markitdown failed: {type(exc).__name__})"},
             ), None
-        return Converted(markdown=res.markdown), res.title if ext in _METADATA_TITLE_FORMATS else None
+        markdown = mark_sheets(res.markdown) if ext == ".xlsx" else res.markdown
+        return Converted(markdown=markdown), res.title if ext in _METADATA_TITLE_FORMATS else None
     except (ConversionFailed, UnsupportedFile, MemoryError):
         raise  # MemoryError: the worker reports it as the memory limit and is replaced
     except Exception as exc:  # noqa: BLE001 - third-party parsers raise anything

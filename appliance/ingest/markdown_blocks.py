@@ -55,6 +55,12 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _HEADING_CLOSE = re.compile(r"(?:^|[ \t]+)#+$")
 _SLIDE = re.compile(r"^\s*<!--\s*Slide number:\s*(\d+)\s*-->\s*$")
+PAGE_MARKER = "<!-- Page number: {n} -->"
+"""Put by the converter before the text of each page of a paged source (PDF, multi-frame image)."""
+SHEET_MARKER = "<!-- Sheet name: {name} -->"
+"""Put by the converter before each sheet's `## Name` heading of a workbook."""
+LOCATION_MARKER = re.compile(r"^[ \t]*<!-- (Page number|Sheet name): ([^\n]*?) -->[ \t]*$", re.M)
+"""Page and sheet markers: the chunker records them per chunk and blanks their lines."""
 _TABLE_ROW = re.compile(r"^ {0,3}\|")
 _TABLE_SEP = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?\s*$")
 _LONG_LINE = 20_000  # lines longer than this are never headings, separators or markers

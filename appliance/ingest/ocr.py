@@ -26,8 +26,6 @@ from appliance.errors import ConversionFailed, OcrUnavailable
 from appliance.ingest.failures import ImageTooLarge
 
 OCR_ENGINE = "tesseract"
-OCR_PAGE_MARKER = "<!-- OCR page {n} -->"
-"""Line put before the recognised text of each OCRed page (1-based page number)."""
 
 APT_HINT = (
     "Install tesseract with its language data: apt-get install tesseract-ocr "

@@ -10,7 +10,8 @@ from appliance.query.hybrid import Candidate
 from appliance.records import Chunk
 
 HIT_COLUMNS = ["id", "source_id", "source_kind", "root", "path", "chunk_index", "text", "body_start",
-               "title", "parent_id", "heading", "start_line", "end_line", "doc_class", "ocr_engine",
+               "title", "parent_id", "heading", "start_line", "end_line", "page_start", "page_end", "slide",
+               "sheet", "doc_class", "ocr_engine",
                "snapshot_date", "also_unchanged_on"]
 RANK_COLUMNS = ["id", "source_id", "parent_id"]
 """What the two ranked lists read: enough to fuse, group and cap by source."""
@@ -38,6 +39,10 @@ def hit_dict(row: dict[str, Any], *, distance: float | None = None, score: float
         "heading": row["heading"] or None,
         "startLine": row.get("start_line"),
         "endLine": row.get("end_line"),
+        "pageStart": row.get("page_start"),
+        "pageEnd": row.get("page_end"),
+        "slide": row.get("slide"),
+        "sheet": row.get("sheet") or None,
         "docClass": row.get("doc_class") or None,
     }
     if score is not None:

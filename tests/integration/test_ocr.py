@@ -21,7 +21,8 @@ from appliance.errors import OcrUnavailable
 from appliance.ingest.cer import cer
 from appliance.ingest.convert import to_markdown
 from appliance.ingest.failures import ImageTooLarge
-from appliance.ingest.ocr import OCR_PAGE_MARKER, OcrConfig, ocr_pdf_pages, ocr_status
+from appliance.ingest.markdown_blocks import PAGE_MARKER
+from appliance.ingest.ocr import OcrConfig, ocr_pdf_pages, ocr_status
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared")) / "corpus"
@@ -59,9 +60,16 @@ def test_scanned_pdf_document_marks_ocr_pages() -> None:
     assert c.ocr_engine == "tesseract"
     assert c.metadata["ocr_pages"] == "1,2,3"
     for n in (1, 2, 3):
-        assert OCR_PAGE_MARKER.format(n=n) in c.markdown
+        assert PAGE_MARKER.format(n=n) in c.markdown
     assert "Stellungnahme Archivgesetz" in c.markdown
     assert c.title == "image only german pdf"
+    # OCR text sits at its own page, and its chunks say which
+    from appliance.ingest.chunk import chunk_document
+
+    chunks = chunk_document(c.markdown, count_tokens=lambda t: len(t.split()), budget=200)
+    first = next(ch for ch in chunks if "Stellungnahme" in ch.text)
+    assert (first.page_start, first.page_end) == (1, 1)
+    assert {ch.page_start for ch in chunks} == {1, 2, 3}
 
 
 def test_masks_pdf_substrings() -> None:
@@ -94,7 +102,7 @@ def test_multipage_tiff_reads_every_frame() -> None:
     c = to_markdown(CORPUS / "tika/testTIFF_multipage.tif", ocr=CFG, max_file_size=MAX)
     pages = int(c.metadata["pages"])
     assert pages >= 2
-    assert OCR_PAGE_MARKER.format(n=2) in c.markdown
+    assert PAGE_MARKER.format(n=2) in c.markdown
     assert "Page 2" in re.sub(r"[^0-9A-Za-z]+", " ", c.markdown)
 
 

@@ -85,6 +85,7 @@ def test_response_carries_parents_sources_and_lines(make_app, corpus: Path) -> N
     assert hit["parentId"] in result.parents
     assert EN_PASSAGE[:40] in result.parents[hit["parentId"]]
     assert hit["startLine"] >= 1 and hit["endLine"] >= hit["startLine"]
+    assert hit["pageStart"] is None and hit["slide"] is None and hit["sheet"] is None  # a text file: lines
     assert result.sources[0]["displayPath"] == "billing-maintenance.md"
     assert result.sources[0]["title"] == "Billing maintenance"
 

@@ -507,3 +507,32 @@ def test_whole_code_block_never_exceeds_the_ceiling() -> None:
     capped = chunk_document(code, count_tokens=count, budget=300, ceiling=500)
     assert len(capped) > 1 and all(count(c.text) <= 500 for c in capped)
     assert " ".join(reconstruct(capped).split()) == " ".join(code.split())
+
+
+# -- where a chunk comes from: page and sheet markers ------------------------------------------
+def test_page_markers_become_page_ranges_and_leave_the_text() -> None:
+    from appliance.ingest.chunk import blank_markers
+
+    md = ("<!-- Page number: 1 -->\n\nfirst page words here.\n\n<!-- Page number: 2 -->\n\n"
+          "second page words.\n\n<!-- Page number: 3 -->\n\n<!-- Page number: 4 -->\n\nfourth page.")
+    chunks = chunk(md, 16)  # pages of 5 tokens share chunks; a chunk of 8+ tokens ends at a page break
+    assert [(c.page_start, c.page_end) for c in chunks] == [(1, 2), (4, 4)]
+    assert not any("<!--" in c.text for c in chunks)
+    blanked, _ = blank_markers(md)
+    assert blanked.count("\n") == md.count("\n")  # lines keep their numbers
+    assert all(c.start_line is not None for c in chunks) and chunks[1].start_line == 13
+
+
+def test_sheet_markers_name_the_sheet_and_slides_their_number() -> None:
+    md = ("<!-- Sheet name: Budget -->\n## Budget\n| a | b |\n| --- | --- |\n| 1 | 2 |\n\n"
+          "<!-- Sheet name: Staff -->\n## Staff\n| n | m |\n| --- | --- |\n| x | y |\n")
+    chunks = chunk(md, 64)
+    assert {(c.heading, c.sheet) for c in chunks} == {("Budget", "Budget"), ("Staff", "Staff")}
+    assert not any("Sheet name" in c.text for c in chunks)
+    deck = "<!-- Slide number: 1 -->\n# One\ntext\n\n<!-- Slide number: 2 -->\n# Two\nmore text\n"
+    assert [(c.slide, c.page_start, c.sheet) for c in chunk(deck, 64)] == [(1, None, None), (2, None, None)]
+
+
+def test_text_without_markers_has_no_location() -> None:
+    chunks = chunk("# Title\n\nplain words\n\n## Next\n\nmore <!-- a comment --> words\n", 64)
+    assert all(c.page_start is None and c.sheet is None and c.slide is None for c in chunks)

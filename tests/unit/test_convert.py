@@ -189,3 +189,55 @@ def test_convert_data_markdown_keeps_lines_and_strips_pictures() -> None:
 def test_convert_data_rejects_unknown_format() -> None:
     with pytest.raises(InvalidArgument):
         convert_data("x", "pdf")  # type: ignore[arg-type]
+
+
+# -- PDFs whose words are placed, not separated by spaces -----------------------------------
+PLACED = [
+    "Please note that you should read the manual before starting the machine.",
+    "Item | Price | Count",  # a borderless table: markitdown then reads the PDF with pdfplumber
+    "Apples | 3 | 10",
+    "Pears | 4 | 12",
+]
+
+
+def test_pdf_words_placed_without_spaces_stay_separate(tmp_path: Path) -> None:
+    from tests.fixtures.pdf_writer import write_pdf
+
+    from appliance.ingest.convert import glued_share
+
+    pdf = write_pdf(tmp_path / "placed.pdf", [PLACED, ["Second page words stay apart too."]])
+    c = convert(pdf)
+    text = " ".join(c.markdown.split())
+    assert "Please note that you should read the manual before starting the machine." in text
+    assert "Second page words stay apart too." in text
+    assert glued_share(c.markdown) == 0.0
+    assert c.metadata["pages"] == "2" and c.metadata["text_extractor"] == "pdfium"
+
+
+def test_pdf_placed_words_are_glued_by_markitdown(tmp_path: Path) -> None:
+    """The failure the pdfium path exists for, reproduced: if markitdown stops gluing, re-measure."""
+    from markitdown import StreamInfo
+    from markitdown.converters import PdfConverter
+    from tests.fixtures.pdf_writer import write_pdf
+
+    from appliance.ingest.convert import glued_share
+
+    pdf = write_pdf(tmp_path / "placed.pdf", [PLACED])
+    with open(pdf, "rb") as fh:
+        md = PdfConverter().convert(fh, StreamInfo(extension=".pdf")).markdown
+    assert "Pleasenotethat" in md and glued_share(md) > 0.1
+
+
+def test_glued_share_counts_runs_of_letters() -> None:
+    from appliance.ingest.convert import glued_share, word_counts
+
+    assert word_counts("Pleasenotethatyoushould read 12345 this") == (3, 1)  # digits are no word
+    assert glued_share("") == 0.0
+    assert glued_share("Größenverhältnisseabc ist") == 0.5
+
+
+def test_pdfium_text_cleanup() -> None:
+    from appliance.ingest.convert import clean_pdfium_text
+
+    assert clean_pdfium_text("ef\ufffeficient\r\nline\x03two\r") == "efficient\nline two"
+    assert clean_pdfium_text("المصـــــــر") == "المصر"
