@@ -86,6 +86,9 @@ class Hit(_Out):
     pageEnd: Optional[int] = Field(None, description="Last PDF page of the passage.")
     slide: Optional[int] = Field(None, description="Slide number of a presentation's passage.")
     sheet: Optional[str] = Field(None, description="Sheet name of a workbook's passage.")
+    alsoIn: Optional[list[dict[str, Any]]] = Field(None, description=(
+        "Other places holding the same passage (source, displayPath, chunkIndex and its location); "
+        "collapsed into this hit so the results are distinct passages."))
 
 
 class SourceRef(_Out):

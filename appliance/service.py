@@ -32,6 +32,7 @@ from appliance.keywords import keywords_field, query_terms
 from appliance.locking import lock_holder, sync_lock
 from appliance.query.assemble import HIT_COLUMNS, RANK_COLUMNS, SearchResult, assemble, hit_dict, row_to_chunk
 from appliance.scheduler import read_state as read_scheduler_state
+from appliance.query.distinct import collapse
 from appliance.query.hybrid import cap_distance, cap_files, fuse, group_cut
 from appliance.records import Chunk, Converted
 from appliance.store import IDENTITY_FILE, Identity, Index, SourceRow, in_list, sql_str
@@ -612,14 +613,15 @@ class Appliance:
         fused = fuse(vector_rows, keyword_rows, weight)
         fused = cap_distance(fused, self.settings.max_distance)
         fused = group_cut(fused, self.settings.grouping)
-        ranked = cap_files(fused, self.settings.max_files)[:top_k]
+        # Twice the hits asked for, so near-identical passages can collapse and still leave top_k distinct ones.
+        ranked = cap_files(fused, self.settings.max_files)[:top_k * 2]
         # Ranking reads a few narrow columns; the full rows of the hits come back with
         # their sections in one read, since every hit lies inside its own section.
         parents = sorted({h.row["parent_id"] for h in ranked})
         section_rows = self.index.section_rows(parents, HIT_COLUMNS)
         full = {row["id"]: row for row in section_rows}
-        hits = [replace(h, row=full[h.id]) for h in ranked if h.id in full]
-        return assemble(query, hits, section_rows)
+        distinct = collapse([replace(h, row=full[h.id]) for h in ranked if h.id in full], top_k)
+        return assemble(query, distinct.kept, section_rows, also_in=distinct.also_in)
 
     def _filters(self, scope: str | None, doc_class: str | None) -> str | None:
         clauses = []

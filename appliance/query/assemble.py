@@ -66,8 +66,10 @@ class SearchResult:
                 "sources": self.sources}
 
 
-def assemble(query: str, hits: Sequence[Candidate], section_rows: Sequence[dict[str, Any]]) -> SearchResult:
-    """Hits in fused order; `parents` maps each parentId to its section text once."""
+def assemble(query: str, hits: Sequence[Candidate], section_rows: Sequence[dict[str, Any]], *,
+             also_in: dict[str, list[dict[str, Any]]] | None = None) -> SearchResult:
+    """Hits in fused order; `parents` maps each parentId to its section text once; a hit whose
+    passage was also found elsewhere names those places in `alsoIn`."""
     by_parent: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in section_rows:
         by_parent[row["parent_id"]].append(row)
@@ -78,6 +80,8 @@ def assemble(query: str, hits: Sequence[Candidate], section_rows: Sequence[dict[
     results, sources, seen = [], [], set()
     for hit in hits:
         results.append(hit_dict(hit.row, distance=hit.distance, score=hit.score))
+        if also_in and hit.id in also_in:
+            results[-1]["alsoIn"] = also_in[hit.id]
         if hit.row["source_id"] not in seen:
             seen.add(hit.row["source_id"])
             sources.append({"source": hit.row["source_id"], "displayPath": hit.row["path"],

@@ -1,0 +1,41 @@
+"""Near-identical hits collapse into the best-ranked one, which names the others."""
+from __future__ import annotations
+
+from appliance.query.distinct import collapse, same_passage, shingles
+from appliance.query.hybrid import Candidate
+
+PASSAGE = ("The pump must be primed before the first start: open the bleed valve, fill the housing with "
+           "clean water until it runs out of the valve, close it and only then switch the motor on.")
+
+
+def _hit(cid: str, text: str, source: str, body_start: int = 0, **extra: object) -> Candidate:
+    row = {"id": cid, "source_id": source, "path": source.rsplit("/", 1)[-1], "chunk_index": 0, "text": text,
+           "body_start": body_start, "parent_id": f"{cid}:s0", **extra}
+    return Candidate(cid, row, 0.1, 0, 0, 1.0)
+
+
+def test_the_same_passage_from_another_conversion_collapses() -> None:
+    pdf = PASSAGE.replace("housing with ", "housing with\n").replace("valve,", "valve ,")
+    docx = "## Commissioning\n" + PASSAGE + " Then check the pressure gauge."
+    other = "Bearings are greased every 500 operating hours with the lithium grease named in the parts list."
+    hits = [_hit("a", PASSAGE, "/docs/manual.md"), _hit("b", pdf, "/docs/manual.pdf", page_start=4, page_end=4),
+            _hit("c", docx, "/docs/manual.docx", body_start=len("## Commissioning\n")), _hit("d", other, "/docs/x.md")]
+    result = collapse(hits, limit=10)
+    assert [h.id for h in result.kept] == ["a", "d"]
+    assert [w["source"] for w in result.also_in["a"]] == ["/docs/manual.pdf", "/docs/manual.docx"]
+    assert result.also_in["a"][0]["pageStart"] == 4
+
+
+def test_limit_counts_distinct_passages_only() -> None:
+    texts = [PASSAGE, PASSAGE.upper(), "Completely different words about sailing boats and harbour fees today.",
+             "A third passage on bread baking, sourdough starters and oven temperatures for rye loaves."]
+    result = collapse([_hit(str(i), t, f"/d/{i}.md") for i, t in enumerate(texts)], limit=2)
+    assert [h.id for h in result.kept] == ["0", "2"]
+    assert list(result.also_in) == ["0"]
+
+
+def test_short_or_merely_related_passages_stay_apart() -> None:
+    assert not same_passage(shingles("Table 3: results"), shingles("Table 3: results"))
+    related = ("The pump must be primed before every start after maintenance: open the drain, refill the "
+               "housing with glycol, and let the motor idle for two minutes before loading it.")
+    assert not same_passage(shingles(PASSAGE), shingles(related))
