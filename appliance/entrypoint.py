@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -80,6 +82,8 @@ def run_stdio(args: list[str]) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
+    if supervisor is not None:
+        threading.Thread(target=_on_hangup, args=(supervisor,), name="stdin-hangup", daemon=True).start()
     _wait_reaping(server, lambda: stop_at[0] + STOP_WAIT_S if stop_at else None)
     stop_at[:1] = stop_at[:1] or [time.monotonic()]  # the client left: stop the scheduler now
     for proc in (supervisor, server):
@@ -91,6 +95,19 @@ def run_stdio(args: list[str]) -> int:
                 proc.kill()
                 _wait_reaping(proc, lambda: None)
     return _exit_code(server)
+
+
+def _on_hangup(supervisor: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to supervisord the moment the client closes our stdin (a pipe under `docker run -i`):
+    the scheduler stops while the server is still finishing, not after it."""
+    watch = select.poll()
+    watch.register(0, 0)  # no events asked for: only POLLHUP/POLLERR wake us, never data for the server
+    try:
+        if any(events & (select.POLLHUP | select.POLLERR) for _fd, events in watch.poll()):
+            if supervisor.poll() is None:
+                supervisor.send_signal(signal.SIGTERM)
+    except (OSError, ValueError):
+        pass
 
 
 def _wait_reaping(proc: subprocess.Popen[bytes], deadline: Callable[[], float | None]) -> int:
