@@ -146,12 +146,21 @@ def sync(path: Annotated[Optional[str], typer.Argument(help="Reconcile only unde
          no_snapshot_dedupe: Annotated[bool, typer.Option("--no-snapshot-dedupe", help="Store every dated snapshot in full.")] = False,
          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
-    """Make the index equal to the files on disk."""
-    with _reported(as_json), _progress(not as_json) as progress:
-        changes = {"snapshot_dedupe": False} if no_snapshot_dedupe else {}
-        report = _appliance(base_dir, db_path, models_dir, model_name, **changes).sync(
-            path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
-            forget_roots=forget_roots, progress=progress)
+    """Make the index equal to the files on disk. SIGTERM/Ctrl-C stop it within seconds (exit 143/130);
+    what was written stays and the next sync finishes the rest."""
+    from appliance import stopping
+
+    signals: list[int] = []
+    stopping.on_signals(signals.append)
+    try:
+        with _reported(as_json), _progress(not as_json) as progress:
+            changes = {"snapshot_dedupe": False} if no_snapshot_dedupe else {}
+            report = _appliance(base_dir, db_path, models_dir, model_name, **changes).sync(
+                path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
+                forget_roots=forget_roots, progress=progress)
+    except stopping.Stopped as exc:
+        typer.echo(f"sync stopped ({exc}): what was written stays; run `minirag sync` again to finish", err=True)
+        stopping.hard_exit(128 + (signals[0] if signals else 15))
     _print_run(report, as_json)
 
 

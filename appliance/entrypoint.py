@@ -9,6 +9,9 @@ Modes, by the first argument:
   foreground child that inherits stdin/stdout. The container's stdout carries only
   MCP frames. When the client disconnects (the server exits), supervisord is stopped
   and the container exits with the server's status; SIGTERM/SIGINT go to both.
+  Everything fits Docker's 10 s grace: a sync stops within a second or two (see
+  appliance/stopping.py), supervisord gives the scheduler 5 s (stopwaitsecs), and
+  this process kills whatever still runs STOP_WAIT_S after the stop began.
   As PID 1 this process also reaps orphaned children.
 * `daemon`: `supervisord` in the foreground (exec'd, so it is PID 1) running the
   scheduler and the MCP server over streamable HTTP at MCP_HTTP_ADDRESS.
@@ -22,18 +25,23 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 CONF_DIR = Path(os.environ.get("MINIRAG_SUPERVISOR_DIR", "/etc/minirag"))
 STDIO_CONF = "supervisord-stdio.conf"
 DAEMON_CONF = "supervisord-daemon.conf"
 DAEMON_MARKER = Path("/tmp/minirag-daemon-mode")
-STOP_WAIT_S = 25.0
+STOP_WAIT_S = 6.5
+"""From SIGTERM (or the client leaving) to killing what still runs: more than supervisord's
+stopwaitsecs (5 s) for the scheduler, less than Docker's 10 s grace before its SIGKILL."""
 
 
 def _minirag() -> str:
@@ -64,31 +72,53 @@ def run_stdio(args: list[str]) -> int:
     else:
         _err(f"warning: {conf} not found; running without the sync scheduler")
 
+    stop_at: list[float] = []  # when the stop began: every wait ends STOP_WAIT_S after it
+
     def forward(signum: int, _frame: object) -> None:
+        stop_at[:1] = stop_at[:1] or [time.monotonic()]
         for proc in (server, supervisor):
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM if signum == signal.SIGTERM else signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
-    code = _wait_reaping(server)
-    if supervisor is not None and supervisor.poll() is None:
-        supervisor.send_signal(signal.SIGTERM)
-        _wait_reaping(supervisor, timeout=STOP_WAIT_S)
-        if supervisor.poll() is None:
-            supervisor.kill()
-            _wait_reaping(supervisor)
-    return code
+    if supervisor is not None:
+        threading.Thread(target=_on_hangup, args=(supervisor,), name="stdin-hangup", daemon=True).start()
+    _wait_reaping(server, lambda: stop_at[0] + STOP_WAIT_S if stop_at else None)
+    stop_at[:1] = stop_at[:1] or [time.monotonic()]  # the client left: stop the scheduler now
+    for proc in (supervisor, server):
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            _wait_reaping(proc, lambda: stop_at[0] + STOP_WAIT_S)
+            if proc.poll() is None:
+                _err(f"warning: {Path(str(proc.args[0])).name} did not stop within {STOP_WAIT_S:g} s; killing it")
+                proc.kill()
+                _wait_reaping(proc, lambda: None)
+    return _exit_code(server)
 
 
-def _wait_reaping(proc: subprocess.Popen[bytes], timeout: float | None = None) -> int:
-    """Wait for `proc`, reaping any other child (orphans re-parented to PID 1) meanwhile."""
-    deadline = None if timeout is None else time.monotonic() + timeout
+def _on_hangup(supervisor: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to supervisord the moment the client closes our stdin (a pipe under `docker run -i`):
+    the scheduler stops while the server is still finishing, not after it."""
+    watch = select.poll()
+    watch.register(0, 0)  # no events asked for: only POLLHUP/POLLERR wake us, never data for the server
+    try:
+        if any(events & (select.POLLHUP | select.POLLERR) for _fd, events in watch.poll()):
+            if supervisor.poll() is None:
+                supervisor.send_signal(signal.SIGTERM)
+    except (OSError, ValueError):
+        pass
+
+
+def _wait_reaping(proc: subprocess.Popen[bytes], deadline: Callable[[], float | None]) -> int:
+    """Wait for `proc` until `deadline()` (None: no deadline yet; a signal may set one), reaping
+    any other child (orphans re-parented to PID 1) meanwhile."""
     while proc.returncode is None:
-        if deadline is not None and time.monotonic() >= deadline:
+        until = deadline()
+        if until is not None and time.monotonic() >= until:
             break
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG if deadline is not None else 0)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             proc.poll()
             break
@@ -97,7 +127,11 @@ def _wait_reaping(proc: subprocess.Popen[bytes], timeout: float | None = None) -
         if pid == proc.pid:
             proc.returncode = os.waitstatus_to_exitcode(status)
         elif pid == 0:
-            time.sleep(0.1)
+            time.sleep(0.1)  # polled, so a deadline a signal set is seen at once
+    return _exit_code(proc)
+
+
+def _exit_code(proc: subprocess.Popen[bytes]) -> int:
     code = proc.returncode if proc.returncode is not None else 1
     return 128 - code if code < 0 else code
 

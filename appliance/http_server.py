@@ -114,7 +114,10 @@ def serve_http(host: str, port: int, token: str, *, overrides: dict[str, Any] | 
     logging.getLogger("appliance.http").info("MCP over HTTP at http://%s:%d%s (bearer token %s)", host, port,
                                              MCP_PATH, "required" if token else "off: loopback only")
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
-                timeout_graceful_shutdown=10)
+                timeout_graceful_shutdown=2)
+    from appliance import stopping  # uvicorn handled SIGTERM; a sync_start job still runs: stop it
+
+    stopping.exit_when_quiet("the HTTP server is stopping")
 
 
 def main(address: str, overrides: dict[str, Any] | None = None) -> int:

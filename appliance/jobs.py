@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from appliance.errors import ApplianceError, NotFound, SyncBusy
+from appliance.stopping import Stopped
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,10 @@ class SyncJobs:
             job.phase = "succeeded"
         except ApplianceError as exc:
             job.error, job.phase = exc.to_dict(), "failed"
+        except Stopped as exc:  # the server is shutting down
+            job.error = {"code": "stopped", "message": f"The sync stopped because the server is stopping ({exc})",
+                         "hint": "The next sync finishes it."}
+            job.phase = "failed"
         except Exception:  # a bug: keep the traceback on stderr, give the poller a stable code
             log.exception("%s job %s crashed", job.kind, job.job_id)
             job.error = {"code": "internal_error", "message": f"The {job.kind} job stopped on an unexpected error",

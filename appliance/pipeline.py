@@ -15,6 +15,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from appliance import stopping
+
 
 @dataclass
 class Work:
@@ -39,7 +41,9 @@ class EmbedWritePipeline:
     embedded works at once (the writer takes everything embedded since its last
     write). The first error of either thread stops both and is raised by the
     next `put` or by `close`; leaving the `with` block on an error abandons the
-    work not yet written, which the next sync redoes.
+    work not yet written, which the next sync redoes. A stop of the process
+    (`appliance.stopping`) abandons the waiting work at once: `put` and `close`
+    raise Stopped after the write in flight, without waiting for the model.
     """
 
     def __init__(self, embed: Callable[[list[str]], np.ndarray | Sequence[Any]],
@@ -50,7 +54,7 @@ class EmbedWritePipeline:
         self._to_embed: deque[Work] = deque()
         self._waiting = 0
         self._to_write: deque[Work] = deque()
-        self._closing = self._abandon = self._embedded_all = False
+        self._closing = self._abandon = self._embedded_all = self._stopping = False
         self._error: BaseException | None = None
         self._threads = [threading.Thread(target=self._guard, args=(self._embed_loop,), name="sync-embed", daemon=True),
                          threading.Thread(target=self._guard, args=(self._write_loop,), name="sync-write", daemon=True)]
@@ -60,7 +64,7 @@ class EmbedWritePipeline:
     def put(self, work: Work) -> None:
         """Queue work; blocks while `ahead_chunks` texts already wait (a larger work goes alone)."""
         with self._cond:
-            self._cond.wait_for(lambda: self._error is not None or not self._to_embed
+            self._cond.wait_for(lambda: self._error is not None or self._stopping or not self._to_embed
                                 or self._waiting + len(work.texts) <= self._ahead)
             self._raise()
             self._to_embed.append(work)
@@ -75,15 +79,27 @@ class EmbedWritePipeline:
         self._join()
         self._raise()
 
+    def stop(self) -> None:
+        """Abandon what waits for the model; the write in flight finishes (a stop hook)."""
+        with self._cond:
+            self._stopping = self._abandon = True
+            self._cond.notify_all()
+
     def __enter__(self) -> "EmbedWritePipeline":
+        stopping.add_hook(self.stop)
         return self
 
     def __exit__(self, exc_type: Any, *_: Any) -> None:
-        if exc_type is not None:
-            with self._cond:
-                self._abandon = True
-                self._cond.notify_all()
-            self._join()
+        try:
+            if exc_type is not None:
+                if issubclass(exc_type, stopping.Stopped):
+                    self._stopping = True
+                with self._cond:
+                    self._abandon = True
+                    self._cond.notify_all()
+                self._join()
+        finally:
+            stopping.remove_hook(self.stop)
 
     # ---------------------------------------------------------------- threads
 
@@ -137,9 +153,15 @@ class EmbedWritePipeline:
             self._write(take)
 
     def _join(self) -> None:
-        for t in self._threads:
-            t.join()
+        """The writer always (never leave a write half done); the model only when not stopping:
+        its batch in flight is thrown away and the thread ends with the process."""
+        embed, write = self._threads
+        write.join()
+        if not self._stopping:
+            embed.join()
 
     def _raise(self) -> None:
         if self._error is not None:
             raise self._error
+        if self._stopping:
+            raise stopping.Stopped(stopping.reason() or "stopping")

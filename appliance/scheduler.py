@@ -6,18 +6,24 @@ busy the round is skipped and logged. What it did is kept in DB_PATH/scheduler.j
 (see `write_state`) so `status` can show last run, next run and failures.
 
 At start it syncs at once when the index has never been synced or the last sync is
-older than the interval. SIGTERM/SIGINT stop it cleanly: while sleeping at once;
-during a sync after the current write batch (the unwritten rest is abandoned, the
-store replaces a source's chunks before recording the source, and the next sync
-picks the remainder up).
+older than the interval. SIGTERM/SIGINT stop it within a second or two, also during
+a sync (see appliance/stopping.py): the conversion workers are killed, the chunks
+waiting for the model are abandoned, only the LanceDB write in flight finishes, and
+the next sync picks the remainder up.
+
+A scheduler killed outright leaves its last state in scheduler.json; `read_state`
+tells a live scheduler from such a stale record (it holds a lock on
+DB_PATH/.scheduler.alive while it lives, and records which process it was).
 
 Every problem is one clear log line on stderr, repeated only when it changes, and
 the process keeps running: a misconfigured container never turns into a crash loop.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import socket
 import os
 import signal
 import subprocess
@@ -27,10 +33,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from appliance import stopping
 from appliance.config import Settings, load_settings
 from appliance.errors import ApplianceError, SyncBusy
+from appliance.stopping import Stopped
 
 STATE_FILE = "scheduler.json"
+ALIVE_FILE = ".scheduler.alive"
+"""Locked (shared) by the scheduler for its whole life; the kernel drops the lock when it dies,
+in whatever pid namespace it ran."""
+RUNNING_STATES = ("starting", "idle", "syncing", "waiting", "off")
 STATE_SCHEMA = 1
 RETRY_AFTER_PROBLEM_S = 60
 """How soon a round is retried after a setup problem (no docs, unwritable index), at most the interval."""
@@ -38,15 +50,98 @@ RETRY_AFTER_PROBLEM_S = 60
 log = logging.getLogger("appliance.scheduler")
 
 
-class Stopped(Exception):
-    """Raised from the progress callback to leave a sync between write batches."""
-
-
 def read_state(db_path: Path) -> dict[str, Any] | None:
-    """The scheduler's last recorded state, or None when it never ran here."""
+    """The scheduler's last recorded state, or None when it never ran here.
+
+    `alive` says whether that scheduler still runs (None: cannot be told from here). A
+    record left by one that was killed is shown as `state: stopped`, with the state it
+    recorded in `recordedState` and `interrupted: true` when it died during a sync.
+    """
     try:
-        return json.loads((db_path / STATE_FILE).read_text("utf-8"))
+        state = json.loads((db_path / STATE_FILE).read_text("utf-8"))
     except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict) or state.get("state") not in RUNNING_STATES:
+        return state
+    alive = _alive(db_path, state)
+    state["alive"] = alive
+    if alive is False:
+        state.update(recordedState=state["state"], state="stopped", nextRunAt=None,
+                     interrupted=state["state"] in ("starting", "syncing"))
+    return state
+
+
+def process_marker(pid: int | None = None) -> dict[str, Any]:
+    """What tells this process from a later one given the same pid: boot, pid namespace, start time."""
+    pid = pid or os.getpid()
+    return {"host": socket.gethostname(), "bootId": _read("/proc/sys/kernel/random/boot_id"),
+            "pidNamespace": _pid_namespace(), "pidStartTicks": _start_ticks(pid)}
+
+
+def _alive(db_path: Path, state: dict[str, Any]) -> bool | None:
+    held = _alive_lock_held(db_path)
+    if held is not None and state.get("aliveLock"):
+        return held  # the lock answers across pid namespaces, and a reused pid cannot fake it
+    pid, mine = state.get("pid"), process_marker()
+    if not isinstance(pid, int) or state.get("bootId") != mine["bootId"]:
+        return False if state.get("bootId") and mine["bootId"] else None  # rebooted, or no record
+    if state.get("pidNamespace") != mine["pidNamespace"]:
+        return None  # another container's pid means nothing here
+    return _start_ticks(pid) is not None and _start_ticks(pid) == state.get("pidStartTicks")
+
+
+def _alive_lock_held(db_path: Path) -> bool | None:
+    """True while a scheduler holds ALIVE_FILE, False when none does, None when there is no such file."""
+    try:
+        fd = os.open(db_path / ALIVE_FILE, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        os.close(fd)  # also drops a lock we got
+    return False
+
+
+def _hold_alive_lock(db_path: Path) -> int | None:
+    """Take ALIVE_FILE (shared) for the life of this process; None when the index is unwritable."""
+    try:
+        db_path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(db_path / ALIVE_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a reader's probe holds it for microseconds
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def _pid_namespace() -> int | None:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (start time in clock ticks since boot), None when no such process."""
+    stat = _read(f"/proc/{pid}/stat")
+    try:
+        return int(stat.rsplit(")", 1)[1].split()[19]) if stat else None
+    except (IndexError, ValueError):
         return None
 
 
@@ -99,6 +194,7 @@ class Scheduler:
             "state": "starting", "startedAt": clock(), "lastRunStartedAt": None, "lastRunFinishedAt": None,
             "lastResult": None, "lastError": None, "lastReport": None, "nextRunAt": None,
             "runs": 0, "failures": 0, "skips": 0, "consecutiveFailures": 0, "problem": None,
+            **process_marker(), "aliveLock": False,
         }
         old = read_state(settings.db_path) or {}
         for key in ("lastRunStartedAt", "lastRunFinishedAt", "lastResult", "lastError", "lastReport"):
@@ -109,6 +205,15 @@ class Scheduler:
 
     # ---- the loop ------------------------------------------------------------
     def run(self) -> int:
+        alive_fd = _hold_alive_lock(self.settings.db_path)  # released by the kernel when we die
+        self.state["aliveLock"] = alive_fd is not None
+        try:
+            return self._loop()
+        finally:
+            if alive_fd is not None:
+                os.close(alive_fd)
+
+    def _loop(self) -> int:
         if self.interval <= 0:
             self._update(state="off", nextRunAt=None)
             self._say("SYNC_INTERVAL=0: scheduled sync is off (manual `minirag sync` and MCP sync_start still work)")
@@ -171,7 +276,7 @@ class Scheduler:
             report = app.sync(progress=self._check_stop)
         except Stopped:
             self._record("abandoned", None, "stopped during a sync; the next sync finishes the rest")
-            log.info("sync stopped between write batches; the next sync picks up the rest")
+            log.info("sync stopped (what was written stays); the next sync picks up the rest")
             return now + self.interval
         except SyncBusy as exc:
             self.state["skips"] += 1
@@ -231,7 +336,7 @@ class Scheduler:
         """One round in a fresh process, so the model and LanceDB leave memory when it ends.
 
         The child gets the state as JSON on argv and prints the new state as its last
-        stdout line; SIGTERM is forwarded to it (it stops between write batches).
+        stdout line; SIGTERM is forwarded to it (it stops within a second or two, see appliance/stopping.py).
         """
         now = self.clock()
         env = dict(os.environ, MINIRAG_SCHEDULER_LAST_LOGGED=self._last_logged or "")
@@ -244,7 +349,8 @@ class Scheduler:
             self._child = None
         try:
             result = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
-            self.state.update(result["state"], pid=os.getpid())
+            self.state.update(result["state"], pid=os.getpid(), **process_marker(),
+                              aliveLock=self.state["aliveLock"])
             self._last_logged = result["lastLogged"]
             return float(result["nextRunAt"])
         except (ValueError, KeyError, IndexError, TypeError):
@@ -260,6 +366,7 @@ class Scheduler:
 
     def stop(self, *_: object) -> None:
         self.stop_event.set()
+        stopping.request("the scheduler is stopping")  # a sync in this process leaves promptly
         child = getattr(self, "_child", None)
         if child is not None and child.poll() is None:
             child.send_signal(signal.SIGTERM)
@@ -337,13 +444,15 @@ def child_round(state_json: str) -> int:
     except OSError:
         pass
     scheduler = Scheduler(load_settings())
-    scheduler.state.update(json.loads(state_json), pid=os.getpid())
+    scheduler.state.update(json.loads(state_json))  # pid and marker stay the scheduler's: it holds the alive lock
     scheduler._last_logged = os.environ.get("MINIRAG_SCHEDULER_LAST_LOGGED") or None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, scheduler.stop)
     next_at = scheduler.round()
     sys.stdout.write("\n" + json.dumps({"state": scheduler.state, "lastLogged": scheduler._last_logged,
                                         "nextRunAt": next_at}) + "\n")
+    if stopping.requested():
+        stopping.hard_exit(0)  # nothing left to wait for: the write in flight is done, the model's batch is dropped
     return 0
 
 

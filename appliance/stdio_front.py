@@ -286,11 +286,13 @@ def serve(overrides: dict[str, Any]) -> None:
     real server can answer (two threads importing at once gain nothing under the GIL). With the
     front off, fastmcp is imported first and the warm-up follows, as the client waits for it.
     """
+    from appliance import stopping
     from appliance.instructions import instructions_for
     from appliance.runtime import Runtime, early_tool_call
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stopping.exit_on_signals()
     runtime = Runtime(overrides)
     front = start(lambda: instructions_for(overrides), tools=lambda name, args: early_tool_call(runtime, name, args))
     if front.handed_over.is_set():
@@ -299,7 +301,7 @@ def serve(overrides: dict[str, Any]) -> None:
         from appliance.server import serve_stdio
 
         serve_stdio(front, overrides, runtime)
-        return
+        stopping.exit_when_quiet("the MCP client disconnected")
     runtime.warm_up()
     deadline = time.monotonic() + WARM_UP_WAIT
     while time.monotonic() < deadline and not runtime.warmed.is_set():
@@ -309,3 +311,6 @@ def serve(overrides: dict[str, Any]) -> None:
     from appliance.server import serve_stdio
 
     serve_stdio(front, overrides, runtime)
+    # The client closed stdin: a sync_start job stops (its write in flight finishes) and nothing
+    # else (a conversion, a query, the warm-up) is waited for.
+    stopping.exit_when_quiet("the MCP client disconnected")

@@ -29,6 +29,7 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
     import pyarrow as pa
     from lancedb.index import FTS, BTree, IvfHnswSq
 
+from appliance import stopping
 from appliance.errors import CONFLICT_ATTEMPTS, IndexCorrupt, is_commit_conflict, storage_error
 from appliance.replica import MAX_ROWS as REPLICA_MAX_ROWS, Replica
 
@@ -406,8 +407,10 @@ class Index:
         BM25 over `keywords` (never stale: status reports rows it does not cover),
         B-trees on the id columns every read and delete filters on, and an HNSW
         vector index once the table is large enough for a flat scan to cost more
-        than the index's small recall loss.
+        than the index's small recall loss. Skipped when the process is stopping (the
+        next sync builds what is missing; search covers unindexed rows meanwhile).
         """
+        stopping.check()
         with self._lock:
             chunks = self.chunks()
             if chunks is None:

@@ -56,3 +56,27 @@ def make_app(tmp_path: Path, models_dir: Path, real_embedder) -> Callable[..., o
         return Appliance(settings, embedder=real_embedder)
 
     return build
+
+
+SLOW_CONVERT = '''
+import os, time
+import appliance.ingest.convert as _convert
+_real = _convert.to_markdown
+def _slow(path, *args, **kwargs):
+    if "slow" in os.path.basename(str(path)):
+        time.sleep(3600)  # a conversion that outlasts any stop grace
+    return _real(path, *args, **kwargs)
+_convert.to_markdown = _slow
+'''
+
+
+@pytest.fixture
+def slow_conversions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """An environment in which converting a file named *slow* takes an hour (in every process
+    started with it: conversion workers load the patch from a sitecustomize on PYTHONPATH)."""
+    hook = tmp_path / "slow-hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SLOW_CONVERT)
+    path = os.pathsep.join([str(hook), str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    monkeypatch.setenv("PYTHONPATH", path)
+    return dict(os.environ, PYTHONPATH=path)

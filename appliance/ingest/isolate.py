@@ -15,6 +15,10 @@ cost one named error, never the server. So:
   (SIGKILL) and the worker replaced; a worker that dies (segfault, out of memory,
   killed) is reported as ConversionFailed naming the file, and replaced too.
 
+A stop of the process (`appliance.stopping`: SIGTERM, the MCP client leaving) kills
+every worker at once instead of waiting for the file it converts; `imap` then raises
+Stopped and the files not converted are left to the next sync.
+
 The pool is thread-safe: `convert` may be called from several threads at once, and
 `imap` keeps a bounded number of files in flight, yielding results in input order so
 the caller can embed early files while later ones are still converting.
@@ -32,6 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from appliance import stopping
 from appliance.errors import ApplianceError, ConversionFailed
 from appliance.ingest.convert import check_name, check_size
 from appliance.ingest.failures import ConversionMemoryLimit, ConversionTimeout, WorkerCrashed
@@ -194,14 +199,15 @@ class ConvertPool:
         self.max_file_size = int(max_file_size)
         self.max_tasks_per_worker = max_tasks_per_worker
         self._ctx = mp.get_context("spawn")
-        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._idle: queue.Queue[_Worker | None] = queue.Queue()  # None: closed, wakes every taker
         self._all: set[_Worker] = set()
         self._lock = threading.Lock()
-        self._closed = False
+        self._closed = self._aborted = False
         self.restarts = 0
         """Workers replaced after a timeout, crash or memory failure (for status and tests)."""
         for _ in range(workers):
             self._idle.put(self._spawn())
+        stopping.add_hook(self.abort)
 
     # -------------------------------------------------------------- workers
 
@@ -237,7 +243,13 @@ class ConvertPool:
             raise RuntimeError("ConvertPool is closed")
         check_name(path)
         check_size(path, self.max_file_size)
-        return self._run(self._idle.get(), path)
+        w = self._idle.get()
+        if w is None:
+            self._idle.put(None)
+            if self._aborted:
+                raise stopping.Stopped(stopping.reason() or "stopping")
+            raise RuntimeError("ConvertPool is closed")
+        return self._run(w, path)
 
     def _run(self, w: _Worker, path: Path) -> Converted:
         if not w.wait_ready(STARTUP_TIMEOUT_S):
@@ -347,6 +359,8 @@ class ConvertPool:
                     res = exc
                 except Exception as exc:  # noqa: BLE001
                     res = ConversionFailed(f"{p}: {type(exc).__name__}: {exc}")
+                if self._aborted:  # the conversions were killed, not failed: nothing to report
+                    raise stopping.Stopped(stopping.reason() or "stopping")
                 held -= size
                 fill()
                 yield p, res
@@ -354,15 +368,27 @@ class ConvertPool:
     # -------------------------------------------------------------- lifecycle
 
     def close(self) -> None:
+        stopping.remove_hook(self.abort)
+        for w in self._take_all():
+            if w.proc.is_alive():
+                w.stop()
+
+    def abort(self) -> None:
+        """Kill every worker now (a stop hook): what they were converting is dropped."""
+        self._aborted = True
+        for w in self._take_all():
+            w.kill()
+
+    def _take_all(self) -> list[_Worker]:
+        """Close the pool (waking every thread waiting for a worker); its workers, once."""
         with self._lock:
             if self._closed:
-                return
+                return []
             self._closed = True
             workers = list(self._all)
             self._all.clear()
-        for w in workers:
-            if w.proc.is_alive():
-                w.stop()
+        self._idle.put(None)
+        return workers
 
     def __enter__(self) -> "ConvertPool":
         return self
