@@ -202,12 +202,17 @@ def hit_place(hit: dict) -> str:
 @app.command()
 def read(target: Annotated[Optional[str], typer.Argument(help="A file path.")] = None,
          source: Annotated[Optional[str], typer.Option("--source", help="A data or URL source id.")] = None,
+         offset: Annotated[int, typer.Option("--offset", help="Start at this character (a page's nextOffset).")] = 0,
+         max_chars: Annotated[Optional[int], typer.Option("--max-chars", help="Print one page of at most this many characters.")] = None,
          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
-    """Print a whole indexed document, rebuilt from its chunks."""
+    """Print an indexed document, rebuilt from its chunks (all of it, or one page with --max-chars)."""
     with _reported(as_json):
-        doc = _appliance(base_dir, db_path, models_dir, model_name).read(source or target or "", source is not None)
+        doc = _appliance(base_dir, db_path, models_dir, model_name).read(
+            source or target or "", source is not None, offset=offset, max_chars=max_chars)
     _emit(doc, as_json, doc["content"])
+    if not as_json and doc["nextOffset"] is not None:
+        typer.echo(f"[{doc['remainingChars']} more characters: --offset {doc['nextOffset']}]", err=True)
 
 
 @app.command("read-neighbors")

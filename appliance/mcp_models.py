@@ -117,7 +117,14 @@ class Document(_Out):
     displayPath: str
     title: Optional[str] = None
     chunkCount: int
-    content: str = Field(description="The document as Markdown, rebuilt from its chunks.")
+    content: str = Field(description="The document as Markdown, rebuilt from its chunks: this page of it.")
+    offset: int = 0
+    totalChars: Optional[int] = None
+    nextOffset: Optional[int] = Field(None, description=(
+        "Where the next page starts: call read_file again with offset=nextOffset and the same revision; "
+        "null when this page reaches the end."))
+    remainingChars: Optional[int] = None
+    revision: Optional[str] = Field(None, description="Names the text the offsets count in; pass it back with offset.")
 
 
 class FileEntry(_Out):

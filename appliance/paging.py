@@ -1,4 +1,5 @@
-"""Pages of list_files: files sorted by path, then data/URL sources sorted by id, cut after a cursor.
+"""Pages of long replies. list_files: files sorted by path, then data/URL sources sorted by id, cut
+after a cursor. read_file: a document's text from a character offset (`text_page`).
 
 The cursor is opaque to clients but simple inside: the sort key of the last entry a
 page returned, plus the scope it was listed under, as URL-safe base64 JSON. The next
@@ -18,6 +19,9 @@ DEFAULT_PAGE = 500
 """The MCP tool's default page: ~100 KB of JSON (10,011 files were one 1.94 MB reply)."""
 MAX_PAGE = 5000
 MAX_CURSOR_CHARS = 8192
+READ_PAGE_CHARS = 20_000
+"""read_file's default page over MCP: ~5,000 tokens (one HTML page was a 403,890-character reply)."""
+MAX_PAGE_CHARS = 200_000
 _FILES, _SOURCES = 0, 1
 
 
@@ -61,3 +65,20 @@ def _decode(cursor: str, scope: str | None) -> tuple[int, str]:
         raise InvalidArgument(f"cursor belongs to a listing with scope {data.get('scope')!r}, not {scope!r}",
                               hint="Pass the same scope with every page, or start again without a cursor.")
     return group, after
+
+
+def text_page(content: str, offset: int, max_chars: int | None) -> tuple[str, int | None]:
+    """content[offset:] cut to at most max_chars (at a line end in the page's second half when
+    there is one), and where the next page starts (None when this one reaches the end)."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= len(content):
+        raise InvalidArgument(f"offset must be an integer from 0 to {len(content)} (the document's length), "
+                              f"not {offset!r}")
+    if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int)
+                                  or not 1 <= max_chars <= MAX_PAGE_CHARS):
+        raise InvalidArgument(f"maxChars must be an integer from 1 to {MAX_PAGE_CHARS}, not {max_chars!r}")
+    if max_chars is None or len(content) - offset <= max_chars:
+        return content[offset:], None
+    end = offset + max_chars
+    line_end = content.rfind("\n", offset + max_chars // 2, end)
+    end = line_end + 1 if line_end >= 0 else end
+    return content[offset:end], end

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 from appliance import __version__, mcp_models as m
 from appliance.errors import ApplianceError, ConfigError, InvalidArgument, UrlIngestDisabled
 from appliance.instructions import instructions_for
-from appliance.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE
+from appliance.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_CHARS, READ_PAGE_CHARS
 from appliance.runtime import Runtime, result_text, tool_data  # noqa: F401  (Runtime: http_server, tests)
 
 if TYPE_CHECKING:
@@ -218,9 +218,19 @@ def create_server(runtime: Runtime) -> FastMCP:
             *_one_target(filePath, source), chunkIndex, before=before, after=after, require_absolute=True))
 
     @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.Document))
-    async def read_file(filePath: Optional[FilePath] = None, source: Optional[SourceId] = None) -> ToolResult:
-        """A whole indexed document as Markdown, rebuilt from its chunks. Give filePath or source."""
-        return await call(m.Document, lambda app: app.read(*_one_target(filePath, source), require_absolute=True))
+    async def read_file(filePath: Optional[FilePath] = None, source: Optional[SourceId] = None,
+                        offset: Annotated[int, Field(ge=0, description="Character offset to start at (from nextOffset).")] = 0,
+                        maxChars: Annotated[int, Field(ge=1000, le=MAX_PAGE_CHARS, description=(
+                            "Longest page to return, in characters (about 4 per token)."))] = READ_PAGE_CHARS,
+                        revision: Annotated[Optional[str], Field(None, max_length=64, description=(
+                            "The revision a previous page returned; refused if the document changed."))] = None,
+                        ) -> ToolResult:
+        """An indexed document as Markdown, rebuilt from its chunks, one page at a time. Give filePath or source.
+
+        A long document comes in pages of at most maxChars; when nextOffset is not null, call again with
+        offset=nextOffset and revision to continue."""
+        return await call(m.Document, lambda app: app.read(*_one_target(filePath, source), require_absolute=True,
+                                                           offset=offset, max_chars=maxChars, revision=revision))
 
     @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.FileList))
     async def list_files(

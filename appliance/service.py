@@ -32,6 +32,7 @@ from appliance.keywords import keywords_field, query_terms
 from appliance.locking import lock_holder, sync_lock
 from appliance.query.assemble import HIT_COLUMNS, RANK_COLUMNS, SearchResult, assemble, hit_dict, row_to_chunk
 from appliance.scheduler import read_state as read_scheduler_state
+from appliance.paging import text_page
 from appliance.query.distinct import collapse
 from appliance.query.hybrid import cap_distance, cap_files, fuse, group_cut
 from appliance.records import Chunk, Converted
@@ -650,17 +651,33 @@ class Appliance:
         prefix = prefix.rstrip("/") if len(prefix) > 1 else prefix
         return f"source_id = {sql_str(prefix)} OR starts_with(source_id, {sql_str(prefix + '/')})"
 
-    def read(self, target: str, is_source: bool = False, *, require_absolute: bool = False) -> dict[str, Any]:
-        """A whole document rebuilt from its chunks (no repeated breadcrumbs or headers)."""
+    def read(self, target: str, is_source: bool = False, *, require_absolute: bool = False,
+             offset: int = 0, max_chars: int | None = None, revision: str | None = None) -> dict[str, Any]:
+        """A document rebuilt from its chunks (no repeated breadcrumbs or headers), whole or one page.
+
+        A page is at most `max_chars` characters from `offset`, cut at a line end when one
+        lies in its second half; `nextOffset` continues it (None at the end). `revision`
+        names the text the offsets count in: a page asked with another document's or an
+        older revision is refused, so a reader never stitches two versions together.
+        """
         source_id = self._source_id_for(target, is_source, require_absolute=require_absolute)
         rows = self.index.chunk_rows(f"source_id = {sql_str(source_id)}", HIT_COLUMNS)
         if not rows:
             raise NotFound(f"Nothing indexed for {source_id}",
                            hint="Run `minirag sync` (or ingest the file) first; `minirag list` shows what is indexed.")
         rows.sort(key=lambda r: r["chunk_index"])
+        content = reconstruct([row_to_chunk(r) for r in rows])
+        current = hashlib.sha1(f"{source_id}\0{content}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        if revision is not None and revision != current:
+            raise InvalidArgument(f"revision {revision!r} is not the indexed text of {source_id} (now {current}): "
+                                  "the document changed or the revision belongs to another one",
+                                  hint="Read again from offset 0 without a revision.")
+        page, next_offset = text_page(content, offset, max_chars)
         return {"source": source_id, "sourceKind": rows[0]["source_kind"], "displayPath": rows[0]["path"],
-                "title": rows[0]["title"] or None, "chunkCount": len(rows),
-                "content": reconstruct([row_to_chunk(r) for r in rows])}
+                "title": rows[0]["title"] or None, "chunkCount": len(rows), "content": page,
+                "offset": offset, "totalChars": len(content), "nextOffset": next_offset,
+                "remainingChars": len(content) - (next_offset if next_offset is not None else len(content)),
+                "revision": current}
 
     def read_neighbors(self, target: str, is_source: bool, chunk_index: int, *, before: int = 2, after: int = 2,
                        require_absolute: bool = False) -> dict[str, Any]:

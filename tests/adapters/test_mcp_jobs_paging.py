@@ -97,6 +97,16 @@ def wait_for(server: Any, job: dict[str, Any], timeout: float = 300) -> dict[str
     return job
 
 
+def read_all(server: Any, args: dict[str, Any]) -> str:
+    """Every page of read_file, joined (the default page is 20,000 characters)."""
+    doc = ok(server, "read_file", args)
+    parts = [doc["content"]]
+    while doc["nextOffset"] is not None:
+        doc = ok(server, "read_file", {**args, "offset": doc["nextOffset"], "revision": doc["revision"]})
+        parts.append(doc["content"])
+    return "".join(parts)
+
+
 def big_note(marker: str, size: int) -> str:
     para = f"# Notes\n\nThe gearbox code {marker} means the left flange is loose. " + "Filler words about tea. " * 20
     return (para * (size // len(para) + 1))[:size]
@@ -114,8 +124,7 @@ def test_ingest_data_above_the_threshold_becomes_a_job_that_sync_status_follows(
     assert done["phase"] == "succeeded", done
     assert done["counts"]["added"] == 1 and done["counts"]["chunks"] > 1 and done["error"] is None
     assert done["filesDone"] == done["filesTotal"] == 1
-    doc = ok(server, "read_file", {"source": "big-notes"})
-    assert doc["content"].count("GEARBOX_QX_5521") == content.count("GEARBOX_QX_5521")
+    assert read_all(server, {"source": "big-notes"}).count("GEARBOX_QX_5521") == content.count("GEARBOX_QX_5521")
     hits = ok(server, "query_documents", {"query": "GEARBOX_QX_5521", "topK": 3})["results"]
     assert hits and hits[0]["source"] == "big-notes"
     again = wait_for(server, ok(server, "ingest_data", {"source": "big-notes", "content": content + " more"}))
@@ -178,7 +187,7 @@ def test_ingest_url_embeds_a_large_page_in_a_job_and_refuses_at_once(tmp_path: P
     job = ok(server, "ingest_url", {"url": big})
     assert job["kind"] == "ingest_url" and job["source"] == big, job
     assert wait_for(server, job)["counts"]["added"] == 1
-    assert ok(server, "read_file", {"source": big})["content"].count("WINDMILLKX3") == 200
+    assert read_all(server, {"source": big}).count("WINDMILLKX3") == 200
     report = ok(server, "ingest_url", {"url": small})
     assert report["added"] == 1 and "jobId" not in report
     refused = error(server, "ingest_url", {"url": "http://127.0.0.1/admin"})  # refused before any job
@@ -265,3 +274,32 @@ def test_a_large_ingest_job_with_the_real_model_becomes_searchable(tmp_path: Pat
     assert done["phase"] == "succeeded" and done["kind"] == "ingest_data", done
     hits = ok(server, "query_documents", {"query": "what does FLANGE_CODE_8812 mean", "topK": 3})["results"]
     assert hits[0]["source"] == "manual"
+
+
+# ------------------------------------------------------------------ bounded read_file
+
+def test_read_file_comes_in_bounded_pages_that_join_to_the_document(tmp_path: Path) -> None:
+    server, _docs = serve(tmp_path)
+    content = big_note("PAGEMARK_77", 3 * THRESHOLD)
+    wait_for(server, ok(server, "ingest_data", {"source": "paged", "content": content}))
+    first = ok(server, "read_file", {"source": "paged", "maxChars": 5000})
+    assert len(first["content"]) <= 5000 and first["nextOffset"] == len(first["content"])
+    assert first["totalChars"] == len(first["content"]) + first["remainingChars"] > 5000
+    whole = read_all(server, {"source": "paged", "maxChars": 5000})
+    assert len(whole) == first["totalChars"] and whole.count("PAGEMARK_77") == content.count("PAGEMARK_77")
+    default = ok(server, "read_file", {"source": "paged"})
+    assert len(default["content"]) <= 20_000
+
+
+def test_read_file_refuses_a_stale_revision_and_a_bad_offset(tmp_path: Path) -> None:
+    server, _docs = serve(tmp_path)
+    for name in ("one", "two"):
+        wait_for(server, ok(server, "ingest_data", {"source": name, "content": big_note(name.upper(), 3 * THRESHOLD)}))
+    one = ok(server, "read_file", {"source": "one", "maxChars": 1000})
+    other = error(server, "read_file", {"source": "two", "offset": one["nextOffset"], "revision": one["revision"]})
+    assert other["code"] == "invalid_argument" and "revision" in other["message"]
+    wait_for(server, ok(server, "ingest_data", {"source": "one", "content": big_note("CHANGED", 3 * THRESHOLD)}))
+    stale = error(server, "read_file", {"source": "one", "offset": one["nextOffset"], "revision": one["revision"]})
+    assert stale["code"] == "invalid_argument" and "changed" in stale["message"]
+    assert error(server, "read_file", {"source": "one", "offset": 10**6})["code"] == "invalid_argument"
+    assert error(server, "read_file", {"source": "one", "maxChars": 10})["code"] == "invalid_argument"
