@@ -103,6 +103,8 @@ class SearchResults(_Out):
     results: list[Hit]
     parents: dict[str, str] = Field(description="parentId -> the text of the section the hit sits in.")
     sources: list[SourceRef] = []
+    trimmed: Optional[dict[str, Any]] = Field(None, description=(
+        "Set when the reply was cut to its text budget: how many parent sections and hits were left out."))
 
 
 class Neighbors(_Out):

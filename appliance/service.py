@@ -30,7 +30,8 @@ from appliance.ingest.isolate import ConvertPool
 from appliance.pipeline import EmbedWritePipeline, Work
 from appliance.keywords import keywords_field, query_terms
 from appliance.locking import lock_holder, sync_lock
-from appliance.query.assemble import HIT_COLUMNS, RANK_COLUMNS, SearchResult, assemble, hit_dict, row_to_chunk
+from appliance.query.assemble import (HIT_COLUMNS, RANK_COLUMNS, SearchResult, assemble, hit_dict, row_to_chunk,
+                                      within_budget)
 from appliance.scheduler import read_state as read_scheduler_state
 from appliance.paging import text_page
 from appliance.query.distinct import collapse
@@ -622,7 +623,7 @@ class Appliance:
         section_rows = self.index.section_rows(parents, HIT_COLUMNS)
         full = {row["id"]: row for row in section_rows}
         distinct = collapse([replace(h, row=full[h.id]) for h in ranked if h.id in full], top_k)
-        return assemble(query, distinct.kept, section_rows, also_in=distinct.also_in)
+        return within_budget(assemble(query, distinct.kept, section_rows, also_in=distinct.also_in))
 
     def _filters(self, scope: str | None, doc_class: str | None) -> str | None:
         clauses = []

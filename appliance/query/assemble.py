@@ -54,16 +54,53 @@ def hit_dict(row: dict[str, Any], *, distance: float | None = None, score: float
     return out
 
 
+REPLY_BUDGET_CHARS = 80_000
+"""Text one search answer carries at most (hits plus parent sections, ~20,000 tokens): clients cap
+tool output (Claude Code warns past 25,000 tokens) and the agent's context pays for all of it."""
+
+
 @dataclass
 class SearchResult:
     query: str
     results: list[dict[str, Any]] = field(default_factory=list)
     parents: dict[str, str] = field(default_factory=dict)
     sources: list[dict[str, Any]] = field(default_factory=list)
+    trimmed: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"query": self.query, "results": self.results, "parents": self.parents,
-                "sources": self.sources}
+        out = {"query": self.query, "results": self.results, "parents": self.parents, "sources": self.sources}
+        if self.trimmed:
+            out["trimmed"] = self.trimmed
+        return out
+
+
+def within_budget(result: SearchResult, budget: int = REPLY_BUDGET_CHARS) -> SearchResult:
+    """Keep the answer's text under `budget`: parent sections of the lowest-ranked hits go first,
+    then the lowest-ranked hits themselves; the reply says what was left out and how to get it."""
+    def size() -> int:
+        return sum(len(h["text"]) for h in result.results) + sum(len(t) for t in result.parents.values())
+
+    if size() <= budget:
+        return result
+    first_use: dict[str, int] = {}
+    for rank, hit in enumerate(result.results):
+        first_use.setdefault(hit.get("parentId"), rank)
+    parents_dropped = hits_dropped = 0
+    for pid in sorted(result.parents, key=lambda p: first_use.get(p, 0), reverse=True):
+        if size() <= budget:
+            break
+        del result.parents[pid]
+        parents_dropped += 1
+    while size() > budget and len(result.results) > 1:
+        result.results.pop()
+        hits_dropped += 1
+    kept = {h["source"] for h in result.results}
+    result.sources = [s for s in result.sources if s["source"] in kept]
+    result.trimmed = {"budgetChars": budget, "parentsOmitted": parents_dropped, "hitsOmitted": hits_dropped,
+                      "note": "The reply was cut to its text budget: hits without their section in parents "
+                              "can be read with read_chunk_neighbors or read_file; ask with a smaller topK for "
+                              "every section."}
+    return result
 
 
 def assemble(query: str, hits: Sequence[Candidate], section_rows: Sequence[dict[str, Any]], *,

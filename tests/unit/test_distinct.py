@@ -39,3 +39,20 @@ def test_short_or_merely_related_passages_stay_apart() -> None:
     related = ("The pump must be primed before every start after maintenance: open the drain, refill the "
                "housing with glycol, and let the motor idle for two minutes before loading it.")
     assert not same_passage(shingles(PASSAGE), shingles(related))
+
+
+def test_a_reply_over_its_budget_loses_low_ranked_parents_first_then_hits() -> None:
+    from appliance.query.assemble import SearchResult, within_budget
+
+    hits = [{"source": f"/d/{i}.md", "parentId": f"p{i}", "text": "h" * 1000} for i in range(10)]
+    parents = {f"p{i}": "s" * 5000 for i in range(10)}
+    sources = [{"source": h["source"]} for h in hits]
+    fits = within_budget(SearchResult("q", [dict(h) for h in hits], dict(parents), list(sources)), budget=10**6)
+    assert fits.trimmed is None and len(fits.parents) == 10
+    cut = within_budget(SearchResult("q", [dict(h) for h in hits], dict(parents), list(sources)), budget=30_000)
+    assert len(cut.results) == 10 and sorted(cut.parents) == ["p0", "p1", "p2", "p3"]
+    assert cut.trimmed["parentsOmitted"] == 6 and cut.trimmed["hitsOmitted"] == 0
+    tiny = within_budget(SearchResult("q", [dict(h) for h in hits], dict(parents), list(sources)), budget=3_500)
+    assert len(tiny.results) == 3 and tiny.parents == {} and tiny.trimmed["hitsOmitted"] == 7
+    assert [s["source"] for s in tiny.sources] == ["/d/0.md", "/d/1.md", "/d/2.md"]
+    assert "trimmed" in tiny.to_dict()
