@@ -83,6 +83,7 @@ def test_readers_keep_answering_while_another_process_cleans(make_app, tmp_path:
         done.set()
         thread.join()
     assert proc.returncode == 0, proc.stderr[-2000:]
+    print(f"search+status rounds during the rebuild: {answered[0]} answered, {len(failed)} failed")
     assert failed == [], failed[:5]
     assert answered[0] > 10
     assert app.status()["index"]["sourceCount"] == 40
