@@ -2,7 +2,7 @@
 """Retrieval quality through the real pipeline: nDCG@10 and Recall@10 on BEIR-layout sets.
 
 Usage: eval_retrieval.py [--dataset scifact] [--model ID] [--budget N] [--weights 0,0.6,1] [--json]
-       eval_retrieval.py --all [--out .cache/eval/quality.json] [--json]
+       eval_retrieval.py --all [--datasets scifact,...] [--out .cache/eval/quality.json] [--json]
 
 Each corpus document becomes a Markdown file (`# title` + text) in a cache
 folder, is synced through the appliance exactly as a user's files would be,
@@ -149,9 +149,9 @@ def label(name: str) -> str:
                                                                             else f"hybrid {name}")
 
 
-def run_all(out_path: Path, as_json: bool) -> None:
+def run_all(out_path: Path, as_json: bool, datasets: list[str]) -> None:
     table = {"generated": time.strftime("%Y-%m-%d %H:%M"), "datasets": {}}
-    for dataset in DATASETS:
+    for dataset in datasets:
         table["datasets"][dataset] = run_dataset(dataset, [0.0, 1.0, None])
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(table, indent=2) + "\n", encoding="utf-8")
@@ -170,6 +170,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="scifact", choices=sorted(DATASETS))
     parser.add_argument("--all", action="store_true", help="every dataset: vector only, BM25 only, default")
+    parser.add_argument("--datasets", default=",".join(DATASETS), help="with --all: which datasets")
     parser.add_argument("--out", type=Path, default=CACHE / "quality.json", help="where --all writes its JSON")
     parser.add_argument("--model", default=None, help="MODEL_NAME (default: the appliance default)")
     parser.add_argument("--budget", type=int, default=None, help="CHUNK_TOKEN_BUDGET")
@@ -178,7 +179,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.all:
-        run_all(args.out, args.json)
+        run_all(args.out, args.json, args.datasets.split(","))
         return
     out = run_dataset(args.dataset, [float(w) for w in args.weights.split(",")], args.model, args.budget,
                       args.max_queries)
