@@ -32,10 +32,8 @@ test: models ## every test (bakes the model first if missing)
 test-fast: install ## unit tests only, no baked model needed
 	$(PY) -m pytest tests/unit
 
-eval: models ## retrieval quality on SciFact and XQuAD-R (nDCG@10, Recall@10); indexes cached in .cache/eval
-	$(PY) scripts/eval_retrieval.py --dataset scifact
-	$(PY) scripts/eval_retrieval.py --dataset xquad-ru
-	$(PY) scripts/eval_retrieval.py --dataset xquad-de
+eval: models ## retrieval quality, every shared set (SciFact, Cranfield, XQuAD-R en/de/ru/multi): vector, BM25, default; slow, not in CI
+	$(PY) scripts/eval_retrieval.py --all --out .cache/eval/quality.json
 
 bench: models ## speed figures: embedding throughput, query latency
 	$(PY) scripts/bench_embed.py

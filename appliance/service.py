@@ -28,7 +28,7 @@ from appliance.ingest.discover import FoundFile, Skipped, contained_root, printa
 from appliance.ingest.discover import ignore_problems
 from appliance.ingest.isolate import ConvertPool
 from appliance.pipeline import EmbedWritePipeline, Work
-from appliance.keywords import keywords_field, query_terms
+from appliance.keywords import keywords_field, language, query_terms
 from appliance.locking import lock_holder, sync_lock
 from appliance.query.assemble import (HIT_COLUMNS, RANK_COLUMNS, SearchResult, assemble, hit_dict, row_to_chunk,
                                       within_budget)
@@ -592,7 +592,7 @@ class Appliance:
     # ---- reading ---------------------------------------------------------------
     def search(self, query: str, *, top_k: int = 10, scope: str | None = None,
                doc_class: str | None = None) -> SearchResult:
-        """Hybrid search: vector and BM25 in parallel, fused by weighted RRF."""
+        """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse)."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidArgument("The query is empty", hint="Ask with a few words or an exact identifier.")
         if len(query) > MAX_QUERY_CHARS:
@@ -612,7 +612,7 @@ class Appliance:
         vector = self.embedder.embed_query(query)
         vector_rows = self.index.vector_search(vector, fetch, where, RANK_COLUMNS)
         keyword_rows = keyword_future.result() if keyword_future else []
-        fused = fuse(vector_rows, keyword_rows, weight)
+        fused = fuse(vector_rows, keyword_rows, weight, language(query))
         fused = cap_distance(fused, self.settings.max_distance)
         fused = group_cut(fused, self.settings.grouping)
         # Twice the hits asked for, so near-identical passages can collapse and still leave top_k distinct ones.

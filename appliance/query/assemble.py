@@ -13,8 +13,8 @@ HIT_COLUMNS = ["id", "source_id", "source_kind", "root", "path", "chunk_index", 
                "title", "parent_id", "heading", "start_line", "end_line", "page_start", "page_end", "slide",
                "sheet", "doc_class", "ocr_engine",
                "snapshot_date", "also_unchanged_on"]
-RANK_COLUMNS = ["id", "source_id", "parent_id"]
-"""What the two ranked lists read: enough to fuse, group and cap by source."""
+RANK_COLUMNS = ["id", "source_id", "parent_id", "text"]
+"""What the two ranked lists read: enough to fuse (text: the passage's language), group and cap by source."""
 
 
 def row_to_chunk(row: dict[str, Any]) -> Chunk:

@@ -1,10 +1,21 @@
-"""Weighted Reciprocal Rank Fusion and the result-shaping rules (pure functions)."""
+"""Hybrid fusion of the vector and the BM25 ranking, and the result-shaping rules (pure functions).
+
+Fusion is a convex combination of the two sides' scores, each min-max normalised
+over its own candidate list for this query: `(1 - w) * v + w * b`, with v the
+cosine similarity and b the BM25 score scaled onto 0..1 (1 = the side's best hit,
+0 = its worst or absent). BM25 cannot compare a passage in another language than
+the query's: it shares no words with it, so an absent or low BM25 score says
+nothing there. For such a passage BM25 abstains and the vector score stands
+alone, instead of sinking it below every same-language passage that shares a
+word with the question. Chosen over weighted RRF and other rules by
+scripts/fusion_experiments.py (README, "Retrieval quality").
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Sequence
 
-RRF_K = 60
+from appliance.keywords import language
 
 
 @dataclass(frozen=True)
@@ -19,25 +30,37 @@ class Candidate:
     score: float = 0.0
 
 
-def fuse(vector_rows: Sequence[dict[str, Any]], keyword_rows: Sequence[dict[str, Any]],
-         weight: float, k: int = RRF_K) -> list[Candidate]:
-    """score = (1 - w) / (k + vector_rank + 1) + w / (k + keyword_rank + 1), ranks from 0.
+def _minmax(values: Sequence[float]) -> list[float]:
+    lo, hi = min(values, default=0.0), max(values, default=0.0)
+    return [(x - lo) / (hi - lo) if hi > lo else 1.0 for x in values]
 
-    Ties keep the vector side's order, then the keyword side's.
+
+def fuse(vector_rows: Sequence[dict[str, Any]], keyword_rows: Sequence[dict[str, Any]],
+         weight: float, query_language: str | None = None) -> list[Candidate]:
+    """score = (1 - w) * v + w * b (see the module docstring); rows carry `_distance` / `_score`.
+
+    When `query_language` is given and a row's `text` is clearly in another language
+    (keywords.language), its score is v alone. w = 0 is the vector order, w = 1 the
+    keyword order (no abstaining there). Ties keep the vector side's order, then the keyword side's.
     """
+    sims = _minmax([1.0 - float(r["_distance"]) for r in vector_rows])
+    bm25 = _minmax([float(r["_score"]) for r in keyword_rows])
     merged: dict[str, Candidate] = {}
-    for rank, row in enumerate(vector_rows):
-        merged[row["id"]] = Candidate(row["id"], row, float(row["_distance"]), rank, None,
-                                      (1.0 - weight) / (k + rank + 1))
-    for rank, row in enumerate(keyword_rows):
-        part = weight / (k + rank + 1)
-        found = merged.get(row["id"])
-        if found is None:
-            merged[row["id"]] = Candidate(row["id"], row, None, None, rank, part)
-        else:
-            merged[row["id"]] = replace(found, keyword_rank=rank, score=found.score + part)
-    order = {cid: i for i, cid in enumerate(merged)}
-    return sorted(merged.values(), key=lambda c: (-c.score, order[c.id]))
+    for rank, (row, v) in enumerate(zip(vector_rows, sims)):
+        merged[row["id"]] = Candidate(row["id"], row, float(row["_distance"]), rank, None, v)
+    keyword_ranks = {row["id"]: (rank, row, b) for rank, (row, b) in enumerate(zip(keyword_rows, bm25))}
+    for cid, (rank, row, _) in keyword_ranks.items():
+        if cid not in merged:
+            merged[cid] = Candidate(cid, row, None, None, rank, 0.0)
+    abstain = query_language is not None and weight < 1.0
+    fused = []
+    for c in merged.values():
+        rank, _, b = keyword_ranks.get(c.id, (None, None, 0.0))
+        other = abstain and (lang := language(c.row.get("text") or "")) is not None and lang != query_language
+        fused.append(Candidate(c.id, c.row, c.distance, c.vector_rank, rank,
+                               c.score if other else (1.0 - weight) * c.score + weight * b))
+    order = {c.id: i for i, c in enumerate(merged.values())}
+    return sorted(fused, key=lambda c: (-c.score, order[c.id]))
 
 
 def group_cut(candidates: Sequence[Candidate], mode: str | None) -> list[Candidate]:

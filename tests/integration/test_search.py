@@ -103,6 +103,25 @@ def test_top_k_is_bounded_and_empty_queries_refused(make_app, corpus: Path) -> N
     assert len(app.search("cats", top_k=1000).results) <= 100
 
 
+@pytest.mark.parametrize("query", ["แมวนอนหลับเกือบทั้งวัน",  # a script (Thai) no document uses
+                                   "the and of to in",  # stop words only: no keyword side at all
+                                   "x", "ж",  # one character
+                                   " ".join(["cats sleep most of the day"] * 110)])  # 660 words, just under the cap
+def test_odd_queries_get_a_ranked_answer(make_app, corpus: Path, query: str) -> None:
+    app = make_app(corpus)
+    app.sync()
+    hits = app.search(query, top_k=5).results
+    assert 1 <= len(hits) <= 5
+    assert all(h["distance"] is not None for h in hits)
+
+
+def test_a_2000_word_query_is_refused_with_a_clear_error(make_app, corpus: Path) -> None:
+    app = make_app(corpus)
+    app.sync()
+    with pytest.raises(InvalidArgument, match="characters; at most"):
+        app.search(" ".join(["cats sleep most of the day"] * 334))  # 2,004 words
+
+
 def test_scope_stops_at_a_separator(make_app, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     (docs / "proj").mkdir(parents=True)

@@ -1,29 +1,74 @@
-"""Weighted RRF and the result-shaping rules, on hand-made rankings."""
-from appliance.query.hybrid import RRF_K, cap_distance, cap_files, fuse, group_cut
+"""Score fusion, the language guess it relies on, and the result-shaping rules, on hand-made rankings."""
+import pytest
+
+from appliance.keywords import language
+from appliance.query.hybrid import cap_distance, cap_files, fuse, group_cut
+
+EN = "The cat sleeps most of the day and it is a quiet animal."
+DE = "Die Katze schläft den größten Teil des Tages und ist ein ruhiges Tier."
+RU = "Кошка спит большую часть дня и это спокойное животное."
 
 
-def _v(i: str, d: float, src: str = "s") -> dict:
-    return {"id": i, "_distance": d, "source_id": src}
+def _v(i: str, d: float, src: str = "s", text: str = "") -> dict:
+    return {"id": i, "_distance": d, "source_id": src, "text": text}
 
 
-def _k(i: str, src: str = "s") -> dict:
-    return {"id": i, "_score": 1.0, "source_id": src}
+def _k(i: str, score: float = 1.0, src: str = "s", text: str = "") -> dict:
+    return {"id": i, "_score": score, "source_id": src, "text": text}
 
 
-def test_rrf_formula_and_keyword_only_hits_have_no_distance() -> None:
-    out = fuse([_v("a", 0.1), _v("b", 0.2)], [_k("b"), _k("c")], 0.6)
+def test_convex_combination_of_min_max_normalised_scores() -> None:
+    out = fuse([_v("a", 0.1), _v("b", 0.2), _v("c", 0.3)], [_k("b", 8.0), _k("d", 2.0)], 0.6)
     by_id = {c.id: c for c in out}
-    assert abs(by_id["a"].score - 0.4 / (RRF_K + 1)) < 1e-12
-    assert abs(by_id["b"].score - (0.4 / (RRF_K + 2) + 0.6 / (RRF_K + 1))) < 1e-12
-    assert by_id["c"].distance is None and by_id["c"].vector_rank is None
-    assert [c.id for c in out][0] == "b"
+    # v: a 1.0, b 0.5, c 0.0; bm25: b 1.0, d 0.0
+    assert by_id["a"].score == pytest.approx(0.4)
+    assert by_id["b"].score == pytest.approx(0.4 * 0.5 + 0.6)
+    assert by_id["c"].score == pytest.approx(0.0)
+    assert by_id["d"].distance is None and by_id["d"].vector_rank is None and by_id["d"].keyword_rank == 1
+    assert by_id["b"].vector_rank == 1 and by_id["b"].keyword_rank == 0
+    assert [c.id for c in out] == ["b", "a", "c", "d"]  # ties keep the vector order, then the keyword order
+
+
+def test_single_hit_lists_normalise_to_one() -> None:
+    out = fuse([_v("a", 0.4)], [_k("z", 3.0)], 0.7)
+    assert [c.id for c in out] == ["z", "a"]
+    assert out[0].score == pytest.approx(0.7) and out[1].score == pytest.approx(0.3)
 
 
 def test_weight_zero_is_vector_order_and_one_is_keyword_order() -> None:
     vec = [_v("a", 0.1), _v("b", 0.2), _v("c", 0.3)]
-    kw = [_k("c"), _k("b"), _k("a")]
+    kw = [_k("c", 3.0), _k("b", 2.0), _k("a", 1.0)]
     assert [c.id for c in fuse(vec, kw, 0.0)] == ["a", "b", "c"]
     assert [c.id for c in fuse(vec, kw, 1.0)] == ["c", "b", "a"]
+    assert [c.id for c in fuse(vec, kw, 1.0, "en")] == ["c", "b", "a"]
+
+
+def test_bm25_abstains_on_passages_in_another_language() -> None:
+    # An English question: BM25 finds the English answer and an English passage sharing a word;
+    # the German and Russian answers share no word with it, so BM25 has no opinion on them.
+    vec = [_v("en-answer", 0.10, text=EN), _v("en-other", 0.12, text=EN), _v("de-answer", 0.14, text=DE),
+           _v("ru-answer", 0.15, text=RU), _v("far", 0.30, text=EN)]
+    kw = [_k("en-answer", 9.0, text=EN), _k("en-other", 3.0, text=EN), _k("far", 1.0, text=EN)]
+    plain = [c.id for c in fuse(vec, kw, 0.5)]
+    assert plain.index("en-other") < plain.index("de-answer")
+    gated = fuse(vec, kw, 0.5, "en")
+    assert [c.id for c in gated][:4] == ["en-answer", "de-answer", "ru-answer", "en-other"]
+    assert {c.id: c.score for c in gated}["de-answer"] == pytest.approx(1 - 0.04 / 0.20)  # its vector score alone
+
+
+def test_passages_of_unknown_language_are_judged_by_bm25() -> None:
+    vec = [_v("a", 0.1, text="ERR_ZORBLATT_7741 4711"), _v("b", 0.2, text=DE)]
+    assert fuse(vec, [_k("b", 1.0, text=DE)], 0.5, "en")[0].id == "a"  # b is German: vector alone, 0.0
+    assert fuse(vec, [_k("a", 1.0)], 0.5, "en")[0].id == "a"
+
+
+def test_language_guess() -> None:
+    assert (language(EN), language(DE), language(RU)) == ("en", "de", "ru")
+    assert language("How many points did the Panthers defense surrender?") == "en"
+    assert language("Wie viele Punkte hat die Verteidigung abgegeben?") == "de"
+    assert language("Сколько очков пропустила защита?") == "ru"
+    for unclear in ("ERR_ZORBLATT_7741", "Kaffeemaschine entkalken Essig", "", "x", "แมวนอนหลับ", "in so"):
+        assert language(unclear) is None, unclear
 
 
 def test_grouping_cuts_at_a_large_gap_and_keeps_distanceless_hits() -> None:
