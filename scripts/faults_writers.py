@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -152,8 +153,6 @@ def main() -> None:
     parser.add_argument("--until", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role:
-        import os
-
         print(json.dumps(role_main(args.role, dict(os.environ), Path(args.docs), args.until, args.seed)))
         return
     result = run(args.seconds, args.files, args.model, args.seed)
