@@ -189,11 +189,21 @@ def _guarded(method):  # type: ignore[no-untyped-def]
         try:
             return method(self, *args, **kwargs)
         except Exception as exc:
-            named = storage_error(exc, f"the index at {self.db_path}", self.db_path)
-            if named is None or named is exc:
-                raise
-            raise named from exc
+            _raise_named(self.db_path, exc)
     return wrapper
+
+
+def _raise_named(db_path: Path, exc: Exception) -> None:
+    """Raise `exc` as its named storage error (disk full, read-only, busy, damaged), or as it is."""
+    named = storage_error(exc, f"the index at {db_path}", db_path)
+    if named is None or named is exc:
+        raise exc
+    raise named from exc
+
+
+def _backoff(attempt: int) -> None:
+    """Wait before repeating a write that lost a commit race: doubling, jittered, at most ~3 s."""
+    time.sleep(min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random()))
 
 
 def _writes(method):  # type: ignore[no-untyped-def]
@@ -211,13 +221,10 @@ def _writes(method):  # type: ignore[no-untyped-def]
                 return method(self, *args, **kwargs)
             except Exception as exc:
                 if not is_commit_conflict(exc) or attempt == CONFLICT_ATTEMPTS:
-                    named = storage_error(exc, f"the index at {self.db_path}", self.db_path)
-                    if named is None or named is exc:
-                        raise
-                    raise named from exc
+                    _raise_named(self.db_path, exc)
                 self.conflicts_retried += 1
                 log.info("%s lost a commit race to another process (attempt %d); retrying", method.__name__, attempt)
-                time.sleep(min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random()))
+                _backoff(attempt)
                 try:
                     self._refresh_handles()
                 except Exception:  # the next attempt reports whatever is wrong
@@ -453,7 +460,7 @@ class Index:
                 if attempt == OPTIMIZE_ATTEMPTS:
                     log.info("compaction lost %d commit races to other processes; left to the next refresh", attempt)
                     return
-                time.sleep(0.05 * 2 ** attempt * (0.5 + random.random()))
+                _backoff(attempt)
                 table.checkout_latest()
 
     @_guarded
