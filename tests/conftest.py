@@ -43,19 +43,24 @@ def real_embedder(models_dir: Path):  # type: ignore[no-untyped-def]
     return Embedder(load_spec(DEFAULT_MODEL, models_dir), models_dir)
 
 
-@pytest.fixture
-def make_app(tmp_path: Path, models_dir: Path, real_embedder) -> Callable[..., object]:  # type: ignore[no-untyped-def]
-    """Build an Appliance over `docs` (default tmp_path/docs) with the real model."""
+def app_factory(root: Path, models_dir: Path, embedder) -> Callable[..., object]:  # type: ignore[no-untyped-def]
+    """build(docs=None, **env): an Appliance over `docs` (default root/docs), index in root/index."""
     from appliance.service import Appliance
 
     def build(docs: Path | None = None, **env: str):  # type: ignore[no-untyped-def]
-        docs = docs or tmp_path / "docs"
+        docs = docs or root / "docs"
         docs.mkdir(parents=True, exist_ok=True)
-        settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "index"),
+        settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(root / "index"),
                                   "MODELS_DIR": str(models_dir), **env})
-        return Appliance(settings, embedder=real_embedder)
+        return Appliance(settings, embedder=embedder)
 
     return build
+
+
+@pytest.fixture
+def make_app(tmp_path: Path, models_dir: Path, real_embedder) -> Callable[..., object]:  # type: ignore[no-untyped-def]
+    """Build an Appliance over `docs` (default tmp_path/docs) with the real model."""
+    return app_factory(tmp_path, models_dir, real_embedder)
 
 
 SLOW_CONVERT = '''

@@ -67,7 +67,7 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # slow to write (a 1.2 GB zip bomb to deflate): its tests are `slow`
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from PIL import Image
 
@@ -106,6 +106,7 @@ EXPECT: dict[str, type[ApplianceError] | tuple[type[ApplianceError], ...]] = {
 }
 
 
+@pytest.mark.slow
 def test_hostile_folder_one_named_error_each(hostile: Path) -> None:
     names = ["good0.md", *EXPECT, "good1.md", "good2.md"]
     with ConvertPool(workers=2, timeout_s=180, memory_bytes=MEMORY, ocr=OcrConfig(), max_file_size=40 * MB) as pool:
@@ -127,6 +128,7 @@ def test_hostile_folder_one_named_error_each(hostile: Path) -> None:
     assert peak.peak_kb * 1024 < MEMORY
 
 
+@pytest.mark.slow
 def test_timeout_kills_and_replaces_the_worker(hostile: Path) -> None:
     with ConvertPool(workers=1, timeout_s=1.5, memory_bytes=MEMORY, ocr=None, max_file_size=50 * MB) as pool:
         before = pool.worker_pids()
@@ -138,6 +140,7 @@ def test_timeout_kills_and_replaces_the_worker(hostile: Path) -> None:
         assert not Path(f"/proc/{before[0]}").exists() or "Z" in open(f"/proc/{before[0]}/stat").read().split()[2]
 
 
+@pytest.mark.slow
 def test_crashed_worker_is_named_and_replaced(hostile: Path) -> None:
     with ConvertPool(workers=1, timeout_s=120, memory_bytes=MEMORY, ocr=None, max_file_size=50 * MB) as pool:
         pool.convert(hostile / "good2.md")  # worker is up and warm
@@ -148,6 +151,7 @@ def test_crashed_worker_is_named_and_replaced(hostile: Path) -> None:
         assert pool.convert(hostile / "good2.md").title == "Good 2"
 
 
+@pytest.mark.slow
 def test_concurrent_callers_share_the_pool(hostile: Path) -> None:
     with ConvertPool(workers=2, timeout_s=60, memory_bytes=MEMORY, ocr=None, max_file_size=MB) as pool:
         out: list[object] = []
@@ -162,12 +166,13 @@ def test_concurrent_callers_share_the_pool(hostile: Path) -> None:
     assert sorted(out) == sorted(f"Good {n % 3}" for n in range(6))  # type: ignore[type-var]
 
 
-def test_closed_pool_refuses_work(hostile: Path) -> None:
+def test_closed_pool_refuses_work(tmp_path: Path) -> None:
+    (tmp_path / "good0.md").write_text("# Good 0\n")  # not the hostile folder: nothing here is converted
     pool = ConvertPool(workers=1, timeout_s=10, memory_bytes=MEMORY, ocr=None, max_file_size=MB)
     pids = pool.worker_pids()
     pool.close()
     with pytest.raises(RuntimeError):
-        pool.convert(hostile / "good0.md")
+        pool.convert(tmp_path / "good0.md")
     time.sleep(0.2)
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or "Z" in open(f"/proc/{pid}/stat").read().split()[2]
