@@ -9,7 +9,7 @@ INDEX ?= minirag-index
 export MINIRAG_SHARED ?= $(abspath $(CURDIR)/../shared)
 
 .DEFAULT_GOAL := help
-.PHONY: help install models test test-fast eval bench faults
+.PHONY: help install models test test-all test-fast eval bench faults
 
 help:      ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -26,8 +26,17 @@ install: $(VENV)/.installed ## create .venv with the locked dependencies (hash-c
 models: install ## bake the embedding models into models/baked (cached; verified)
 	$(MINIRAG) models bake
 
-test: models ## every test (bakes the model first if missing)
-	$(PY) -m pytest
+# Markers (pyproject.toml): `slow` (subprocess servers, process kills and stops, the OCR corpus,
+# the full-corpus sync), `faults` (tests/faults), `docker` (tests/docker, needs an engine and the image).
+FAST_TESTS := not slow and not faults and not docker
+
+test: models ## the fast tests (~4 min on 2 cores): unit, adapters (in-memory MCP), a few real-model end-to-end tests
+	$(PY) -m pytest -m "$(FAST_TESTS)"
+
+test-all: models ## every test: `test` plus slow, faults (CI size) and, when a Docker engine answers, `image` and the image tests
+	$(PY) -m pytest -m "not docker"
+	@if $(DOCKER) info >/dev/null 2>&1; then $(MAKE) --no-print-directory image docker-test; \
+	else echo "test-all: no Docker engine ($(DOCKER) info failed): the image tests (tests/docker) did not run"; fi
 
 test-fast: install ## unit tests only, no baked model needed
 	$(PY) -m pytest tests/unit
@@ -86,5 +95,5 @@ save:      ## air-gap bundle: BUNDLE (docker save | gzip), its sha256 and LOAD.t
 load:      ## load BUNDLE after checking its sha256
 	scripts/image_bundle.sh load $(IMAGE) $(BUNDLE)
 
-docker-test: ## the image tests (needs a Docker engine and `make image`)
-	MINIRAG_DOCKER=1 $(PY) -m pytest -m docker tests/docker
+docker-test: ## the image tests against IMAGE (needs a Docker engine and `make image`)
+	MINIRAG_DOCKER=1 DOCKER=$(DOCKER) MINIRAG_IMAGE=$(IMAGE) $(PY) -m pytest -m docker tests/docker

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# usage: scripts/docker_ci.sh   (as root; called from .ci/run)
+# usage: scripts/docker_ci.sh [COMMAND ARGS...]   (as root; .ci/run calls it with `make test-all`)
 #
-# The container image's CI: start dockerd if none is running (and stop it again at
-# the end), make the image (debootstrap base cached in .cache/, wheelhouse, baked
-# models, docker build), then run the image tests (tests/docker, marker `docker`).
+# Runs COMMAND with a Docker engine: starts dockerd if none is running (and stops it again
+# at the end). Without COMMAND, the container image's CI alone: make the image (debootstrap
+# base cached in .cache/, wheelhouse, baked models, docker build), then run the image tests
+# (tests/docker, marker `docker`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DOCKER="${DOCKER:-/usr/bin/docker}"   # Debian's CLI: talks BuildKit to the daemon
@@ -30,6 +31,11 @@ stop_dockerd() {
 }
 trap stop_dockerd EXIT
 
+if [[ $# -gt 0 ]]; then
+    echo "== $* (Docker engine up)"
+    "$@"
+    exit
+fi
 echo "== make image"
 make image DOCKER="$DOCKER"
 echo "   image ready after $((SECONDS - t0)) s"

@@ -46,6 +46,7 @@ def test_errors_are_json_with_json_flag(env: dict[str, str]) -> None:
 
 
 @pytest.mark.model
+@pytest.mark.slow  # five `minirag` runs, three of them load the model
 @pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root and unshare -n")
 def test_ingest_and_query_with_networking_off(env: dict[str, str]) -> None:
     offline = ["unshare", "-n"]
@@ -65,6 +66,7 @@ def test_ingest_and_query_with_networking_off(env: dict[str, str]) -> None:
     assert deleted.returncode == 0 and json.loads(deleted.stdout)["chunksRemoved"] >= 1
 
 
+@pytest.mark.slow  # five `minirag` runs
 def test_list_prints_every_file_or_one_page_with_its_cursor(env: dict[str, str]) -> None:
     docs = Path(env["BASE_DIR"])
     for n in range(5):

@@ -177,6 +177,7 @@ class RawStdio:
         return self.frames
 
 
+@pytest.mark.slow  # a `minirag serve` subprocess each
 @pytest.mark.parametrize("fast", ["1", "0"])
 def test_the_first_query_gets_the_real_servers_answer_once(server_env: dict[str, str], fast: str) -> None:
     server = RawStdio(server_env | {"MCP_FAST_HANDSHAKE": fast})

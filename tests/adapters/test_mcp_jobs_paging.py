@@ -265,8 +265,7 @@ def test_list_files_refuses_a_bad_cursor_or_limit(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ the large-ingest path with the real model
 
-@pytest.mark.model
-@pytest.mark.slow
+@pytest.mark.model  # in `make test`: the in-memory MCP path with the real model
 def test_a_large_ingest_job_with_the_real_model_becomes_searchable(tmp_path: Path, real_embedder: Any) -> None:
     server, _docs = serve(tmp_path, real_embedder)
     content = big_note("FLANGE_CODE_8812", 3 * THRESHOLD)

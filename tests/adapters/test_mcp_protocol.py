@@ -90,6 +90,7 @@ def test_the_sdk_still_offers_both_eras() -> None:
     assert "2025-11-25" in HANDSHAKE_PROTOCOL_VERSIONS and LATEST_PROTOCOL_VERSION in MODERN_PROTOCOL_VERSIONS
 
 
+@pytest.mark.slow  # a `minirag serve` subprocess
 @pytest.mark.parametrize("version", HANDSHAKE_PROTOCOL_VERSIONS)
 def test_handshake_revision_end_to_end(version: str, env: dict[str, str]) -> None:
     server = RawServer(env)
@@ -108,6 +109,7 @@ def test_handshake_revision_end_to_end(version: str, env: dict[str, str]) -> Non
         server.close()
 
 
+@pytest.mark.slow  # a `minirag serve` subprocess
 @pytest.mark.parametrize("version", MODERN_PROTOCOL_VERSIONS)
 def test_modern_revision_end_to_end(version: str, env: dict[str, str]) -> None:
     server = RawServer(env)
@@ -122,6 +124,7 @@ def test_modern_revision_end_to_end(version: str, env: dict[str, str]) -> None:
         server.close()
 
 
+@pytest.mark.slow  # a `minirag serve` subprocess
 def test_an_unknown_revision_gets_a_counter_offer(env: dict[str, str]) -> None:
     server = RawServer(env)
     try:
@@ -132,6 +135,7 @@ def test_an_unknown_revision_gets_a_counter_offer(env: dict[str, str]) -> None:
         server.close()
 
 
+@pytest.mark.slow  # a `minirag serve` subprocess
 def test_a_tool_error_is_a_result_not_a_protocol_error(env: dict[str, str]) -> None:
     server = RawServer(env)
     try:

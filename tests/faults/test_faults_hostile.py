@@ -20,10 +20,11 @@ from appliance.ingest.ocr import OcrConfig
 from scripts.faults_hostile import KILL_SLACK_S, RSS_BOUND_MB, run
 from scripts.hostile_files import generate
 
+pytestmark = pytest.mark.faults  # the whole file, its regression tests too: `make test-all`
+
 CI_TIMEOUT_S = 10
 
 
-@pytest.mark.faults
 @pytest.mark.model
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # ~4 min on a quiet 2-CPU machine; 11+ min measured at load average 15
@@ -44,7 +45,6 @@ def test_every_hostile_file_is_handled_by_name(tmp_path: Path) -> None:
     assert failed == sum(o.outcome == "failed" for o in result.outcomes)
 
 
-@pytest.mark.faults
 def test_generator_names_every_file_it_writes(tmp_path: Path) -> None:
     """The manifest and the folder agree, so a file the sync never mentions cannot hide."""
     import os

@@ -56,6 +56,7 @@ def test_clean_refuses_to_drop_unreadable_data_items_and_names_them(make_app, tm
     assert fresh.search("item number", top_k=1).results
 
 
+@pytest.mark.slow  # a `sync --clean` subprocess over 40 files
 def test_readers_keep_answering_while_another_process_cleans(make_app, tmp_path: Path, models_dir: Path) -> None:
     docs = _docs(tmp_path / "docs", 40)
     app = make_app(docs)
@@ -89,6 +90,7 @@ def test_readers_keep_answering_while_another_process_cleans(make_app, tmp_path:
     assert app.status()["index"]["sourceCount"] == 40
 
 
+@pytest.mark.slow  # a `sync` subprocess
 def test_status_and_list_files_follow_another_process_within_two_seconds(make_app, tmp_path: Path,
                                                                         models_dir: Path) -> None:
     docs = _docs(tmp_path / "docs", 5)

@@ -50,9 +50,13 @@ def _skip_without_xlrd(path: str) -> None:
 
 
 EXPECTED = _rows("EXPECTED.tsv")
+EXPECTED_PARAMS = [  # the scanned rows (the OCR corpus, seconds to a minute each) are `make test-all`'s
+    pytest.param(r, id=r.get("path", "missing"), marks=[pytest.mark.slow] if r.get("needs_ocr") == "yes" else [])
+    for r in EXPECTED
+]
 
 
-@pytest.mark.parametrize("row", EXPECTED, ids=[r.get("path", "missing") for r in EXPECTED])
+@pytest.mark.parametrize("row", EXPECTED_PARAMS)
 def test_expected_substring(row: dict[str, str]) -> None:
     _need(row)
     _skip_without_xlrd(row["path"])

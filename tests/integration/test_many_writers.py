@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from appliance.errors import IndexBusy, IndexCorrupt, is_commit_conflict, storage_error
 from appliance.store import Index, SourceRow, chunk_schema
@@ -57,6 +58,7 @@ def test_a_commit_conflict_is_busy_never_corrupt() -> None:
     assert isinstance(storage_error(RuntimeError("lance error: Not found: chunks.lance/data/x.lance"), "x"), IndexCorrupt)
 
 
+@pytest.mark.slow  # three writer processes
 def test_three_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     db = tmp_path / "index"
     Index(db, DIM).replace_sources([SourceRow(source_id="seed", source_kind="data", chunk_count=3)], _rows("seed", 3))

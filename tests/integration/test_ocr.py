@@ -39,15 +39,19 @@ def _need_data_and_tesseract() -> None:
         pytest.fail(f"tesseract with eng+deu+rus is required for these tests: {hint}")
 
 
+SLOW = pytest.mark.slow
+"""`make test` OCRs one small page (ru-book) and two small images; the other pages are `make test-all`'s."""
+
 PAGES = [
-    ("ru-book", "ocr/aleph/russian_scan_derived.pdf", "ocr/aleph/russian.gt.txt", 0.03),
-    ("ru-poem", "ocr/easydict/ocr-ru-poetry-11_derived.pdf", "ocr/easydict/ocr-ru-poetry-11.gt.txt", 0.03),
-    ("de-letter-p1", "ocr/kreuzberg-german/image_only_german_pdf.pdf",
-     "ocr/kreuzberg-german/image_only_german_pdf.page1.gt.txt", 0.015),
+    pytest.param("ru-book", "ocr/aleph/russian_scan_derived.pdf", "ocr/aleph/russian.gt.txt", 0.03, id="ru-book"),
+    pytest.param("ru-poem", "ocr/easydict/ocr-ru-poetry-11_derived.pdf", "ocr/easydict/ocr-ru-poetry-11.gt.txt",
+                 0.03, id="ru-poem", marks=SLOW),
+    pytest.param("de-letter-p1", "ocr/kreuzberg-german/image_only_german_pdf.pdf",
+                 "ocr/kreuzberg-german/image_only_german_pdf.page1.gt.txt", 0.015, id="de-letter-p1", marks=SLOW),
 ]
 
 
-@pytest.mark.parametrize(("name", "pdf", "truth", "limit"), PAGES, ids=[p[0] for p in PAGES])
+@pytest.mark.parametrize(("name", "pdf", "truth", "limit"), PAGES)
 def test_cer_against_ground_truth(name: str, pdf: str, truth: str, limit: float) -> None:
     [(index, text)] = list(ocr_pdf_pages(CORPUS / pdf, [0], CFG))
     rate = cer(text, (CORPUS / truth).read_text(encoding="utf-8"))
@@ -55,6 +59,7 @@ def test_cer_against_ground_truth(name: str, pdf: str, truth: str, limit: float)
     assert index == 0 and rate < limit
 
 
+@SLOW
 def test_scanned_pdf_document_marks_ocr_pages() -> None:
     c = to_markdown(CORPUS / "ocr/kreuzberg-german/image_only_german_pdf.pdf", ocr=CFG, max_file_size=MAX)
     assert c.ocr_engine == "tesseract"
@@ -72,6 +77,7 @@ def test_scanned_pdf_document_marks_ocr_pages() -> None:
     assert {ch.page_start for ch in chunks} == {1, 2, 3}
 
 
+@SLOW
 def test_masks_pdf_substrings() -> None:
     c = to_markdown(CORPUS / "ocr/ocrmypdf-masks-de/masks.pdf", ocr=CFG, max_file_size=MAX)
     rows = list(csv.reader(open(CORPUS / "ocr/ocrmypdf-masks-de/expected_substrings.tsv", encoding="utf-8"),
@@ -85,8 +91,8 @@ def test_masks_pdf_substrings() -> None:
 @pytest.mark.parametrize(
     ("rel", "needle"),
     [
-        ("ocr/aleph/russian.png", "которая извлечена из памяти"),
-        ("ocr/aleph/mfsa.png", "THAMES RIVER TRADITIONAL"),
+        pytest.param("ocr/aleph/russian.png", "которая извлечена из памяти", marks=SLOW),
+        pytest.param("ocr/aleph/mfsa.png", "THAMES RIVER TRADITIONAL", marks=SLOW),
         ("tika/testOCR.jpg", "OCR Testing"),
         ("tika/testOCR.png", "file contains"),
     ],
@@ -98,6 +104,7 @@ def test_images_become_documents(rel: str, needle: str) -> None:
     assert c.title == Path(rel).stem.replace("_", " ")
 
 
+@SLOW
 def test_multipage_tiff_reads_every_frame() -> None:
     c = to_markdown(CORPUS / "tika/testTIFF_multipage.tif", ocr=CFG, max_file_size=MAX)
     pages = int(c.metadata["pages"])
@@ -145,6 +152,7 @@ def test_text_pages_keep_their_text_and_only_scans_are_ocred() -> None:
     assert c.ocr_engine == "" and "ocr_pages" not in c.metadata
 
 
+@SLOW
 @pytest.mark.parametrize("angle", [90, 180, 270])
 def test_pages_scanned_sideways_or_upside_down(angle: int) -> None:
     """Orientation detection turns the page first; without it these pages read as garbage."""

@@ -102,6 +102,7 @@ def test_second_sync_refuses_while_one_runs(make_app, tmp_path: Path) -> None:
     assert app.status()["syncRunning"] is None
 
 
+@pytest.mark.slow  # `minirag sync` subprocesses killed at random, then a clean build to compare
 def test_killed_syncs_converge_to_a_clean_build(make_app, tmp_path: Path, models_dir: Path) -> None:
     """kill -9 a sync at random moments; one more sync must equal a clean build."""
     docs = tmp_path / "docs"

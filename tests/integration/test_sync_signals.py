@@ -73,6 +73,7 @@ def env(tmp_path: Path, models_dir: Path) -> dict[str, str]:
     return {**os.environ, "BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "index"), "MODELS_DIR": str(models_dir)}
 
 
+@pytest.mark.slow  # six CLI subprocesses
 def test_an_unreadable_file_stops_being_served(env: dict[str, str]) -> None:
     docs = Path(env["BASE_DIR"])
     keep = _write(docs / "keep.md", "Public note on orchard pruning.\n")
@@ -89,6 +90,7 @@ def test_an_unreadable_file_stops_being_served(env: dict[str, str]) -> None:
     assert read.returncode == 1 and json.loads(read.stdout)["error"]["code"] == "not_found"
 
 
+@pytest.mark.slow  # two CLI subprocesses
 def test_an_index_owned_by_another_user_names_the_owner_and_the_fix(env: dict[str, str]) -> None:
     docs = Path(env["BASE_DIR"])
     _write(docs / "a.md", "Anything at all.\n")
