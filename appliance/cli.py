@@ -62,9 +62,22 @@ def _reported(as_json: bool) -> Iterator[None]:
 
 @contextmanager
 def _progress(enabled: bool) -> Iterator[Any]:
-    """A progress bar on a terminal; silent under --json or when piped."""
-    if not enabled or not sys.stderr.isatty():
+    """A progress bar on a terminal; one line every ~10 s when piped (cron, `docker run … sync`); silent under --json."""
+    if not enabled:
         yield None
+        return
+    if not sys.stderr.isatty():
+        import logging
+
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger = logging.getLogger("appliance.sync")  # state.SyncProgress logs there
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        try:
+            yield None
+        finally:
+            logger.removeHandler(handler)
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -74,7 +87,7 @@ def _progress(enabled: bool) -> Iterator[Any]:
         task = bar.add_task("indexing", total=None, path="")
 
         def update(phase: str, done: int, total: int, path: str) -> None:
-            bar.update(task, description=phase, completed=done, total=total, path=path[-60:])
+            bar.update(task, description=phase, completed=done, total=total or None, path=path[-60:])
 
         yield update
 

@@ -66,6 +66,34 @@ class SyncJob(_Out):
     error: Optional[ErrorInfo] = Field(None, description="Why the whole job failed (phase 'failed').")
 
 
+class SyncRunning(_Out):
+    """The sync holding the index's lock now, whichever process started it."""
+    pid: Optional[int] = None
+    startedAt: Optional[float] = None
+    startedBy: Optional[str] = Field(None, description="scheduler, mcp (sync_start) or cli (minirag sync, make sync).")
+    phase: Optional[Literal["scanning", "indexing", "finishing"]] = Field(
+        None, description="Null when the running sync publishes no progress (an older version).")
+    filesSeen: Optional[int] = Field(None, description="Files found so far while scanning.")
+    filesDone: Optional[int] = Field(None, description="Files converted of filesTotal to (re-)index.")
+    filesTotal: Optional[int] = None
+    chunksWritten: Optional[int] = Field(None, description="Chunks embedded and written so far.")
+    currentPath: Optional[str] = None
+    filesPerSecond: Optional[float] = None
+    etaSeconds: Optional[int] = Field(None, description="Estimated seconds until every file is converted.")
+    updatedAt: Optional[float] = None
+
+
+class SyncActivity(_Out):
+    """sync_status without a jobId: what runs now on this index and how the last sync ended."""
+    running: Optional[SyncRunning] = Field(None, description="Null when no sync runs.")
+    lastSync: Optional[dict[str, Any]] = Field(None, description="The last finished sync's counts and failures.")
+    jobs: list[SyncJob] = Field([], description="This server's recent background jobs, newest first.")
+
+
+class SyncStatus(RootModel[Union[SyncJob, SyncActivity]]):
+    """One job (with a jobId), or the index's sync activity (without)."""
+
+
 class IngestOutcome(RootModel[Union[RunReport, SyncJob]]):
     """The finished run report, or (content above INGEST_FOREGROUND_MAX_BYTES) the job embedding it."""
 
@@ -161,6 +189,8 @@ class Status(_Out):
     version: str
     configError: Optional[ErrorInfo] = Field(None, description="Set when the configuration is invalid; "
                                                                 "every other tool refuses until it is fixed.")
+    syncRunning: Optional[SyncRunning] = Field(None, description="The sync running now (any process), with progress.")
+    lastSync: Optional[dict[str, Any]] = Field(None, description="The last finished sync's report.")
 
 
 class GrepMatch(_Out):

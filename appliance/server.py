@@ -156,12 +156,18 @@ def create_server(runtime: Runtime) -> FastMCP:
         Refuses with sync_busy while another sync holds the index."""
         return await call(m.SyncJob, lambda app: app.sync_start(path, require_absolute=True))
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.SyncJob))
-    async def sync_status(jobId: Annotated[str, Field(min_length=1, max_length=64,
-                                                      description="The jobId sync_start, ingest_data or ingest_url returned.")]) -> ToolResult:
+    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.SyncStatus))
+    async def sync_status(jobId: Annotated[Optional[str], Field(
+            None, min_length=1, max_length=64,
+            description="The jobId sync_start, ingest_data or ingest_url returned; omit it for the index's "
+                        "sync activity.")] = None) -> ToolResult:
         """Progress of a background job (a sync, or a large ingest_data/ingest_url): phase,
-        filesDone/filesTotal, per-file failures, and final counts once phase is succeeded."""
-        return await call(m.SyncJob, lambda app: app.sync_status(jobId))
+        filesDone/filesTotal, per-file failures, and final counts once phase is succeeded.
+
+        Without jobId: the sync running on this index now, whoever started it (the scheduler,
+        another client, the CLI), with phase, files done/total, chunks written, rate and ETA;
+        the last finished sync; and this server's recent jobs."""
+        return await call(m.SyncStatus, lambda app: app.sync_status(jobId))
 
     @mcp.tool(annotations=WRITES, output_schema=_schema(m.RunReport))
     async def ingest_file(filePath: FilePath) -> ToolResult:

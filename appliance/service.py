@@ -32,7 +32,7 @@ from appliance.keywords import keywords_field, language, query_terms
 from appliance.locking import lock_holder, sync_lock
 from appliance.query.assemble import (HIT_COLUMNS, RANK_COLUMNS, SearchResult, assemble, hit_dict, row_to_chunk,
                                       within_budget)
-from appliance.scheduler import read_state as read_scheduler_state
+from appliance.state import SyncProgress, read_last_sync, read_scheduler_state, running_sync, save_last_sync
 from appliance.paging import text_page
 from appliance.query.distinct import collapse
 from appliance.query.hybrid import cap_distance, cap_files, fuse, group_cut
@@ -54,7 +54,6 @@ the corpus; the byte bound keeps the converted text waiting in memory small."""
 WORKER_RECYCLE_FILES = 2000
 """A fresh worker costs ~3 s of imports; recycling every 200 files spent a third of a
 small-file sync restarting workers. Memory stays bounded by the worker's rlimit."""
-LAST_SYNC_FILE = "last_sync.json"
 MAX_QUERY_CHARS = 4000
 MAX_SOURCE_ID_CHARS = 1024
 DEFAULT_BUDGET = 256
@@ -197,12 +196,13 @@ class Appliance:
         ids = [str(f.path) for f in files]
         known = {s.source_id: s for start in range(0, len(ids), 200)
                  for s in self.index.source_rows(in_list("source_id", ids[start:start + 200]))}
-        self._index_files(files, report, progress, known=known, force=True)
+        on_file = (lambda done, total, path: progress("indexing", done, total, path)) if progress else None
+        self._index_files(files, report, on_file, known=known, force=True)
         return self._finish(report)
 
     def sync(self, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
              discard_unrecoverable: bool = False, forget_roots: bool = False,
-             progress: Progress | None = None) -> RunReport:
+             progress: Progress | None = None, origin: str = "cli") -> RunReport:
         """Make the index equal to the files on disk (under `path`, when given).
 
         `clean` rebuilds everything: files, and ingest_data/URL items re-embedded from
@@ -210,51 +210,66 @@ class Appliance:
         processes keep answering from the old rows until each document's new ones
         replace them; a damaged one gets empty tables first (as new versions, so a
         reader holding the old version is not pulled from under its feet).
+
+        While it runs, its progress is published beside the lock for every process
+        (`status`, `sync_status`; see state.SyncProgress); `origin` says who started it.
         """
         if clean and path is not None:
             raise InvalidArgument("--clean rebuilds the whole index; run it without a path")
         with sync_lock(self.settings.db_path):
-            report = RunReport()
-            under = None
-            if path is not None:
-                under, _root = self.resolve(path)
-            kept: list[tuple[SourceRow, Converted]] = []
-            if clean:
-                kept = self._items_to_keep(discard_unrecoverable)
-                if not self._rebuildable_in_place():
-                    self.index.drop_all()
-                full = True
-            elif not full:
-                self._check_writable_identity()
-            files: list[FoundFile] = []
-            for item in walk(self.settings.roots, self.extensions(), under=under):
-                self._collect(item, files, report)
-            report.seen = len(files) + len(report.skipped)
-            known = {s.source_id: s for s in self.index.source_rows("source_kind = 'file'")}
-            if under is not None:
-                known = {k: v for k, v in known.items() if Path(k) == under or Path(k).is_relative_to(under)}
-            elif not clean:
-                self._check_roots(known.values(), forget=forget_roots)
-            # a skipped file keeps what was indexed for it, unless it is a link that leads nowhere now
-            # or a file this process may no longer read (what its owner withdrew is not served either)
-            on_disk = {str(f.path) for f in files} | {s["path"] for s in report.skipped
-                                                      if s["code"] not in ("broken_link", "unreadable")}
-            gone = [sid for sid in known if sid not in on_disk]
-            damaged, stray = self._inconsistent(known, on_disk, under)
-            if gone or stray:
-                self.index.delete_sources(gone + stray)
-                report.deleted = len(gone)
-            if full:
-                self.index.write_identity(self.identity())
-            self._index_files(files, report, progress, known=known, force=full, gone=gone, redo=damaged)
-            for start in range(0, len(kept), EMBED_BATCH_CHUNKS):
-                self._write_batch(kept[start:start + EMBED_BATCH_CHUNKS], report)
-            report.seen += len(kept)
-            report.updated += len(kept)
-            self.index.refresh_indexes(wrote=bool(gone or stray or report.refreshed or self.index.unindexed_rows()))
-            result = self._finish(report)
-            self._save_last_sync(result, under)
-            return result
+            publisher = SyncProgress(self.settings.db_path, origin, forward=progress)
+            try:
+                return self._sync_locked(path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
+                                         forget_roots=forget_roots, publisher=publisher)
+            finally:
+                publisher.close()
+
+    def _sync_locked(self, path: str | Path | None, *, full: bool, clean: bool, discard_unrecoverable: bool,
+                     forget_roots: bool, publisher: SyncProgress) -> RunReport:
+        report = RunReport()
+        under = None
+        if path is not None:
+            under, _root = self.resolve(path)
+        kept: list[tuple[SourceRow, Converted]] = []
+        if clean:
+            kept = self._items_to_keep(discard_unrecoverable)
+            if not self._rebuildable_in_place():
+                self.index.drop_all()
+            full = True
+        elif not full:
+            self._check_writable_identity()
+        files: list[FoundFile] = []
+        for item in walk(self.settings.roots, self.extensions(), under=under):
+            self._collect(item, files, report)
+            publisher.scanning(len(files) + len(report.skipped))
+        report.seen = len(files) + len(report.skipped)
+        known = {s.source_id: s for s in self.index.source_rows("source_kind = 'file'")}
+        if under is not None:
+            known = {k: v for k, v in known.items() if Path(k) == under or Path(k).is_relative_to(under)}
+        elif not clean:
+            self._check_roots(known.values(), forget=forget_roots)
+        # a skipped file keeps what was indexed for it, unless it is a link that leads nowhere now
+        # or a file this process may no longer read (what its owner withdrew is not served either)
+        on_disk = {str(f.path) for f in files} | {s["path"] for s in report.skipped
+                                                  if s["code"] not in ("broken_link", "unreadable")}
+        gone = [sid for sid in known if sid not in on_disk]
+        damaged, stray = self._inconsistent(known, on_disk, under)
+        if gone or stray:
+            self.index.delete_sources(gone + stray)
+            report.deleted = len(gone)
+        if full:
+            self.index.write_identity(self.identity())
+        self._index_files(files, report, lambda done, total, p: publisher.indexing(done, total, p, report.chunks),
+                          known=known, force=full, gone=gone, redo=damaged)
+        for start in range(0, len(kept), EMBED_BATCH_CHUNKS):
+            self._write_batch(kept[start:start + EMBED_BATCH_CHUNKS], report)
+        publisher.finishing(report.chunks)
+        report.seen += len(kept)
+        report.updated += len(kept)
+        self.index.refresh_indexes(wrote=bool(gone or stray or report.refreshed or self.index.unindexed_rows()))
+        result = self._finish(report)
+        self._save_last_sync(result, under)
+        return result
 
     def _check_roots(self, known: Iterable[SourceRow], *, forget: bool) -> None:
         """Refuse a sync that would delete every file of a root this process was not given.
@@ -445,7 +460,8 @@ class Appliance:
             return "failed", digest
         return "index", digest
 
-    def _index_files(self, files: Sequence[FoundFile], report: RunReport, progress: Progress | None,
+    def _index_files(self, files: Sequence[FoundFile], report: RunReport,
+                     on_file: Callable[[int, int, str], None] | None,
                      *, known: dict[str, SourceRow], force: bool, gone: Sequence[str] = (),
                      redo: frozenset[str] = frozenset()) -> None:
         """Convert (in worker processes) while embedding and writing earlier files; `redo` names
@@ -520,8 +536,8 @@ class Appliance:
                         sequence = sorted(sequences.pop(member.group, []), key=lambda item: item[0])
                         pipeline.put(self._prepare([(s_, c_) for _d, s_, c_ in sequence],
                                                    snapshot_dates=[d for d, _s, _c in sequence]))
-                if progress:
-                    progress("index", done, len(todo), str(path))
+                if on_file:
+                    on_file(done, len(todo), str(path))
             pipeline.close()
         self.index.refresh_indexes()
 
@@ -581,11 +597,8 @@ class Appliance:
 
     def _save_last_sync(self, report: RunReport, under: Path | None) -> None:
         data = report.to_dict() | {"finishedAt": time.time(), "scope": str(under) if under else None}
-        path = self.settings.db_path / LAST_SYNC_FILE
-        tmp = path.with_suffix(".tmp")
         try:
-            tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), "utf-8")
-            os.replace(tmp, path)
+            save_last_sync(self.settings.db_path, data)
         except OSError as exc:
             raise (storage_error(exc, f"the index at {self.settings.db_path}", self.settings.db_path) or exc) from exc
 
@@ -796,14 +809,9 @@ class Appliance:
             out["index"] = index
         except ApplianceError as exc:
             out["indexError"] = exc.to_dict()
-        holder = lock_holder(self.settings.db_path)
-        out["syncRunning"] = holder
+        out["syncRunning"] = running_sync(self.settings.db_path)
         out["scheduler"] = read_scheduler_state(self.settings.db_path)
-        last = self.settings.db_path / LAST_SYNC_FILE
-        try:
-            out["lastSync"] = json.loads(last.read_text("utf-8"))
-        except (OSError, ValueError):
-            out["lastSync"] = None
+        out["lastSync"] = read_last_sync(self.settings.db_path)
         out["ignoreProblems"] = ignore_problems(self.settings.roots)  # rules files that could not be applied
         return out
 
@@ -829,11 +837,18 @@ class Appliance:
         holder = lock_holder(self.settings.db_path)
         if holder is not None:
             raise SyncBusy(f"Another sync is running (pid {holder.get('pid', '?')}) on {self.settings.db_path}")
-        return self._jobs().start(path, lambda progress: self.sync(path, progress=progress)).to_dict()
+        return self._jobs().start(path, lambda progress: self.sync(path, progress=progress, origin="mcp")).to_dict()
 
-    def sync_status(self, job_id: str) -> dict[str, Any]:
-        """A job (a sync, or an ingest too large for the foreground) started in this process; NotFound for an unknown id."""
-        return self._jobs().get(job_id).to_dict()
+    def sync_status(self, job_id: str | None = None) -> dict[str, Any]:
+        """A job (a sync, or an ingest too large for the foreground) started in this process; NotFound for an unknown id.
+
+        Without a job id: the sync running now on this index, whoever started it (the
+        scheduler, another client, `minirag sync`), the last finished sync, and this
+        process's recent jobs."""
+        if job_id is not None:
+            return self._jobs().get(job_id).to_dict()
+        return {"running": running_sync(self.settings.db_path), "lastSync": read_last_sync(self.settings.db_path),
+                "jobs": [job.to_dict() for job in self._jobs().recent()]}
 
     def _jobs(self) -> Any:
         from appliance.jobs import SyncJobs

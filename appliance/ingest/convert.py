@@ -579,6 +579,11 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
 
 # ---------------------------------------------------------------- public API
 
+def load_converters() -> None:
+    """Import markitdown's converters now (a worker does so before its memory limit applies)."""
+    import markitdown.converters  # noqa: F401
+
+
 def to_markdown(path: Path, *, ocr: OcrConfig | None, max_file_size: int) -> Converted:
     """Convert one file to Markdown with its title; raises ApplianceError subclasses."""
     path = Path(path)

@@ -1,6 +1,7 @@
 """Every MCP tool through a real stdio session against `minirag serve`, success and error paths."""
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,12 @@ def test_sync_job_runs_in_the_background(session: Any, server_env: dict[str, str
         time.sleep(0.5)
     assert job["phase"] == "succeeded", job
     assert job["counts"]["seen"] == 4 and job["failures"] == []
+    activity = session.ok("sync_status", {})  # no jobId: the index's sync activity, whoever started it
+    assert activity["running"] is None and activity["lastSync"]["seen"] == 4
+    assert activity["jobs"][0]["jobId"] == job["jobId"] and activity["jobs"][0]["phase"] == "succeeded"
+    with sync_lock(Path(server_env["DB_PATH"])):  # a sync of another process, e.g. the scheduler's
+        assert session.ok("sync_status", {})["running"]["pid"] == os.getpid()
+        assert session.ok("status")["syncRunning"]["pid"] == os.getpid()
     assert session.error("sync_status", {"jobId": "nope"})["code"] == "not_found"
     assert session.error("sync_start", {"path": "guide"})["code"] == "invalid_argument"
 
