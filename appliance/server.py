@@ -17,7 +17,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Optional
 
 import anyio
-from fastmcp import FastMCP
+from fastmcp import Context, FastMCP
+from fastmcp.dependencies import CurrentContext
 from fastmcp.exceptions import NotFoundError as UnknownComponent, ValidationError as ArgumentsInvalid
 from fastmcp.server.middleware import Middleware
 from fastmcp.tools import ToolResult
@@ -98,6 +99,35 @@ def _status(runtime: Runtime) -> dict[str, Any]:
         return out
 
 
+PROGRESS_EVERY_S = 1.0
+"""How often a followed sync_start job sends a progress notification."""
+FOLLOW_MAX_S = 45.0
+"""How long sync_start follows its job with notifications before it returns the running job (with its
+jobId, for sync_status): clients time a request out after 60 s by default, progress or not."""
+
+
+def _progress_token(ctx: Context) -> Any:
+    """The request's progressToken (the client asked for progress notifications), or None."""
+    rc = ctx.request_context
+    return (rc.meta or {}).get("progressToken") if rc is not None else None
+
+
+async def _follow(ctx: Context, job_id: str, call: Callable[..., Any]) -> ToolResult:
+    """Send the job's progress as notifications until it ends (its final record) or FOLLOW_MAX_S passes
+    (the running job)."""
+    deadline = anyio.current_time() + FOLLOW_MAX_S
+    while True:
+        job = await call(m.SyncJob, lambda app: app.sync_status(job_id))
+        data = job.structured_content or {}
+        if job.is_error or data.get("finishedAt") or anyio.current_time() >= deadline:
+            return job
+        await ctx.report_progress(data["filesDone"], data["filesTotal"] or None,
+                                  f"{data['phase']} {data['filesDone']}/{data['filesTotal']} files"
+                                  + (f", at {data['currentPath']}" if data.get("currentPath") else "")
+                                  + f" (jobId {job_id})")
+        await anyio.sleep(PROGRESS_EVERY_S)
+
+
 class ErrorsAsValues(Middleware):
     """Arguments that fail the input schema, and anything that slips past a tool, become error values."""
 
@@ -149,12 +179,18 @@ def create_server(runtime: Runtime) -> FastMCP:
     @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False), output_schema=_schema(m.SyncJob))
     async def sync_start(path: Annotated[Optional[str], Field(
             None, min_length=1, max_length=4096,
-            description="Reconcile only under this absolute path (default: every root).")] = None) -> ToolResult:
+            description="Reconcile only under this absolute path (default: every root).")] = None,
+            ctx: Context = CurrentContext()) -> ToolResult:
         """Start reconciling the index with the files on disk in the background; returns a jobId.
 
         New and changed files are indexed, deleted ones removed. Poll sync_status with the jobId.
-        Refuses with sync_busy while another sync holds the index."""
-        return await call(m.SyncJob, lambda app: app.sync_start(path, require_absolute=True))
+        Refuses with sync_busy while another sync holds the index. A request that carries a
+        progressToken gets progress notifications, and the call returns when the job ends or
+        after 45 s with the job still running (keep polling sync_status then)."""
+        started = await call(m.SyncJob, lambda app: app.sync_start(path, require_absolute=True))
+        if started.is_error or _progress_token(ctx) is None:
+            return started
+        return await _follow(ctx, (started.structured_content or {})["jobId"], call)
 
     @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.SyncStatus))
     async def sync_status(jobId: Annotated[Optional[str], Field(

@@ -20,6 +20,7 @@ from fastmcp import Client
 
 from appliance.config import DEFAULT_MODEL, load_settings
 from appliance.embed import load_spec
+from appliance import server as server_module
 from appliance.server import Runtime, create_server
 from appliance.ingest import fetch
 from appliance.service import Appliance
@@ -303,3 +304,34 @@ def test_read_file_refuses_a_stale_revision_and_a_bad_offset(tmp_path: Path) -> 
     assert stale["code"] == "invalid_argument" and "changed" in stale["message"]
     assert error(server, "read_file", {"source": "one", "offset": 10**6})["code"] == "invalid_argument"
     assert error(server, "read_file", {"source": "one", "maxChars": 10})["code"] == "invalid_argument"
+
+
+# ------------------------------------------------------------------ progress notifications
+
+def test_sync_start_with_a_progress_token_reports_progress_until_the_job_ends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server, docs = serve(tmp_path)
+    for n in range(12):
+        (docs / f"note{n}.md").write_text(f"# Note {n}\n\nTurbine inspection {n}: the gearbox was fine.\n")
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def run() -> Any:
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, total, message))
+
+        async with Client(server) as client:
+            return await client.call_tool("sync_start", {}, progress_handler=on_progress, raise_on_error=False)
+
+    result = asyncio.run(run())
+    job = result.structured_content
+    assert not result.is_error and job["phase"] == "succeeded" and job["counts"]["added"] == 12
+    assert seen, "no progress notification arrived"
+    assert all(job["jobId"] in (message or "") for _p, _t, message in seen)
+    assert [p for p, _t, _m in seen] == sorted(p for p, _t, _m in seen)  # progress never goes back
+    for n in range(12, 40):
+        (docs / f"note{n}.md").write_text(f"# Note {n}\n\nTurbine inspection {n}: the blades were fine.\n")
+    monkeypatch.setattr(server_module, "FOLLOW_MAX_S", 0.0)  # a sync that outlasts the follow
+    result = asyncio.run(run())
+    running = result.structured_content
+    assert not result.is_error and running["finishedAt"] is None and running["jobId"]
+    assert wait_for(server, running)["counts"]["added"] == 28
