@@ -16,9 +16,12 @@ import hmac
 import ipaddress
 import json
 import logging
-import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from appliance.config import Environment
+    from appliance.runtime import Runtime
 
 MCP_PATH = "/mcp"
 MIN_TOKEN_CHARS = 16
@@ -92,25 +95,25 @@ class BearerAuth:
         await send({"type": "http.response.body", "body": body})
 
 
-def build_app(token: str, overrides: dict[str, Any] | None = None) -> Any:
+def build_app(runtime: Runtime, token: str) -> Any:
     """The Starlette app: the MCP tools at /mcp, behind BearerAuth when a token is set."""
     from starlette.middleware import Middleware
 
-    from appliance.server import Runtime, create_server
+    from appliance.server import create_server
 
-    mcp = create_server(Runtime(overrides or {}))
+    mcp = create_server(runtime)
     middleware = [Middleware(BearerAuth, token=token)] if token else []
     return mcp.http_app(path=MCP_PATH, middleware=middleware, transport="http")
 
 
-def serve_http(host: str, port: int, token: str, *, overrides: dict[str, Any] | None = None) -> None:
+def serve_http(host: str, port: int, token: str, runtime: Runtime) -> None:
     """Serve until SIGTERM/SIGINT. Raises AddressRefused before binding anything unsafe."""
     import uvicorn
 
     check_address(f"[{host}]:{port}" if ":" in host else f"{host}:{port}", token)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = build_app(token, overrides)
+    app = build_app(runtime, token)
     logging.getLogger("appliance.http").info("MCP over HTTP at http://%s:%d%s (bearer token %s)", host, port,
                                              MCP_PATH, "required" if token else "off: loopback only")
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
@@ -120,12 +123,15 @@ def serve_http(host: str, port: int, token: str, *, overrides: dict[str, Any] | 
     stopping.exit_when_quiet("the HTTP server is stopping")
 
 
-def main(address: str, overrides: dict[str, Any] | None = None) -> int:
-    token = os.environ.get("MCP_AUTH_TOKEN", "").strip()
+def main(address: str, environment: Environment, overrides: dict[str, Any] | None = None) -> int:
+    """`minirag serve-http`: `environment` is what the CLI read at start, `overrides` its flags."""
+    from appliance.runtime import Runtime
+
+    token = environment.mcp_auth_token
     try:
         host, port = check_address(address, token)
     except AddressRefused as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
-    serve_http(host, port, token, overrides=overrides)
+    serve_http(host, port, token, Runtime(environment, overrides))
     return 0

@@ -13,8 +13,9 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
-from appliance.config import Settings, load_settings
+from appliance.config import Environment, Settings
 from appliance.errors import ApplianceError, ConfigError
+from appliance.instructions import build_instructions
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -25,9 +26,13 @@ log = logging.getLogger("appliance.server")
 
 
 class Runtime:
-    """Settings and the Appliance for one server process, built on first use."""
+    """Settings and the Appliance for one server process, built on first use.
 
-    def __init__(self, overrides: dict[str, Any] | None = None) -> None:
+    `environment` is what the process's composition root read; `overrides` are the CLI flags
+    (the keyword arguments of `Environment.settings`)."""
+
+    def __init__(self, environment: Environment, overrides: dict[str, Any] | None = None) -> None:
+        self.environment = environment
         self.overrides = overrides or {}
         self._lock = threading.Lock()
         self._settings: Settings | None = None
@@ -43,13 +48,21 @@ class Runtime:
         """The settings in effect; a broken configuration raises the same ConfigError every time."""
         if self._settings is None and self._settings_error is None:
             try:
-                self._settings = load_settings(**self.overrides)
+                self._settings = self.environment.settings(**self.overrides)
             except ConfigError as exc:
                 self._settings_error = exc
         if self._settings_error is not None:
             raise self._settings_error
         assert self._settings is not None
         return self._settings
+
+    def instructions(self) -> str:
+        """The server instructions: the policy, plus the operator's line unless the configuration is broken."""
+        try:
+            extra = self.settings().instructions_extra
+        except ConfigError:
+            extra = ""
+        return build_instructions(extra)
 
     @property
     def warming(self) -> bool:

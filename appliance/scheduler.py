@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from appliance import stopping
-from appliance.config import Settings, load_settings
+from appliance.config import Environment, Settings, read_environment
 from appliance.errors import ApplianceError, SyncBusy
 from appliance.state import (SCHEDULER_FILE, hold_alive_lock, process_marker, read_last_sync,
                               read_scheduler_state, write_json)
@@ -56,7 +56,7 @@ def docs_problem(settings: Settings, index_has_sources: bool) -> str | None:
     for root in settings.roots:
         if not root.is_dir():
             return f"document root {root} does not exist or is not a directory; nothing to sync"
-        if os.environ.get("MINIRAG_CONTAINER") == "1" and not _is_mount_point(root):
+        if settings.container and not _is_mount_point(root):
             return (f"no documents are mounted at {root}; run the container with "
                     f"-v /path/to/docs:{root}:ro")
     if all(not any(root.iterdir()) for root in settings.roots):
@@ -217,7 +217,7 @@ class Scheduler:
         if unwritable:
             return unwritable
         try:
-            spec = load_spec(self.settings.model_name, self.settings.models_dir)
+            spec = load_spec(self.settings.model_name, self.settings.models_dir, self.settings.models_manifest)
         except ApplianceError as exc:
             return exc.message + (f" ({exc.hint})" if exc.hint else "")
         model = self.settings.models_dir / spec.dir_name / "model.onnx"
@@ -234,14 +234,14 @@ class Scheduler:
     def round_in_child(self) -> float:
         """One round in a fresh process, so the model and LanceDB leave memory when it ends.
 
-        The child gets the state as JSON on argv and prints the new state as its last
-        stdout line; SIGTERM is forwarded to it (it stops within a second or two, see appliance/stopping.py).
+        The child gets the state as JSON and the last logged problem on argv, and prints the new state
+        as its last stdout line; SIGTERM is forwarded to it (it stops within a second or two, see
+        appliance/stopping.py). It reads the same environment as this process.
         """
         now = self.clock()
-        env = dict(os.environ, MINIRAG_SCHEDULER_LAST_LOGGED=self._last_logged or "")
         try:
             self._child = subprocess.Popen([sys.executable, "-m", "appliance.scheduler", "--round",
-                                            json.dumps(self.state)], stdout=subprocess.PIPE, env=env)
+                                            json.dumps(self.state), self._last_logged or ""], stdout=subprocess.PIPE)
             out, _ = self._child.communicate()
             code = self._child.returncode
         finally:
@@ -331,17 +331,19 @@ def _clock_str(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def child_round(state_json: str) -> int:
-    """`python -m appliance.scheduler --round STATE`: one round at low CPU priority; prints the new state."""
+def child_round(state_json: str, last_logged: str) -> int:
+    """`python -m appliance.scheduler --round STATE LAST_LOGGED`: one round at low CPU priority; prints the new state.
+
+    The round process's composition root: it reads the environment (the scheduler's, inherited) itself."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s scheduler: %(message)s",
                         handlers=[logging.StreamHandler()])
     try:
         os.nice(10)  # indexing yields the CPU to interactive queries
     except OSError:
         pass
-    scheduler = Scheduler(load_settings())
+    scheduler = Scheduler(read_environment().settings())
     scheduler.state.update(json.loads(state_json))  # pid and marker stay the scheduler's: it holds the alive lock
-    scheduler._last_logged = os.environ.get("MINIRAG_SCHEDULER_LAST_LOGGED") or None
+    scheduler._last_logged = last_logged or None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, scheduler.stop)
     next_at = scheduler.round()
@@ -352,12 +354,13 @@ def child_round(state_json: str) -> int:
     return 0
 
 
-def main(env: dict[str, str] | None = None) -> int:
-    """Entry for `minirag scheduler`: logs to stderr, stops on SIGTERM/SIGINT."""
+def main(environment: Environment | None = None) -> int:
+    """Entry for `minirag scheduler` (the CLI passes the environment it read) and `python -m appliance.scheduler`
+    (reads it here): logs to stderr, stops on SIGTERM/SIGINT."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s scheduler: %(message)s",
                         handlers=[logging.StreamHandler()])
     try:
-        settings = load_settings(env)
+        settings = (environment if environment is not None else read_environment()).settings()
     except ApplianceError as exc:
         # The configuration cannot change while this process lives: say so once and
         # idle until stopped, so supervisor does not restart us in a loop.
@@ -374,6 +377,6 @@ def main(env: dict[str, str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--round":
-        sys.exit(child_round(sys.argv[2]))
+    if len(sys.argv) == 4 and sys.argv[1] == "--round":
+        sys.exit(child_round(sys.argv[2], sys.argv[3]))
     sys.exit(main())

@@ -27,7 +27,6 @@ from pydantic import BaseModel, Field
 
 from appliance import __version__, mcp_models as m
 from appliance.errors import ApplianceError, ConfigError, InvalidArgument, UrlIngestDisabled
-from appliance.instructions import instructions_for
 from appliance.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_CHARS, READ_PAGE_CHARS
 from appliance.runtime import Runtime, result_text, tool_data  # noqa: F401  (Runtime: http_server, tests)
 
@@ -170,7 +169,7 @@ def _describe_invalid(exc: Exception) -> str:
 
 def create_server(runtime: Runtime) -> FastMCP:
     """A FastMCP server whose tools call the Appliance that `runtime` builds."""
-    mcp = FastMCP("minirag", instructions=instructions_for(runtime.overrides), version=__version__,
+    mcp = FastMCP("minirag", instructions=runtime.instructions(), version=__version__,
                   mask_error_details=True, middleware=[ErrorsAsValues(), WarmUpAfterListing(runtime)])
 
     def call(model: type[BaseModel], work: Callable[[Appliance], Any]) -> Any:
@@ -331,7 +330,7 @@ def _ingest_url(app: Appliance, url: str) -> Any:
     return ingest_url(url)
 
 
-def serve_stdio(front: Front, overrides: dict[str, Any], runtime: Runtime | None = None) -> None:
+def serve_stdio(front: Front, runtime: Runtime) -> None:
     """Serve MCP over the wire `front` holds until the client disconnects. Logs go to stderr only.
 
     `runtime` may come already warming up (stdio_front.serve starts it before fastmcp is imported)."""
@@ -340,7 +339,6 @@ def serve_stdio(front: Front, overrides: dict[str, Any], runtime: Runtime | None
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    runtime = runtime or Runtime(overrides)
     server = create_server(runtime)
     runtime.warm_up()  # a stdio client came to search: load the index and the model now (once)
     stdin, stdout = front.attach()

@@ -110,7 +110,8 @@ class Appliance:
 
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
         self.settings = settings
-        self.spec = embedder.spec if embedder is not None else load_spec(settings.model_name, settings.models_dir)
+        self.spec = embedder.spec if embedder is not None else load_spec(settings.model_name, settings.models_dir,
+                                                                          settings.models_manifest)
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self.index = Index(settings.db_path, self.spec.dim)

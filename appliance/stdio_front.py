@@ -37,7 +37,10 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+if TYPE_CHECKING:
+    from appliance.config import Environment
 
 SNAPSHOT = Path(__file__).with_name("mcp_snapshot.json")
 EarlyTools = Callable[[Any, Any], Optional[Callable[[], dict[str, Any]]]]
@@ -265,12 +268,11 @@ def _load_snapshot() -> dict[str, Any] | None:
         return None
 
 
-def start(instructions: Callable[[], str], tools: EarlyTools | None = None) -> Front:
-    """Claim the wire and start answering; once per process."""
+def start(instructions: Callable[[], str], tools: EarlyTools | None = None, *, answer_early: bool = True) -> Front:
+    """Claim the wire and start answering (unless `answer_early` is off: MCP_FAST_HANDSHAKE=0); once per process."""
     global _started
     if _started is None:
-        enabled = os.environ.get("MCP_FAST_HANDSHAKE", "1").strip().lower() not in ("0", "false", "no", "off")
-        _started = Front(instructions, _load_snapshot() if enabled else None, tools=tools)
+        _started = Front(instructions, _load_snapshot() if answer_early else None, tools=tools)
     return _started
 
 
@@ -278,8 +280,10 @@ WARM_UP_WAIT = 30.0
 """Seconds the fastmcp import waits at most for the warm-up while the front answers everything."""
 
 
-def serve(overrides: dict[str, Any]) -> None:
+def serve(environment: Environment, overrides: dict[str, Any]) -> None:
     """`minirag serve`: claim the wire first, start the warm-up, then import and run fastmcp behind the front.
+
+    `environment` is what the CLI read at start; `overrides` are its flags (see `Environment.settings`).
 
     The fastmcp import waits for the warm-up (so a first query_documents, which the front answers,
     does not share the CPU with it), but only for its imports once a request arrives that only the
@@ -287,20 +291,20 @@ def serve(overrides: dict[str, Any]) -> None:
     front off, fastmcp is imported first and the warm-up follows, as the client waits for it.
     """
     from appliance import stopping
-    from appliance.instructions import instructions_for
     from appliance.runtime import Runtime, early_tool_call
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stopping.exit_on_signals()
-    runtime = Runtime(overrides)
-    front = start(lambda: instructions_for(overrides), tools=lambda name, args: early_tool_call(runtime, name, args))
+    runtime = Runtime(environment, overrides)
+    front = start(runtime.instructions, tools=lambda name, args: early_tool_call(runtime, name, args),
+                  answer_early=environment.mcp_fast_handshake)
     if front.handed_over.is_set():
         # The front answers nothing (MCP_FAST_HANDSHAKE=0, no snapshot): the client waits for fastmcp's
         # initialize, so fastmcp comes first and serve_stdio starts the warm-up after it.
         from appliance.server import serve_stdio
 
-        serve_stdio(front, overrides, runtime)
+        serve_stdio(front, runtime)
         stopping.exit_when_quiet("the MCP client disconnected")
     runtime.warm_up()
     deadline = time.monotonic() + WARM_UP_WAIT
@@ -310,7 +314,7 @@ def serve(overrides: dict[str, Any]) -> None:
         (runtime.imported if front.handed_over.is_set() else runtime.warmed).wait(0.02)
     from appliance.server import serve_stdio
 
-    serve_stdio(front, overrides, runtime)
+    serve_stdio(front, runtime)
     # The client closed stdin: a sync_start job stops (its write in flight finishes) and nothing
     # else (a conversion, a query, the warm-up) is waited for.
     stopping.exit_when_quiet("the MCP client disconnected")

@@ -33,7 +33,7 @@ def stages(docs: str, db: str) -> dict[str, float]:
 
     import appliance.cli  # noqa: F401
     mark("cli")
-    from appliance.config import load_settings
+    from appliance.config import load_settings, read_environment
     from appliance.service import Appliance
 
     app = Appliance(load_settings(base_dirs=[docs], db_path=db))
@@ -48,7 +48,7 @@ def stages(docs: str, db: str) -> dict[str, float]:
     mark("firstSearch")
     from appliance.server import Runtime, create_server
 
-    create_server(Runtime({"base_dirs": [docs], "db_path": db}))
+    create_server(Runtime(read_environment(), {"base_dirs": [docs], "db_path": db}))
     mark("fastmcpAndTools")
     return marks
 

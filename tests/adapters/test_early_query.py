@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
+from appliance.config import read_environment
 from appliance.runtime import Runtime, early_tool_call
 from appliance.stdio_front import SNAPSHOT, Front
 from tests.adapters.conftest import MINIRAG
@@ -140,7 +141,7 @@ def test_a_call_before_initialize_is_not_the_fronts(snapshot: dict[str, Any]) ->
     {"query": "x", "scope": ""}, {"query": "x", "docClass": "y" * 101}, {"query": "x", "extra": 1}, [],
 ])
 def test_only_arguments_the_schema_takes_as_they_are_are_answered_early(arguments: Any) -> None:
-    runtime = Runtime({})
+    runtime = Runtime(read_environment({}))
     assert early_tool_call(runtime, "query_documents", arguments) is None
     assert early_tool_call(runtime, "query_documents", {"query": "x", "topK": 100, "scope": None,
                                                         "docClass": "memo"}) is not None

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from fastmcp import Client
 
-from appliance.config import DEFAULT_MODEL, load_settings
+from appliance.config import DEFAULT_MODEL, load_settings, read_environment
 from appliance.embed import load_spec
 from appliance import server as server_module
 from appliance.server import Runtime, create_server
@@ -63,7 +63,7 @@ def serve(tmp_path: Path, embedder: Any = None, **env: str) -> tuple[Any, Path]:
     settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "db"),
                               "MODELS_DIR": str(ROOT / "models" / "baked"),
                               "INGEST_FOREGROUND_MAX_BYTES": str(THRESHOLD), **env})
-    runtime = Runtime()
+    runtime = Runtime(read_environment({}))
     runtime._settings = settings
     runtime._appliance = Appliance(settings, embedder=embedder or HashEmbedder())
     return create_server(runtime), docs
