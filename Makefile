@@ -32,7 +32,7 @@ test: models ## every test (bakes the model first if missing)
 test-fast: install ## unit tests only, no baked model needed
 	$(PY) -m pytest tests/unit
 
-eval: models ## retrieval quality, every shared set (SciFact, Cranfield, XQuAD-R en/de/ru/multi): vector, BM25, default; slow, not in CI
+eval: models ## retrieval quality, every shared set (SciFact, Cranfield, XQuAD-R en/de/ru/multi) and our cross-lingual corpus set: vector, BM25, default; slow, not in CI
 	$(PY) scripts/eval_retrieval.py --all --out .cache/eval/quality.json
 
 bench: models ## speed figures: embedding throughput, query latency
