@@ -939,4 +939,10 @@ def _file_state(found: FoundFile, old: SourceRow | None) -> dict[str, Any]:
     else:
         entry |= {"state": "indexed", "chunkCount": old.chunk_count, "title": old.title or None,
                   "ocrEngine": old.ocr_engine, "docClass": old.doc_class}
+        try:
+            missing = convert.pages_left_without_ocr(json.loads(old.metadata or "{}"))
+        except ValueError:
+            missing = None
+        if missing:
+            entry["reason"] = missing
     return entry
