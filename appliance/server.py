@@ -26,6 +26,7 @@ from mcp.types import TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from appliance import __version__, mcp_models as m
+from appliance.agent_hints import for_agents
 from appliance.errors import ApplianceError, ConfigError, InvalidArgument, UrlIngestDisabled
 from appliance.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_CHARS, READ_PAGE_CHARS
 from appliance.runtime import Runtime, result_text, tool_data  # noqa: F401  (Runtime: http_server, tests)
@@ -77,12 +78,24 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
 async def _render(model: type[BaseModel], work: Callable[[], Any]) -> ToolResult:
     """Run `work` in a worker thread; validate its result against `model`, or render its error."""
     try:
-        return _result(await anyio.to_thread.run_sync(partial(tool_data, model, work)))
+        return _result(_hints_for_agents(model, await anyio.to_thread.run_sync(partial(tool_data, model, work))))
     except ApplianceError as exc:
-        return _result({"error": exc.to_dict()}, is_error=True)
+        return _result({"error": for_agents(exc.to_dict())}, is_error=True)
     except Exception:
         log.exception("tool call failed")
         return internal_error()
+
+
+def _hints_for_agents(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """Reword CLI commands in status warnings and job errors (never in document text) for an agent."""
+    if model is m.Status:
+        return for_agents(data)
+    if data.get("error"):
+        data["error"] = for_agents(data["error"])
+    for job in data.get("jobs") or ():
+        if job.get("error"):
+            job["error"] = for_agents(job["error"])
+    return data
 
 
 def _status(runtime: Runtime) -> dict[str, Any]:

@@ -335,3 +335,11 @@ def test_sync_start_with_a_progress_token_reports_progress_until_the_job_ends(
     running = result.structured_content
     assert not result.is_error and running["finishedAt"] is None and running["jobId"]
     assert wait_for(server, running)["counts"]["added"] == 28
+
+
+def test_error_hints_over_mcp_name_mcp_tools(tmp_path: Path) -> None:
+    server, docs = serve(tmp_path)
+    (docs / "later.md").write_text("# Later\n\nNot indexed yet.\n")
+    err = error(server, "read_file", {"filePath": str(docs / "later.md")})
+    assert err["code"] == "not_found"
+    assert "`sync_start` tool" in err["hint"] and "`minirag sync`" not in err["hint"]
