@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import re
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Literal
@@ -32,6 +34,13 @@ from appliance.ingest.ocr import (
 from appliance.ingest.textfile import decode_text, read_text
 from appliance.ingest.titles import choose_title
 from appliance.records import Converted
+
+# The converters' libraries warn about what a document holds that they skip (openpyxl: "Unknown
+# extension is not supported", pdfminer: font and colour-space notes), once per file, on stderr:
+# over a corpus that buried the sync's own lines. What matters reaches the report as a failure.
+warnings.filterwarnings("ignore", category=UserWarning, module=r"(openpyxl|pdfminer|xlrd|docx|pptx)(\.|$)")
+for _noisy in ("pdfminer", "openpyxl", "markitdown"):
+    logging.getLogger(_noisy).setLevel(logging.ERROR)
 
 TEXT_EXTENSIONS: frozenset[str] = frozenset({".md", ".markdown", ".txt"})
 """Kept verbatim: line N of the Markdown is line N of the file (`has_lines`)."""

@@ -1,6 +1,8 @@
 """Conversion on files made here: encodings, binary data, names, sizes, front matter, pictures."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -325,3 +327,14 @@ def test_pdf_of_garbled_pages_only_fails_without_ocr(tmp_path: Path) -> None:
     pdf = write_pdf(tmp_path / "amtsblatt.pdf", [[GARBLED_LINE] * 3, [GARBLED_LINE] * 2])
     with pytest.raises(OcrUnavailable, match=r"amtsblatt\.pdf \(2 of 2 pages have a garbled text layer"):
         convert(pdf)
+
+
+def test_converter_library_warnings_stay_off_stderr(shared: Path) -> None:
+    """openpyxl warns about a workbook extension it skips; that is no news for the person watching a sync."""
+    path = shared / "corpus" / "textract" / "xlsx" / "standardized_text.xlsx"
+    code = ("import sys; from pathlib import Path; from appliance.ingest.convert import to_markdown; "
+            "print(len(to_markdown(Path(sys.argv[1]), ocr=None, max_file_size=10**8).markdown))")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0 and int(done.stdout) > 0, done.stderr
+    assert done.stderr == ""
