@@ -17,6 +17,7 @@ from appliance import __version__
 from appliance.config import Environment, read_environment
 from appliance.errors import ApplianceError
 from appliance.models.cli import models_app
+from appliance.paging import READ_PAGE_CHARS
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None,
                   help="Offline document search for AI agents. With no command: the MCP server on stdio.")
@@ -246,13 +247,18 @@ def read_neighbors(ctx: typer.Context, file_path: Annotated[Optional[str], typer
                    chunk_index: Annotated[int, typer.Option("--chunk-index")] = 0,
                    before: Annotated[int, typer.Option("--before")] = 2,
                    after: Annotated[int, typer.Option("--after")] = 2,
+                   max_chars: Annotated[int, typer.Option("--max-chars", help="Most characters of text.")] = READ_PAGE_CHARS,
                    base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
                    model_name: ModelName = None, as_json: AsJson = False) -> None:
-    """Print the chunks before and after one chunk."""
+    """Print the chunks before and after one chunk (at most --max-chars of text; the rest is counted)."""
     with _reported(as_json):
         out = _appliance(ctx, base_dir, db_path, models_dir, model_name).read_neighbors(
-            source or file_path or "", source is not None, chunk_index, before=before, after=after)
+            source or file_path or "", source is not None, chunk_index, before=before, after=after,
+            max_chars=max_chars)
     _emit(out, as_json, "\n\n".join(f"[{c['chunkIndex']}{hit_place(c)}] {c['text']}" for c in out["chunks"]))
+    if not as_json and (out["omittedBefore"] or out["omittedAfter"]):
+        typer.echo(f"({out['omittedBefore']} chunks before and {out['omittedAfter']} after left out; "
+                   "raise --max-chars or ask again from the first/last chunk shown)", err=True)
 
 
 @app.command("list")

@@ -139,6 +139,8 @@ class Neighbors(_Out):
     source: str
     chunkIndex: int
     chunks: list[Hit]
+    omittedBefore: int = Field(0, description="Requested chunks before the hit left out to stay within maxChars.")
+    omittedAfter: int = Field(0, description="Requested chunks after the hit left out to stay within maxChars.")
 
 
 class Document(_Out):

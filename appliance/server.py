@@ -266,10 +266,17 @@ def create_server(runtime: Runtime) -> FastMCP:
             chunkIndex: Annotated[int, Field(ge=0, le=10**9, description="chunkIndex of a search hit.")],
             filePath: Optional[FilePath] = None, source: Optional[SourceId] = None,
             before: Annotated[int, Field(ge=0, le=50)] = 2, after: Annotated[int, Field(ge=0, le=50)] = 2,
+            maxChars: Annotated[int, Field(ge=1000, le=MAX_PAGE_CHARS, description=(
+                "Most characters of chunk text to return."))] = READ_PAGE_CHARS,
     ) -> ToolResult:
-        """The chunks just before and after one chunk of a document, in order. Give filePath or source."""
+        """The chunks just before and after one chunk of a document, in order. Give filePath or source.
+
+        At most maxChars of text: the hit's chunk always, then the nearest ones. omittedBefore /
+        omittedAfter count the requested chunks left out; ask again centred on the first or last
+        chunk returned to read on (or use read_file for a whole document)."""
         return await call(m.Neighbors, lambda app: app.read_neighbors(
-            *_one_target(filePath, source), chunkIndex, before=before, after=after, require_absolute=True))
+            *_one_target(filePath, source), chunkIndex, before=before, after=after, require_absolute=True,
+            max_chars=maxChars))
 
     @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.Document))
     async def read_file(filePath: Optional[FilePath] = None, source: Optional[SourceId] = None,

@@ -33,7 +33,7 @@ from appliance.locking import lock_holder, sync_lock
 from appliance.query.assemble import (HIT_COLUMNS, RANK_COLUMNS, SearchResult, assemble, hit_dict, row_to_chunk,
                                       within_budget)
 from appliance.state import SyncProgress, read_last_sync, read_scheduler_state, running_sync, save_last_sync
-from appliance.paging import text_page
+from appliance.paging import MAX_PAGE_CHARS, READ_PAGE_CHARS, text_page
 from appliance.query.distinct import collapse
 from appliance.query.hybrid import cap_distance, cap_files, fuse, group_cut
 from appliance.records import Chunk, Converted
@@ -695,19 +695,33 @@ class Appliance:
                 "revision": current}
 
     def read_neighbors(self, target: str, is_source: bool, chunk_index: int, *, before: int = 2, after: int = 2,
-                       require_absolute: bool = False) -> dict[str, Any]:
-        """The chunks around one hit, in document order."""
-        for name, value, cap in (("chunkIndex", chunk_index, 10**9), ("before", before, 50), ("after", after, 50)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= cap:
-                raise InvalidArgument(f"{name} must be an integer from 0 to {cap}, not {value!r}")
+                       require_absolute: bool = False, max_chars: int = READ_PAGE_CHARS) -> dict[str, Any]:
+        """The chunks around one hit, in document order, within `max_chars` of text.
+
+        The hit's own chunk always comes; the others are taken nearest first, alternating
+        after and before, while their text fits. `omittedBefore`/`omittedAfter` count
+        the requested chunks left out (ask again from the first/last chunk returned)."""
+        for name, value, low, cap in (("chunkIndex", chunk_index, 0, 10**9), ("before", before, 0, 50),
+                                      ("after", after, 0, 50), ("maxChars", max_chars, 1, MAX_PAGE_CHARS)):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= cap:
+                raise InvalidArgument(f"{name} must be an integer from {low} to {cap}, not {value!r}")
         source_id = self._source_id_for(target, is_source, require_absolute=require_absolute)
         where = (f"source_id = {sql_str(source_id)} AND chunk_index >= {chunk_index - before} "
                  f"AND chunk_index <= {chunk_index + after}")
-        rows = self.index.chunk_rows(where, HIT_COLUMNS)
-        if not any(r["chunk_index"] == chunk_index for r in rows):
+        rows = {int(r["chunk_index"]): r for r in self.index.chunk_rows(where, HIT_COLUMNS)}
+        if chunk_index not in rows:
             raise NotFound(f"{source_id} has no chunk {chunk_index}")
+        kept, used = {chunk_index}, len(rows[chunk_index]["text"])
+        nearest = sorted((i for i in rows if i != chunk_index), key=lambda i: (abs(i - chunk_index), i < chunk_index))
+        for i in nearest:
+            if used + len(rows[i]["text"]) > max_chars:
+                break
+            kept.add(i)
+            used += len(rows[i]["text"])
         return {"source": source_id, "chunkIndex": chunk_index,
-                "chunks": [hit_dict(r) for r in sorted(rows, key=lambda r: r["chunk_index"])]}
+                "chunks": [hit_dict(rows[i]) for i in sorted(kept)],
+                "omittedBefore": sum(1 for i in rows if i < chunk_index and i not in kept),
+                "omittedAfter": sum(1 for i in rows if i > chunk_index and i not in kept)}
 
     def _source_id_for(self, target: str, is_source: bool, *, require_absolute: bool) -> str:
         """A file path (resolved and contained) or a data/url source id, as stored.

@@ -343,3 +343,23 @@ def test_error_hints_over_mcp_name_mcp_tools(tmp_path: Path) -> None:
     err = error(server, "read_file", {"filePath": str(docs / "later.md")})
     assert err["code"] == "not_found"
     assert "`sync_start` tool" in err["hint"] and "`minirag sync`" not in err["hint"]
+
+
+def test_read_chunk_neighbors_stays_within_max_chars_and_counts_what_it_left_out(tmp_path: Path) -> None:
+    server, _docs = serve(tmp_path)
+    wait_for(server, ok(server, "ingest_data", {"source": "long-notes", "content": big_note("FLANGE_77", 20 * THRESHOLD)}))
+    default = ok(server, "read_chunk_neighbors", {"source": "long-notes", "chunkIndex": 3, "before": 3, "after": 50})
+    assert sum(len(c["text"]) for c in default["chunks"]) <= 20_000 and default["omittedAfter"] > 0
+    whole = ok(server, "read_chunk_neighbors", {"source": "long-notes", "chunkIndex": 3, "before": 3, "after": 50,
+                                                "maxChars": 200_000})
+    assert whole["omittedBefore"] == whole["omittedAfter"] == 0 and whole["chunks"][0]["chunkIndex"] == 0
+    total = sum(len(c["text"]) for c in whole["chunks"])
+    cap = max(1000, total // 2)
+    part = ok(server, "read_chunk_neighbors", {"source": "long-notes", "chunkIndex": 3, "before": 3, "after": 50,
+                                               "maxChars": cap})
+    indices = [c["chunkIndex"] for c in part["chunks"]]
+    assert 3 in indices and indices == list(range(indices[0], indices[-1] + 1))  # contiguous around the hit
+    assert sum(len(c["text"]) for c in part["chunks"]) <= cap or indices == [3]
+    assert part["omittedBefore"] + part["omittedAfter"] == len(whole["chunks"]) - len(indices) > 0
+    assert error(server, "read_chunk_neighbors", {"source": "long-notes", "chunkIndex": 3, "maxChars": 5})[
+        "code"] == "invalid_argument"
