@@ -195,9 +195,21 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
           top_k: Annotated[int, typer.Option("--top-k", help="Results to return (1-100).")] = 10,
           scope: Annotated[Optional[str], typer.Option("--scope", help="Only under this path or source-id prefix.")] = None,
           doc_class: Annotated[Optional[str], typer.Option("--doc-class", help="Only sources of this class.")] = None,
+          markdown: Annotated[bool, typer.Option("--markdown", help="One Markdown block: numbered hits, citations, "
+                                                                    "surrounding lines.")] = False,
+          context_lines: Annotated[int, typer.Option("--context-lines", help="With --markdown: lines around "
+                                                                              "each passage (0-20).")] = 3,
           base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
           model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Hybrid search over the index."""
+    from appliance.query.gather import hit_place
+
+    if markdown:
+        with _reported(as_json):
+            gathered = _appliance(ctx, base_dir, db_path, models_dir, model_name).gather(
+                text, top_k=top_k, scope=scope, doc_class=doc_class, context_lines=context_lines)
+        _emit(gathered, as_json, gathered["markdown"])
+        return
     with _reported(as_json):
         result = _appliance(ctx, base_dir, db_path, models_dir, model_name).search(text, top_k=top_k, scope=scope, doc_class=doc_class)
     lines = []
@@ -208,21 +220,6 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
                      + (f"  — {hit['title']}" if hit.get("title") else ""))
         lines.append("    " + " ".join(hit["text"].split())[:300])
     _emit(result.to_dict(), as_json, "\n".join(lines) or "no results")
-
-
-def hit_place(hit: dict) -> str:
-    """Where in its document a hit is, as the CLI prints it after the path: ":12" (line),
-    " p.3" / " pp.3-4" (PDF pages), " slide 2", " sheet Budget"."""
-    if hit.get("startLine"):
-        return f":{hit['startLine']}"
-    if hit.get("pageStart"):
-        a, b = hit["pageStart"], hit.get("pageEnd") or hit["pageStart"]
-        return f" p.{a}" if a == b else f" pp.{a}-{b}"
-    if hit.get("slide"):
-        return f" slide {hit['slide']}"
-    if hit.get("sheet"):
-        return f" sheet {hit['sheet']}"
-    return ""
 
 
 @app.command()
@@ -251,6 +248,8 @@ def read_neighbors(ctx: typer.Context, file_path: Annotated[Optional[str], typer
                    base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
                    model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Print the chunks before and after one chunk (at most --max-chars of text; the rest is counted)."""
+    from appliance.query.gather import hit_place
+
     with _reported(as_json):
         out = _appliance(ctx, base_dir, db_path, models_dir, model_name).read_neighbors(
             source or file_path or "", source is not None, chunk_index, before=before, after=after,

@@ -135,6 +135,17 @@ class SearchResults(_Out):
         "Set when the reply was cut to its text budget: how many parent sections and hits were left out."))
 
 
+class SearchMarkdown(_Out):
+    """query_documents with format "markdown": the same hits as one ready-to-paste block."""
+    query: str
+    resultCount: int
+    markdown: str = Field(description="Numbered hits with their citations and surrounding lines.")
+
+
+class SearchAnswer(RootModel[Union[SearchResults, SearchMarkdown]]):
+    """The JSON answer, or (format "markdown") one Markdown block."""
+
+
 class Neighbors(_Out):
     source: str
     chunkIndex: int

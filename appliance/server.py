@@ -246,19 +246,30 @@ def create_server(runtime: Runtime) -> FastMCP:
         returns a job with a jobId; poll sync_status with that jobId until phase is succeeded."""
         return await call(m.IngestOutcome, lambda app: _ingest_url(app, url))
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.SearchResults))
+    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.SearchAnswer))
     async def query_documents(
             query: Annotated[str, Field(min_length=1, max_length=4000, description="Words, a question or an identifier.")],
             topK: Annotated[int, Field(ge=1, le=100, description="How many passages to return.")] = 10,
             scope: Scope = None,
             docClass: Annotated[Optional[str], Field(None, min_length=1, max_length=100,
                                                      description="Only sources of this class (front-matter type).")] = None,
+            format: Annotated[Literal["json", "markdown"], Field(description=(
+                "json: hits with their sections; markdown: one ready-to-paste block of numbered hits "
+                "with citations"))] = "json",
+            contextLines: Annotated[int, Field(ge=0, le=20, description=(
+                "With format markdown: lines of a text file shown around each passage."))] = 3,
     ) -> ToolResult:
         """Hybrid search (meaning plus exact keywords) over the indexed documents.
 
         Each hit's text is the matched passage; answer from parents[hit.parentId], the whole section.
         Cite each hit as displayPath (or title) with where it says: :startLine-endLine, p. pageStart(-pageEnd),
-        slide N or sheet NAME."""
+        slide N or sheet NAME. format "markdown" returns the same hits as one numbered block instead."""
+        if format == "markdown":
+            answer = await call(m.SearchMarkdown, lambda app: app.gather(
+                query, top_k=topK, scope=scope, doc_class=docClass, context_lines=contextLines))
+            if not answer.is_error:  # the block itself as the text a client shows
+                answer.content = [TextContent(type="text", text=(answer.structured_content or {})["markdown"])]
+            return answer
         return await call(m.SearchResults, lambda app: app.search(query, top_k=topK, scope=scope, doc_class=docClass))
 
     @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.Neighbors))

@@ -694,6 +694,30 @@ class Appliance:
                 "remainingChars": len(content) - (next_offset if next_offset is not None else len(content)),
                 "revision": current}
 
+    def gather(self, query: str, *, top_k: int = 10, scope: str | None = None, doc_class: str | None = None,
+               context_lines: int = 3) -> dict[str, Any]:
+        """`search`'s answer as one Markdown block (query.gather): numbered hits with their citations
+        and, for text files, `context_lines` lines of the file around each passage."""
+        from appliance.ingest.textfile import read_text
+        from appliance.query.gather import MAX_CONTEXT_LINES, render_markdown
+
+        if isinstance(context_lines, bool) or not isinstance(context_lines, int) \
+                or not 0 <= context_lines <= MAX_CONTEXT_LINES:
+            raise InvalidArgument(f"contextLines must be an integer from 0 to {MAX_CONTEXT_LINES}, not {context_lines!r}")
+        answer = self.search(query, top_k=top_k, scope=scope, doc_class=doc_class).to_dict()
+
+        def read_lines(path: str) -> list[str] | None:
+            try:
+                target, _root = self.resolve(path)
+                if target.stat().st_size > self.settings.max_file_size:
+                    return None
+                return read_text(target)[0].splitlines()
+            except (ApplianceError, OSError, ValueError):
+                return None
+
+        return {"query": answer["query"], "resultCount": len(answer["results"]),
+                "markdown": render_markdown(answer, context_lines=context_lines, read_lines=read_lines)}
+
     def read_neighbors(self, target: str, is_source: bool, chunk_index: int, *, before: int = 2, after: int = 2,
                        require_absolute: bool = False, max_chars: int = READ_PAGE_CHARS) -> dict[str, Any]:
         """The chunks around one hit, in document order, within `max_chars` of text.

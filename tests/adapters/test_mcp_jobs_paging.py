@@ -363,3 +363,28 @@ def test_read_chunk_neighbors_stays_within_max_chars_and_counts_what_it_left_out
     assert part["omittedBefore"] + part["omittedAfter"] == len(whole["chunks"]) - len(indices) > 0
     assert error(server, "read_chunk_neighbors", {"source": "long-notes", "chunkIndex": 3, "maxChars": 5})[
         "code"] == "invalid_argument"
+
+
+def test_query_documents_as_markdown_gives_numbered_cited_hits_with_surrounding_lines(tmp_path: Path) -> None:
+    server, docs = serve(tmp_path)
+    lines = [f"Line {n} talks about tea." for n in range(1, 41)]
+    lines[19] = "The gearbox code QX_7741_FLANGE means the flange is loose."
+    (docs / "manual.md").write_text("# Manual\n\n" + "\n\n".join(lines) + "\n", "utf-8")
+    wait_for(server, ok(server, "sync_start", {}))
+    async def run() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool("query_documents", {"query": "QX_7741_FLANGE", "topK": 3,
+                                                              "format": "markdown", "contextLines": 2},
+                                          raise_on_error=False)
+
+    result = asyncio.run(run())
+    block = result.structured_content["markdown"]
+    assert not result.is_error and result.content[0].text == block
+    assert result.structured_content["resultCount"] >= 1
+    first = block.split("\n2. ")[0]
+    assert re.search(r"^1\. manual\.md:\d+", first, re.M) and "```" in first
+    assert "QX_7741_FLANGE" in first and "Line 19 talks about tea." in first  # a line before the passage
+    plain = ok(server, "query_documents", {"query": "QX_7741_FLANGE", "topK": 3})
+    assert plain["results"][0]["displayPath"] == "manual.md"  # the JSON answer ranks the same hit first
+    assert error(server, "query_documents", {"query": "x", "format": "markdown", "contextLines": 99})[
+        "code"] == "invalid_argument"
