@@ -14,6 +14,7 @@ from typing import Annotated, Any, Iterator, Optional
 import typer
 
 from appliance import __version__
+from appliance.citations import hit_place
 from appliance.config import Environment, read_environment
 from appliance.errors import ApplianceError
 from appliance.models.cli import models_app
@@ -207,21 +208,6 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
                      + (f"  — {hit['title']}" if hit.get("title") else ""))
         lines.append("    " + " ".join(hit["text"].split())[:300])
     _emit(result.to_dict(), as_json, "\n".join(lines) or "no results")
-
-
-def hit_place(hit: dict) -> str:
-    """Where in its document a hit is, as the CLI prints it after the path: ":12" (line),
-    " p.3" / " pp.3-4" (PDF pages), " slide 2", " sheet Budget"."""
-    if hit.get("startLine"):
-        return f":{hit['startLine']}"
-    if hit.get("pageStart"):
-        a, b = hit["pageStart"], hit.get("pageEnd") or hit["pageStart"]
-        return f" p.{a}" if a == b else f" pp.{a}-{b}"
-    if hit.get("slide"):
-        return f" slide {hit['slide']}"
-    if hit.get("sheet"):
-        return f" sheet {hit['sheet']}"
-    return ""
 
 
 @app.command()
