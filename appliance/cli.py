@@ -14,6 +14,7 @@ from typing import Annotated, Any, Iterator, Optional
 import typer
 
 from appliance import __version__
+from appliance.citations import hit_place
 from appliance.config import Environment, read_environment
 from appliance.errors import ApplianceError
 from appliance.models.cli import models_app
