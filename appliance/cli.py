@@ -203,8 +203,6 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
           base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
           model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Hybrid search over the index."""
-    from appliance.query.gather import hit_place
-
     if markdown:
         with _reported(as_json):
             gathered = _appliance(ctx, base_dir, db_path, models_dir, model_name).gather(
@@ -249,8 +247,6 @@ def read_neighbors(ctx: typer.Context, file_path: Annotated[Optional[str], typer
                    base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
                    model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Print the chunks before and after one chunk (at most --max-chars of text; the rest is counted)."""
-    from appliance.query.gather import hit_place
-
     with _reported(as_json):
         out = _appliance(ctx, base_dir, db_path, models_dir, model_name).read_neighbors(
             source or file_path or "", source is not None, chunk_index, before=before, after=after,

@@ -10,27 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from appliance.citations import hit_place
 from appliance.query.assemble import REPLY_BUDGET_CHARS
 
 MAX_CONTEXT_LINES = 20
 
 ReadLines = Callable[[str], Sequence[str] | None]
 """A file path -> its lines (None when it cannot be read as text)."""
-
-
-def hit_place(hit: dict[str, Any]) -> str:
-    """Where in its document a hit is, after its path: ":12" (first line), " p.3" / " pp.3-4"
-    (PDF pages), " slide 2", " sheet Budget"."""
-    if hit.get("startLine"):
-        return f":{hit['startLine']}"
-    if hit.get("pageStart"):
-        a, b = hit["pageStart"], hit.get("pageEnd") or hit["pageStart"]
-        return f" p.{a}" if a == b else f" pp.{a}-{b}"
-    if hit.get("slide"):
-        return f" slide {hit['slide']}"
-    if hit.get("sheet"):
-        return f" sheet {hit['sheet']}"
-    return ""
 
 
 def _fence(text: str) -> str:

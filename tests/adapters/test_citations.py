@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
-from appliance.query.gather import hit_place
+from appliance.citations import hit_place
 from appliance.config import load_settings, read_environment
 from appliance.server import Runtime, create_server
 from appliance.service import Appliance

@@ -1,7 +1,8 @@
 """The Markdown rendering of a search answer: citations, context lines, fences and the budget."""
 from __future__ import annotations
 
-from appliance.query.gather import hit_place, render_markdown
+from appliance.citations import hit_place
+from appliance.query.gather import render_markdown
 
 
 def hit(**fields: object) -> dict:
