@@ -98,7 +98,7 @@ def _root(ctx: typer.Context,
         typer.echo(__version__)
         raise typer.Exit(0)
     if ctx.invoked_subcommand is None:
-        from appliance.stdio_front import serve as serve_stdio
+        from appliance.server import serve_stdio
 
         serve_stdio({})
 
@@ -107,7 +107,7 @@ def _root(ctx: typer.Context,
 def serve(base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
           model_name: ModelName = None) -> None:
     """Run the MCP server on stdio (the default with no command)."""
-    from appliance.stdio_front import serve as serve_stdio
+    from appliance.server import serve_stdio
 
     serve_stdio({"base_dirs": base_dir, "db_path": db_path, "models_dir": models_dir, "model_name": model_name})
 
