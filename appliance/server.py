@@ -1,10 +1,11 @@
 """The MCP adapter: declare the tools, call the Appliance, return a model or a structured error.
 
-Startup stays cheap: `initialize` and `tools/list` never wait for the service, the
-index or the model. The Appliance (LanceDB, the embedding model) is built once per
-process by a background warm-up (at start on stdio, after the first tools/list over
-HTTP) or by the first tool call, whichever comes first, and shared by every later
-call; calls run in worker threads so a slow search never blocks the protocol loop.
+Startup stays cheap: declaring the tools imports none of LanceDB, fastembed or
+markitdown, and `initialize` and `tools/list` never wait for the service, the index
+or the model. The Appliance (LanceDB, the embedding model) is built once per process
+by a background warm-up, started when the client has listed the tools (the end of
+its handshake), or by the first tool call, whichever comes first, and shared by every
+later call; calls run in worker threads so a slow search never blocks the protocol loop.
 
 Every failure reaches the client as `{"error": {code, message, hint}}` with
 isError set; nothing but protocol frames is written to stdout.
@@ -116,7 +117,11 @@ class ErrorsAsValues(Middleware):
 
 
 class WarmUpAfterListing(Middleware):
-    """Clients list tools right after the handshake; that is the moment to start loading the model."""
+    """Clients list tools right after the handshake; that is the moment to start loading the model.
+
+    Not earlier: the warm-up holds the GIL most of the time it imports and loads, and a protocol
+    loop sharing it answered `initialize` and `tools/list` later (seconds later on a busy machine),
+    and the first query no sooner (scripts/bench_mcp.py, scripts/bench_image.py)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -304,18 +309,16 @@ def serve_stdio(overrides: dict[str, Any]) -> None:
     """`minirag serve`: MCP on stdin/stdout until the client disconnects, then exit. Logs go to stderr only.
 
     The warm-up (the service, LanceDB, fastembed, the model, the index) starts on its own thread
-    just before the server loop, so `initialize` and the listings are answered while it runs and a
-    first query finds the model loaded or loading. The SDK's stdio transport owns fd 0 and fd 1
-    while it serves (stray output from libraries and child processes goes to stderr).
+    once the client has listed the tools (WarmUpAfterListing), so a first query finds the model
+    loaded or loading. The SDK's stdio transport owns fd 0 and fd 1 while it serves (stray output
+    from libraries and child processes goes to stderr).
     """
     from appliance import stopping
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stopping.exit_on_signals()
-    runtime = Runtime(overrides)
-    server = create_server(runtime)
-    runtime.warm_up()
+    server = create_server(Runtime(overrides))
     server.run(transport="stdio", show_banner=False)
     os.dup2(2, 1)  # the transport gave fd 1 back to the client: what still runs may not write to it
     # The client closed stdin: a sync_start job stops (its write in flight finishes) and nothing

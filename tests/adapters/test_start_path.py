@@ -1,6 +1,6 @@
 """`minirag serve` on stdio: the real server answers every message from the first, the tool
 declarations load none of the index, model or conversion libraries, and the warm-up (started
-before the server loop) loads them without waiting for a tool call.
+once the client has listed the tools) loads them without waiting for a tool call.
 """
 from __future__ import annotations
 
@@ -109,6 +109,8 @@ def test_the_warm_up_loads_the_index_and_model_without_a_tool_call(server_env: d
     server = RawStdio([sys.executable, "-c", PROBE, "warm"], server_env)
     try:
         server.handshake()
+        server.send(2, "tools/list")
+        server.reply(2)
         deadline = time.monotonic() + 120
         loaded: dict[str, Any] = {}
         for n in range(10, 10**6):
@@ -127,17 +129,19 @@ def test_the_first_query_of_a_cold_server_is_answered_once(server_env: dict[str,
     server = RawStdio([MINIRAG, "serve"], server_env)
     try:
         server.handshake()
-        first = server.call(2, QUERY)  # sent before the warm-up can have finished
-        server.send(3, "ping")
-        server.reply(3)
-        second = server.call(4, QUERY)
+        server.send(2, "tools/list")
+        server.reply(2)
+        first = server.call(3, QUERY)  # sent before the warm-up can have finished
+        server.send(4, "ping")
+        server.reply(4)
+        second = server.call(5, QUERY)
     finally:
         frames = server.close()
     assert first["structuredContent"]["results"][0]["displayPath"] == "guide/errors.md", first
     assert json.loads(first["content"][0]["text"]) == first["structuredContent"]
     assert first == second
     ids = [f["id"] for f in frames if "id" in f]
-    assert sorted(ids) == [1, 2, 3, 4], ids
+    assert sorted(ids) == [1, 2, 3, 4, 5], ids
 
 
 def test_each_tool_description_is_what_fastmcp_would_have_parsed_from_its_docstring() -> None:

@@ -115,10 +115,10 @@ class McpContainer:
 COLD_QUERY = ("how often should solar panels be cleaned", "/docs/solar-panel-maintenance.md")
 
 
-def cold_start(image: str, mounts: list[str]) -> dict[str, float]:
+def cold_start(image: str, mounts: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
     """Seconds from `docker run` to the answers of initialize, tools/list and a first query_documents
     (sent at once, over an index synced beforehand: the model is still loading)."""
-    mcp = McpContainer(image, mounts)
+    mcp = McpContainer(image, mounts, env)
     try:
         init = mcp.initialize()
         assert init["result"]["serverInfo"]["name"] == "minirag", init
