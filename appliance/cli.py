@@ -123,7 +123,7 @@ def _root(ctx: typer.Context,
     if not isinstance(ctx.obj, Environment):  # run without main(), as by a test's CliRunner
         ctx.obj = read_environment()
     if ctx.invoked_subcommand is None:
-        from appliance.stdio_front import serve as serve_stdio
+        from appliance.server import serve_stdio
 
         serve_stdio(ctx.obj, {})
 
@@ -132,7 +132,7 @@ def _root(ctx: typer.Context,
 def serve(ctx: typer.Context, base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
           model_name: ModelName = None) -> None:
     """Run the MCP server on stdio (the default with no command)."""
-    from appliance.stdio_front import serve as serve_stdio
+    from appliance.server import serve_stdio
 
     serve_stdio(_environment(ctx),
                 {"base_dirs": base_dir, "db_path": db_path, "models_dir": models_dir, "model_name": model_name})

@@ -258,8 +258,6 @@ class Environment(BaseSettings):
     # ---- the servers and the container entrypoint (never invalid: they work with a broken configuration)
     mcp_auth_token: Annotated[str, BeforeValidator(lambda v: v.strip() if isinstance(v, str) else v)] = ""
     mcp_http_address: str = "0.0.0.0:8080"
-    mcp_fast_handshake: Annotated[bool, BeforeValidator(
-        lambda v: v.strip().lower() not in ("0", "false", "no", "off") if isinstance(v, str) else v)] = True
     minirag_supervisor_dir: Path = Path("/etc/minirag")
 
     # ---- `minirag models bake`

@@ -1,10 +1,7 @@
-"""Settings, the Appliance and its warm-up for one server process; nothing here imports fastmcp.
+"""Settings, the Appliance and its warm-up for one server process, and how a tool result is rendered.
 
-`minirag serve` builds the Runtime and starts its warm-up (the service, LanceDB,
-fastembed, the model) before the MCP server library is imported, so the stdio front
-can answer a first `query_documents` from the warm Appliance while fastmcp is still
-loading (see appliance/stdio_front.py). The tool results rendered here are the ones
-the fastmcp tools in appliance/server.py return.
+Nothing here imports fastmcp, LanceDB or fastembed: the Appliance (and with it the
+index and model libraries) is imported by the warm-up thread or the first tool call.
 """
 from __future__ import annotations
 
@@ -39,8 +36,6 @@ class Runtime:
         self._settings_error: ConfigError | None = None
         self._appliance: Appliance | None = None
         self._warming = False
-        self.imported = threading.Event()
-        """Set once the warm-up has imported the service and the model's libraries (or given up)."""
         self.warmed = threading.Event()
         """Set once the warm-up has finished, whether or not it succeeded."""
 
@@ -64,11 +59,6 @@ class Runtime:
             extra = ""
         return build_instructions(extra)
 
-    @property
-    def warming(self) -> bool:
-        """True once warm_up() has been called."""
-        return self._warming
-
     def warm_up(self) -> None:
         """Import the service, load the model and open the index in the background, once."""
         with self._lock:
@@ -79,18 +69,12 @@ class Runtime:
 
     def _warm(self) -> None:
         try:
-            app = self.appliance()
-            from appliance.embed import import_fastembed
-
-            import_fastembed()
-            self.imported.set()
-            app.warm_up()
+            self.appliance().warm_up()
         except ApplianceError:
             pass  # the first tool call reports it as a value
         except Exception:
             log.warning("warm-up failed; the first tool call will retry", exc_info=True)
         finally:
-            self.imported.set()
             self.warmed.set()
 
     def appliance(self) -> Appliance:
@@ -112,41 +96,3 @@ def tool_data(model: type[BaseModel], work: Callable[[], Any]) -> dict[str, Any]
 def result_text(data: dict[str, Any]) -> str:
     """The text content that accompanies a tool's structured content."""
     return json.dumps(data, ensure_ascii=False, default=str)
-
-
-_QUERY_ARGUMENTS = {"query": (str, 1, 4000), "topK": (int, 1, 100), "scope": (str, 1, 4096),
-                    "docClass": (str, 1, 100)}
-
-
-def early_tool_call(runtime: Runtime, name: Any, arguments: Any) -> Callable[[], dict[str, Any]] | None:
-    """How to answer a plain `query_documents` call before fastmcp is up, or None to leave it to fastmcp.
-
-    Only arguments that the tool's input schema certainly accepts as they are (no coercion,
-    no unknown keys) are taken. The returned function gives the `tools/call` result of a
-    successful search and raises for anything else; the real server then runs the call
-    again and reports the error as a value.
-    """
-    if name != "query_documents" or not isinstance(arguments, dict) or "query" not in arguments:
-        return None
-    for key, value in arguments.items():
-        if key not in _QUERY_ARGUMENTS:
-            return None
-        kind, low, high = _QUERY_ARGUMENTS[key]
-        if value is None and key in ("scope", "docClass"):
-            continue
-        if type(value) is not kind or not low <= (len(value) if kind is str else value) <= high:
-            return None
-
-    def run() -> dict[str, Any]:
-        if runtime.warming:
-            runtime.imported.wait()  # one thread imports the libraries at a time
-        from appliance import mcp_models as m
-
-        app = runtime.appliance()
-        data = tool_data(m.SearchResults, lambda: app.search(
-            arguments["query"], top_k=arguments.get("topK", 10), scope=arguments.get("scope"),
-            doc_class=arguments.get("docClass")))
-        return {"content": [{"type": "text", "text": result_text(data)}], "structuredContent": data,
-                "isError": False}
-
-    return run

@@ -1,17 +1,20 @@
 """The MCP adapter: declare the tools, call the Appliance, return a model or a structured error.
 
-Startup stays cheap: `initialize` and `tools/list` never wait for the service, the
-index or the model. The Appliance (LanceDB, the embedding model) is built once per
-process by a background warm-up (at start on stdio, after the first tools/list over
-HTTP) or by the first tool call, whichever comes first, and shared by every later
-call; calls run in worker threads so a slow search never blocks the protocol loop.
+Startup stays cheap: declaring the tools imports none of LanceDB, fastembed or
+markitdown, and `initialize` and `tools/list` never wait for the service, the index
+or the model. The Appliance (LanceDB, the embedding model) is built once per process
+by a background warm-up, started when the client has listed the tools (the end of
+its handshake), or by the first tool call, whichever comes first, and shared by every
+later call; calls run in worker threads so a slow search never blocks the protocol loop.
 
 Every failure reaches the client as `{"error": {code, message, hint}}` with
 isError set; nothing but protocol frames is written to stdout.
 """
 from __future__ import annotations
 
+import inspect
 import logging
+import os
 import sys
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Optional
@@ -32,8 +35,8 @@ from appliance.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_
 from appliance.runtime import Runtime, result_text, tool_data  # noqa: F401  (Runtime: http_server, tests)
 
 if TYPE_CHECKING:
+    from appliance.config import Environment
     from appliance.service import Appliance
-    from appliance.stdio_front import Front
 
 log = logging.getLogger("appliance.server")
 
@@ -157,7 +160,11 @@ class ErrorsAsValues(Middleware):
 
 
 class WarmUpAfterListing(Middleware):
-    """Clients list tools right after the handshake; that is the moment to start loading the model."""
+    """Clients list tools right after the handshake; that is the moment to start loading the model.
+
+    Not earlier: the warm-up holds the GIL most of the time it imports and loads, and a protocol
+    loop sharing it answered `initialize` and `tools/list` later (seconds later on a busy machine),
+    and the first query no sooner (scripts/bench_mcp.py, scripts/bench_image.py)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -188,7 +195,17 @@ def create_server(runtime: Runtime) -> FastMCP:
     def call(model: type[BaseModel], work: Callable[[Appliance], Any]) -> Any:
         return _render(model, lambda: work(runtime.appliance()))
 
-    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False), output_schema=_schema(m.SyncJob))
+    def tool(annotations: ToolAnnotations, model: type[BaseModel]) -> Callable[[Callable[..., Any]], Any]:
+        """Declare `fn` as a tool returning `model`, described by its docstring as written.
+
+        fastmcp would parse the docstring with griffe (three parsers, and griffe's import, about
+        0.2 s of a cold start); none of ours has sections to split off, so it goes in whole."""
+        def declare(fn: Callable[..., Any]) -> Any:
+            description, fn.__doc__ = inspect.getdoc(fn), None
+            return mcp.tool(annotations=annotations, output_schema=_schema(model), description=description)(fn)
+        return declare
+
+    @tool(ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False), m.SyncJob)
     async def sync_start(path: Annotated[Optional[str], Field(
             None, min_length=1, max_length=4096,
             description="Reconcile only under this absolute path (default: every root).")] = None,
@@ -204,7 +221,7 @@ def create_server(runtime: Runtime) -> FastMCP:
             return started
         return await _follow(ctx, (started.structured_content or {})["jobId"], call)
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.SyncStatus))
+    @tool(READ_ONLY, m.SyncStatus)
     async def sync_status(jobId: Annotated[Optional[str], Field(
             None, min_length=1, max_length=64,
             description="The jobId sync_start, ingest_data or ingest_url returned; omit it for the index's "
@@ -217,12 +234,12 @@ def create_server(runtime: Runtime) -> FastMCP:
         the last finished sync; and this server's recent jobs."""
         return await call(m.SyncStatus, lambda app: app.sync_status(jobId))
 
-    @mcp.tool(annotations=WRITES, output_schema=_schema(m.RunReport))
+    @tool(WRITES, m.RunReport)
     async def ingest_file(filePath: FilePath) -> ToolResult:
         """Index (or re-index) one file, replacing whatever was indexed for it before."""
         return await call(m.RunReport, lambda app: app.ingest([filePath], require_absolute=True))
 
-    @mcp.tool(annotations=REPLACES, output_schema=_schema(m.IngestOutcome))
+    @tool(REPLACES, m.IngestOutcome)
     async def ingest_data(
             content: Annotated[str, Field(min_length=1, description="The document text.")],
             source: Annotated[str, Field(min_length=1, max_length=1024, description=(
@@ -237,7 +254,7 @@ def create_server(runtime: Runtime) -> FastMCP:
         with a jobId at once; poll sync_status with that jobId until phase is succeeded."""
         return await call(m.IngestOutcome, lambda app: app.ingest_data_bounded(source, content, format, title=title))
 
-    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=True), output_schema=_schema(m.IngestOutcome))
+    @tool(ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=True), m.IngestOutcome)
     async def ingest_url(url: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://",
                                                    description="An http(s) URL to fetch and index.")]) -> ToolResult:
         """Fetch a web page, convert it to Markdown and index it (only when the operator enabled URL ingest).
@@ -246,7 +263,7 @@ def create_server(runtime: Runtime) -> FastMCP:
         returns a job with a jobId; poll sync_status with that jobId until phase is succeeded."""
         return await call(m.IngestOutcome, lambda app: _ingest_url(app, url))
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.SearchAnswer))
+    @tool(READ_ONLY, m.SearchAnswer)
     async def query_documents(
             query: Annotated[str, Field(min_length=1, max_length=4000, description="Words, a question or an identifier.")],
             topK: Annotated[int, Field(ge=1, le=100, description="How many passages to return.")] = 10,
@@ -272,7 +289,7 @@ def create_server(runtime: Runtime) -> FastMCP:
             return answer
         return await call(m.SearchResults, lambda app: app.search(query, top_k=topK, scope=scope, doc_class=docClass))
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.Neighbors))
+    @tool(READ_ONLY, m.Neighbors)
     async def read_chunk_neighbors(
             chunkIndex: Annotated[int, Field(ge=0, le=10**9, description="chunkIndex of a search hit.")],
             filePath: Optional[FilePath] = None, source: Optional[SourceId] = None,
@@ -289,7 +306,7 @@ def create_server(runtime: Runtime) -> FastMCP:
             *_one_target(filePath, source), chunkIndex, before=before, after=after, require_absolute=True,
             max_chars=maxChars))
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.Document))
+    @tool(READ_ONLY, m.Document)
     async def read_file(filePath: Optional[FilePath] = None, source: Optional[SourceId] = None,
                         offset: Annotated[int, Field(ge=0, description="Character offset to start at (from nextOffset).")] = 0,
                         maxChars: Annotated[int, Field(ge=1000, le=MAX_PAGE_CHARS, description=(
@@ -304,7 +321,7 @@ def create_server(runtime: Runtime) -> FastMCP:
         return await call(m.Document, lambda app: app.read(*_one_target(filePath, source), require_absolute=True,
                                                            offset=offset, max_chars=maxChars, revision=revision))
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.FileList))
+    @tool(READ_ONLY, m.FileList)
     async def list_files(
             scope: Scope = None,
             limit: Annotated[int, Field(ge=1, le=MAX_PAGE, description="Entries (files and sources) per page.")] = DEFAULT_PAGE,
@@ -316,12 +333,12 @@ def create_server(runtime: Runtime) -> FastMCP:
         return await call(m.FileList, lambda app: app.list_files(scope=scope, require_absolute=True,
                                                                   limit=limit, cursor=cursor))
 
-    @mcp.tool(annotations=REPLACES, output_schema=_schema(m.Deleted))
+    @tool(REPLACES, m.Deleted)
     async def delete_file(filePath: Optional[FilePath] = None, source: Optional[SourceId] = None) -> ToolResult:
         """Remove a file, data item or url item from the index; the file on disk is never touched."""
         return await call(m.Deleted, lambda app: app.delete(*_one_target(filePath, source), require_absolute=True))
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.GrepResults))
+    @tool(READ_ONLY, m.GrepResults)
     async def grep(
             pattern: Annotated[str, Field(min_length=1, max_length=1000, description="Text (or a regex) to find.")],
             regex: Annotated[bool, Field(description="Treat pattern as a Python regular expression.")] = False,
@@ -334,7 +351,7 @@ def create_server(runtime: Runtime) -> FastMCP:
                                                                 scope=scope, max_results=maxResults,
                                                                 require_absolute=True))
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.Status))
+    @tool(READ_ONLY, m.Status)
     async def status() -> ToolResult:
         """Configuration and index health: roots, model, counts, stale chunks, a running sync.
 
@@ -361,18 +378,22 @@ def _ingest_url(app: Appliance, url: str) -> Any:
     return ingest_url(url)
 
 
-def serve_stdio(front: Front, runtime: Runtime) -> None:
-    """Serve MCP over the wire `front` holds until the client disconnects. Logs go to stderr only.
+def serve_stdio(environment: Environment, overrides: dict[str, Any]) -> None:
+    """`minirag serve`: MCP on stdin/stdout until the client disconnects, then exit. Logs go to stderr only.
 
-    `runtime` may come already warming up (stdio_front.serve starts it before fastmcp is imported)."""
-    from fastmcp.server.mixins import transport
-    from mcp.server.stdio import stdio_server
+    The warm-up (the service, LanceDB, fastembed, the model, the index) starts on its own thread
+    once the client has listed the tools (WarmUpAfterListing), so a first query finds the model
+    loaded or loading. The SDK's stdio transport owns fd 0 and fd 1 while it serves (stray output
+    from libraries and child processes goes to stderr).
+    """
+    from appliance import stopping
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    server = create_server(runtime)
-    runtime.warm_up()  # a stdio client came to search: load the index and the model now (once)
-    stdin, stdout = front.attach()
-    # fastmcp's stdio runner, fed from the front's queue instead of fd 0 (the front already owns the wire).
-    transport.stdio_server = partial(stdio_server, stdin=stdin, stdout=stdout)
+    stopping.exit_on_signals()
+    server = create_server(Runtime(environment, overrides))
     server.run(transport="stdio", show_banner=False)
+    os.dup2(2, 1)  # the transport gave fd 1 back to the client: what still runs may not write to it
+    # The client closed stdin: a sync_start job stops (its write in flight finishes) and nothing
+    # else (a conversion, a query, the warm-up) is waited for.
+    stopping.exit_when_quiet("the MCP client disconnected")

@@ -62,7 +62,7 @@ def test_reading_os_environ_and_a_mapping_give_the_same_environment(monkeypatch,
     from appliance.config import VARIABLES, read_environment
 
     given = {"BASE_DIRS": f'["{tmp_path}"]', "RAG_HYBRID_WEIGHT": " 0.25 ", "ALLOW_URL_INGEST": "yes",
-             "MCP_AUTH_TOKEN": " s3cret-token-0123456789 ", "MCP_FAST_HANDSHAKE": "off", "MINIRAG_CONTAINER": "1",
+             "MCP_AUTH_TOKEN": " s3cret-token-0123456789 ", "MINIRAG_CONTAINER": "1",
              "MODELS_MANIFEST": str(tmp_path / "m.toml"), "HF_ENDPOINT": "", "UNRELATED": "x"}
     for name in VARIABLES:
         monkeypatch.delenv(name, raising=False)
@@ -71,19 +71,10 @@ def test_reading_os_environ_and_a_mapping_give_the_same_environment(monkeypatch,
     from_os = read_environment()
     assert from_os == read_environment(given)
     assert from_os.rag_hybrid_weight == 0.25 and from_os.allow_url_ingest is True
-    assert from_os.mcp_auth_token == "s3cret-token-0123456789" and from_os.mcp_fast_handshake is False
+    assert from_os.mcp_auth_token == "s3cret-token-0123456789"
     assert from_os.hf_endpoint == "" and from_os.models_manifest == tmp_path / "m.toml"
     settings = from_os.settings(cwd=tmp_path)
     assert settings.container and settings.models_manifest == tmp_path / "m.toml" and settings.hybrid_weight == 0.25
-
-
-@pytest.mark.parametrize("value, on", [("1", True), ("", True), ("yes", True), ("0", False), (" OFF ", False),
-                                       ("no", False), ("false", False)])
-def test_fast_handshake_is_off_only_when_asked(value: str, on: bool) -> None:
-    from appliance.config import read_environment
-
-    assert read_environment({"MCP_FAST_HANDSHAKE": value}).mcp_fast_handshake is on
-    assert read_environment({}).mcp_fast_handshake is True
 
 
 def test_container_marker_is_exactly_1(tmp_path: Path) -> None:
