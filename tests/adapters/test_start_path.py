@@ -22,6 +22,7 @@ HEAVY = ("lancedb", "fastembed", "markitdown")
 PROBE = f"""
 import sys
 from appliance import server
+from appliance.config import read_environment
 from appliance.runtime import Runtime
 
 if sys.argv[1] == "cold":
@@ -37,7 +38,7 @@ def create_server(runtime):
     return mcp
 
 server.create_server = create_server
-server.serve_stdio({{}})
+server.serve_stdio(read_environment(), {{}})
 """
 
 
@@ -151,9 +152,10 @@ def test_each_tool_description_is_what_fastmcp_would_have_parsed_from_its_docstr
 
     from fastmcp.utilities.docstring_parsing import ParsedDocstring, parse_docstring
 
+    from appliance.config import read_environment
     from appliance.server import Runtime, create_server
 
-    tools = asyncio.run(create_server(Runtime({})).list_tools())
+    tools = asyncio.run(create_server(Runtime(read_environment({}))).list_tools())
     assert len(tools) == 12
     for tool in tools:
         def fn() -> None:
