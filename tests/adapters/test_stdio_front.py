@@ -71,7 +71,7 @@ def test_handshake_is_answered_before_any_server_exists(snapshot: dict[str, Any]
     wire.send(_frame(None, "notifications/initialized"))
     wire.send(_frame("list-1", "tools/list"))
     listing = wire.reply()
-    assert listing["id"] == "list-1" and len(listing["result"]["tools"]) == 12
+    assert listing["id"] == "list-1" and len(listing["result"]["tools"]) == 13
 
 
 def test_prompts_resources_and_ping_are_answered_from_the_snapshot(snapshot: dict[str, Any]) -> None:
