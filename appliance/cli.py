@@ -226,12 +226,18 @@ def read(ctx: typer.Context, target: Annotated[Optional[str], typer.Argument(hel
          source: Annotated[Optional[str], typer.Option("--source", help="A data or URL source id.")] = None,
          offset: Annotated[int, typer.Option("--offset", help="Start at this character (a page's nextOffset).")] = 0,
          max_chars: Annotated[Optional[int], typer.Option("--max-chars", help="Print one page of at most this many characters.")] = None,
+         start_line: Annotated[Optional[int], typer.Option("--start-line", help="First line (1-based; sources with lines).")] = None,
+         end_line: Annotated[Optional[int], typer.Option("--end-line", help="Last line (inclusive).")] = None,
+         page_start: Annotated[Optional[int], typer.Option("--page-start", help="First page or slide (1-based).")] = None,
+         page_end: Annotated[Optional[int], typer.Option("--page-end", help="Last page or slide (inclusive).")] = None,
          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
-    """Print an indexed document, rebuilt from its chunks (all of it, or one page with --max-chars)."""
+    """Print an indexed document, rebuilt from its chunks (all of it, some lines or pages, or one page of
+    text with --max-chars)."""
     with _reported(as_json):
         doc = _appliance(ctx, base_dir, db_path, models_dir, model_name).read(
-            source or target or "", source is not None, offset=offset, max_chars=max_chars)
+            source or target or "", source is not None, offset=offset, max_chars=max_chars,
+            start_line=start_line, end_line=end_line, page_start=page_start, page_end=page_end)
     _emit(doc, as_json, doc["content"])
     if not as_json and doc["nextOffset"] is not None:
         typer.echo(f"[{doc['remainingChars']} more characters: --offset {doc['nextOffset']}]", err=True)
@@ -309,17 +315,36 @@ def grep(ctx: typer.Context,
          regex: Annotated[bool, typer.Option("--regex", help="Treat PATTERN as a Python regular expression.")] = False,
          case_sensitive: Annotated[bool, typer.Option("--case-sensitive")] = False,
          scope: Annotated[Optional[str], typer.Option("--scope", help="Only under this path.")] = None,
+         root: Annotated[Optional[str], typer.Option("--root", help="Only this root (its name or path; see `minirag roots`).")] = None,
+         file_glob: Annotated[Optional[str], typer.Option("--glob", help="Only display paths matching this .gitignore-style glob, e.g. '*.pdf'.")] = None,
          max_results: Annotated[int, typer.Option("--max-results", help="At most this many lines (1-500).")] = 100,
          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
-    """Exact-match search over the text files the index covers: file, line number, line."""
+    """Exact-match search over the indexed text of every document (PDF, Office, scans, text, data and URL
+    items): file, place (line, page, slide, sheet), line."""
     with _reported(as_json):
         out = _appliance(ctx, base_dir, db_path, models_dir, model_name).grep(
-            pattern, regex=regex, case_sensitive=case_sensitive, scope=scope, max_results=max_results).to_dict()
-    lines = [f"{hit['filePath']}:{hit['lineNumber']}: {hit['line']}" for hit in out["matches"]]
+            pattern, regex=regex, case_sensitive=case_sensitive, scope=scope, root=root, file_glob=file_glob,
+            max_results=max_results).to_dict()
+    lines = [f"{hit['source']}{hit_place(hit)}: {hit['line']}" for hit in out["matches"]]
     if out["truncated"] or out["stopped"]:
         lines.append(f"(stopped early: {out['stopped'] or 'max results reached'})")
+    if not as_json:
+        typer.echo(f"searched {out['documentsSearched']} of {out['documentsIndexed']} indexed documents"
+                   + (f"; {out['note']}" if out["note"] else ""), err=True)
     _emit(out, as_json, "\n".join(lines) or "no matches")
+
+
+@app.command()
+def roots(ctx: typer.Context, base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+          model_name: ModelName = None, as_json: AsJson = False) -> None:
+    """List the document roots by name and path, with their indexed and failed file counts."""
+    with _reported(as_json):
+        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).list_roots()
+    lines = [f"{r['name']}\t{r['path']}\t{r['indexedFiles']} indexed, {r['failedFiles']} failed"
+             + ("" if r["exists"] else " (missing)") for r in out["roots"]]
+    lines.append(f"data items: {out['dataSources']}, url items: {out['urlSources']}")
+    _emit(out, as_json, "\n".join(lines))
 
 
 @app.command()

@@ -313,13 +313,25 @@ def create_server(runtime: Runtime) -> FastMCP:
                             "Longest page to return, in characters (about 4 per token)."))] = READ_PAGE_CHARS,
                         revision: Annotated[Optional[str], Field(None, max_length=64, description=(
                             "The revision a previous page returned; refused if the document changed."))] = None,
+                        startLine: Annotated[Optional[int], Field(None, ge=1, description=(
+                            "First line to read (1-based), for sources with lines: a grep match's lineNumber "
+                            "minus a few."))] = None,
+                        endLine: Annotated[Optional[int], Field(None, ge=1, description=(
+                            "Last line to read (inclusive); omit for the end."))] = None,
+                        pageStart: Annotated[Optional[int], Field(None, ge=1, description=(
+                            "First page (PDF, scan) or slide (presentation) to read (1-based)."))] = None,
+                        pageEnd: Annotated[Optional[int], Field(None, ge=1, description=(
+                            "Last page or slide to read (inclusive); omit for the end."))] = None,
                         ) -> ToolResult:
         """An indexed document as Markdown, rebuilt from its chunks, one page at a time. Give filePath or source.
 
         A long document comes in pages of at most maxChars; when nextOffset is not null, call again with
-        offset=nextOffset and revision to continue."""
-        return await call(m.Document, lambda app: app.read(*_one_target(filePath, source), require_absolute=True,
-                                                           offset=offset, max_chars=maxChars, revision=revision))
+        offset=nextOffset and revision to continue. To read around a hit instead of the whole document, give
+        startLine/endLine (files with lines: text, Markdown, JSON) or pageStart/pageEnd (PDF pages, slides);
+        offsets then count within that part."""
+        return await call(m.Document, lambda app: app.read(
+            *_one_target(filePath, source), require_absolute=True, offset=offset, max_chars=maxChars,
+            revision=revision, start_line=startLine, end_line=endLine, page_start=pageStart, page_end=pageEnd))
 
     @tool(READ_ONLY, m.FileList)
     async def list_files(
@@ -343,13 +355,29 @@ def create_server(runtime: Runtime) -> FastMCP:
             pattern: Annotated[str, Field(min_length=1, max_length=1000, description="Text (or a regex) to find.")],
             regex: Annotated[bool, Field(description="Treat pattern as a Python regular expression.")] = False,
             caseSensitive: bool = False, scope: Scope = None,
+            root: Annotated[Optional[str], Field(None, min_length=1, max_length=4096, description=(
+                "Only files of this root: its name or path as list_roots gives them."))] = None,
+            fileGlob: Annotated[Optional[str], Field(None, min_length=1, max_length=1000, description=(
+                "Only documents whose displayPath matches, .gitignore-style: '*.pdf' at any depth, "
+                "'reports/**/*.md' from the root."))] = None,
             maxResults: Annotated[int, Field(ge=1, le=500)] = 100) -> ToolResult:
-        """Exact-match search over the text files under the roots (same files and ignore rules as the index).
+        """Exact-match search, line by line, over the indexed text of every document: text files, PDFs,
+        Office files, EPUBs, OCRed scans, ingest_data items and fetched pages.
 
-        Returns file, line number and line. Use it for identifiers and error codes; bounded in count and time."""
+        Each match has the line and where it is: lineNumber (text files), pageStart-pageEnd (PDF),
+        slide or sheet; open it with read_file (startLine/endLine or pageStart/pageEnd around it).
+        Use it for identifiers, error codes and exact phrases; bounded in count and time. Files not
+        indexed yet are not searched: unindexedFiles and note say so."""
         return await call(m.GrepResults, lambda app: app.grep(pattern, regex=regex, case_sensitive=caseSensitive,
-                                                                scope=scope, max_results=maxResults,
-                                                                require_absolute=True))
+                                                                scope=scope, root=root, file_glob=fileGlob,
+                                                                max_results=maxResults, require_absolute=True))
+
+    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.RootList))
+    async def list_roots() -> ToolResult:
+        """The document roots this server searches, by name and absolute path, with how many files of
+        each are indexed (and failed), plus the count of ingest_data and url items. A cheap first call
+        to learn what corpus exists; grep's root takes a name or path from here."""
+        return await call(m.RootList, lambda app: app.list_roots())
 
     @tool(READ_ONLY, m.Status)
     async def status() -> ToolResult:

@@ -58,6 +58,8 @@ MAX_QUERY_CHARS = 4000
 MAX_SOURCE_ID_CHARS = 1024
 DEFAULT_BUDGET = 256
 RESERVED_TOKENS = 16
+GREP_BATCH_CHUNKS = 2000
+"""Chunks grep reads from the index in one go (a few MB of text), so memory stays bounded."""
 """Room in the model window beyond the budget: special tokens and the passage prefix."""
 
 
@@ -667,14 +669,29 @@ class Appliance:
         return f"source_id = {sql_str(prefix)} OR starts_with(source_id, {sql_str(prefix + '/')})"
 
     def read(self, target: str, is_source: bool = False, *, require_absolute: bool = False,
-             offset: int = 0, max_chars: int | None = None, revision: str | None = None) -> dict[str, Any]:
+             offset: int = 0, max_chars: int | None = None, revision: str | None = None,
+             start_line: int | None = None, end_line: int | None = None,
+             page_start: int | None = None, page_end: int | None = None) -> dict[str, Any]:
         """A document rebuilt from its chunks (no repeated breadcrumbs or headers), whole or one page.
 
         A page is at most `max_chars` characters from `offset`, cut at a line end when one
         lies in its second half; `nextOffset` continues it (None at the end). `revision`
         names the text the offsets count in: a page asked with another document's or an
         older revision is refused, so a reader never stitches two versions together.
+
+        `start_line`/`end_line` (sources with lines) or `page_start`/`page_end` (PDFs and
+        scans; slides of a presentation) read only that part (1-based, inclusive; either
+        bound may be left out); offsets then count in that part's text, and the revision
+        is still the whole document's.
         """
+        from appliance.query.ranges import check_range, line_range, page_range
+
+        lines = start_line is not None or end_line is not None
+        pages = page_start is not None or page_end is not None
+        if lines and pages:
+            raise InvalidArgument("Give a line range or a page range, not both")
+        check_range(("startLine", "endLine"), start_line, end_line)
+        check_range(("pageStart", "pageEnd"), page_start, page_end)
         source_id = self._source_id_for(target, is_source, require_absolute=require_absolute)
         rows = self.index.chunk_rows(f"source_id = {sql_str(source_id)}", HIT_COLUMNS)
         if not rows:
@@ -687,12 +704,18 @@ class Appliance:
             raise InvalidArgument(f"revision {revision!r} is not the indexed text of {source_id} (now {current}): "
                                   "the document changed or the revision belongs to another one",
                                   hint="Read again from offset 0 without a revision.")
-        page, next_offset = text_page(content, offset, max_chars)
+        part: dict[str, Any] = {}
+        if lines:
+            part = line_range(source_id, rows, start_line, end_line)
+        elif pages:
+            part = page_range(source_id, rows, page_start, page_end)
+        text = part.pop("content", content)
+        page, next_offset = text_page(text, offset, max_chars)
         return {"source": source_id, "sourceKind": rows[0]["source_kind"], "displayPath": rows[0]["path"],
                 "title": rows[0]["title"] or None, "chunkCount": len(rows), "content": page,
-                "offset": offset, "totalChars": len(content), "nextOffset": next_offset,
-                "remainingChars": len(content) - (next_offset if next_offset is not None else len(content)),
-                "revision": current}
+                "offset": offset, "totalChars": len(text), "nextOffset": next_offset,
+                "remainingChars": len(text) - (next_offset if next_offset is not None else len(text)),
+                "revision": current, **part}
 
     def gather(self, query: str, *, top_k: int = 10, scope: str | None = None, doc_class: str | None = None,
                context_lines: int = 3) -> dict[str, Any]:
@@ -856,16 +879,139 @@ class Appliance:
 
     # ---- exact match and background sync (the MCP server's grep / sync_start / sync_status) ----
     def grep(self, pattern: str, *, regex: bool = False, case_sensitive: bool = False, scope: str | None = None,
-             max_results: int = 100, require_absolute: bool = False) -> Any:
-        """Matching lines in the text files the indexer would index (same roots, ignore rules and extensions)."""
-        from appliance.grep import GrepFile, grep
-        from appliance.ingest.textfile import read_text
+             root: str | None = None, file_glob: str | None = None, max_results: int = 100,
+             require_absolute: bool = False) -> Any:
+        """Matching lines in the indexed text of every indexed document: files of every format
+        (PDF, Office, EPUB, OCRed scans, text), ingest_data items and fetched pages.
 
+        Filters: `scope` (a path under the roots), `root` (a configured root, by path or by
+        list_roots' name), `file_glob` (on the display path). Files on disk that are not
+        indexed (new, or failed to convert) have no indexed text and are not searched: the
+        result counts them, with a note, instead of leaving them out silently.
+        """
+        from appliance.grep import check_max_results, compile_pattern, grep, path_glob
+
+        compile_pattern(pattern, is_regex=regex, case_sensitive=case_sensitive)
+        check_max_results(max_results)
         under = self.resolve(scope, require_absolute=require_absolute)[0] if scope else None
-        files = (GrepFile(item.path, item.display) for item in walk(self.settings.roots, self.extensions(), under=under)
-                 if isinstance(item, FoundFile) and item.size <= self.settings.max_file_size)
-        return grep(files, pattern, is_regex=regex, case_sensitive=case_sensitive, max_results=max_results,
-                    read=lambda path: read_text(path)[0])
+        root_path = self._root_named(root) if root is not None else None
+        matches = path_glob(file_glob) if file_glob is not None else None
+
+        def selected(kind: str, source_id: str, root_of: str, display: str) -> bool:
+            if (under is not None or root_path is not None) and kind != "file":
+                return False
+            return ((under is None or Path(source_id) == under or Path(source_id).is_relative_to(under))
+                    and (root_path is None or root_of == str(root_path))
+                    and (matches is None or matches(display)))
+
+        self.index.checkout_latest()
+        known = {s.source_id: s for s in self.index.source_rows()}
+        indexed = sorted((s for s in known.values()
+                          if not s.error_code and selected(s.source_kind, s.source_id, s.root, s.path)),
+                         key=lambda s: s.source_id)
+        coverage = self._grep_coverage(known, len(indexed), under or root_path, selected)
+        result = grep(self._grep_documents(indexed), pattern, is_regex=regex, case_sensitive=case_sensitive,
+                      max_results=max_results)
+        result.coverage = coverage
+        return result
+
+    def _grep_documents(self, sources: Sequence[SourceRow]) -> Iterable[Any]:
+        """The documents' texts from their stored chunks, read a bounded batch at a time."""
+        from appliance.grep import GREP_COLUMNS, GrepDoc, describe
+
+        batch: list[SourceRow] = []
+        chunks = 0
+        for n, source in enumerate(sources):
+            batch.append(source)
+            chunks += max(1, source.chunk_count)
+            if chunks < GREP_BATCH_CHUNKS and len(batch) < 200 and n + 1 < len(sources):
+                continue
+            rows = self.index.chunk_rows(in_list("source_id", [s.source_id for s in batch]), GREP_COLUMNS)
+            by_source: dict[str, list[dict[str, Any]]] = {}
+            for row in rows:
+                by_source.setdefault(row["source_id"], []).append(row)
+            for s in batch:
+                mine = by_source.get(s.source_id)
+                yield GrepDoc.from_rows(mine) if mine else GrepDoc.empty(
+                    describe(s.source_id, s.source_kind, s.path, s.title))
+            batch, chunks = [], 0
+
+    def _grep_coverage(self, known: dict[str, SourceRow], indexed: int, under: Path | None,
+                       selected: Callable[[str, str, str, str], bool]) -> dict[str, Any]:
+        """What grep cannot search among the files the filters select: new (not indexed yet) and
+        failed files, and changed ones (searched as last indexed), with a sentence saying so."""
+        new = failed = changed = 0
+        if under is not None and under.is_file():
+            under = under.parent  # the scan's own view of the file: its extension, the ignore rules
+        for item in walk(self.settings.roots, self.extensions(), under=under):
+            if not isinstance(item, FoundFile) or not selected("file", str(item.path), str(item.root), item.display):
+                continue
+            old = known.get(str(item.path))
+            if old is None:
+                new += 1
+            elif old.error_code:
+                failed += 1
+            elif (old.mtime_ns, old.size) != (item.mtime_ns, item.size):
+                changed += 1
+        notes = []
+        if new or failed:
+            notes.append(f"{new + failed} file(s) under the roots have no indexed text and were not searched "
+                         f"({new} not indexed yet, {failed} failed to index; list_files names them)")
+        if changed:
+            notes.append(f"{changed} file(s) changed on disk since indexing and were searched as last indexed")
+        if new or changed:
+            notes.append("a sync (sync_start, or `minirag sync`) indexes them")
+        if not indexed and not notes:
+            notes.append("no indexed document matches the filters")
+        note = "; ".join(notes) + "." if notes else None
+        return {"documentsIndexed": indexed, "unindexedFiles": new, "failedFiles": failed, "staleFiles": changed,
+                "note": note[0].upper() + note[1:] if note else None}
+
+    def _root_named(self, root: str) -> Path:
+        """The configured root `root` names: its path (as configured, or resolved) or its list_roots name."""
+        from appliance.ingest.discover import root_names
+
+        roots = self.settings.roots
+        names = root_names(roots)
+        if isinstance(root, str) and root.strip() and "\x00" not in root:
+            text = root.strip()
+            for path, name in zip(roots, names):
+                if text == name:
+                    return path
+            if text.startswith(("/", "~")):
+                try:
+                    given = Path(os.path.normpath(Path(text).expanduser()))
+                    real = given.resolve()
+                except (RuntimeError, OSError):  # ~user without a home, a link loop: no root
+                    given = real = None
+                for path in roots:
+                    if path in (given, real):
+                        return path
+        listed = ", ".join(f"{name} ({path})" for name, path in zip(names, roots))
+        raise InvalidArgument(f"root {root!r} is not one of the configured roots", hint=f"The roots: {listed}.")
+
+    def list_roots(self) -> dict[str, Any]:
+        """The configured roots by name and path, with their indexed and failed file counts, and the
+        counts of ingest_data and URL items (which belong to no root)."""
+        from appliance.ingest.discover import root_names
+
+        roots = [{"name": name, "path": str(path), "exists": path.is_dir(), "indexedFiles": None, "failedFiles": None}
+                 for name, path in zip(root_names(self.settings.roots), self.settings.roots)]
+        out: dict[str, Any] = {"roots": roots, "dataSources": None, "urlSources": None}
+        try:
+            sources = self.index.source_rows()
+        except ApplianceError as exc:
+            return out | {"indexError": exc.to_dict()}
+        for entry in roots:
+            mine = [s for s in sources if s.source_kind == "file" and s.root == entry["path"]]
+            entry["indexedFiles"] = sum(1 for s in mine if not s.error_code)
+            entry["failedFiles"] = sum(1 for s in mine if s.error_code)
+        out["dataSources"] = sum(1 for s in sources if s.source_kind == "data")
+        out["urlSources"] = sum(1 for s in sources if s.source_kind == "url")
+        foreign = self._foreign_roots(sources)
+        if foreign:
+            out["unconfiguredRoots"] = foreign
+        return out
 
     def sync_start(self, path: str | None = None, *, require_absolute: bool = False) -> dict[str, Any]:
         """Start `sync(path)` in a background thread and return the job; SyncBusy while a sync holds the lock."""
