@@ -14,9 +14,11 @@ from typing import Annotated, Any, Iterator, Optional
 import typer
 
 from appliance import __version__
-from appliance.config import load_settings
+from appliance.citations import hit_place
+from appliance.config import Environment, read_environment
 from appliance.errors import ApplianceError
 from appliance.models.cli import models_app
+from appliance.paging import READ_PAGE_CHARS
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None,
                   help="Offline document search for AI agents. With no command: the MCP server on stdio.")
@@ -29,13 +31,21 @@ ModelName = Annotated[Optional[str], typer.Option("--model-name", help="Embeddin
 AsJson = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
-def _appliance(base_dir: list[str] | None, db_path: str | None, models_dir: str | None, model_name: str | None,
-               **changes: Any):  # type: ignore[no-untyped-def]
+def _environment(ctx: typer.Context) -> Environment:
+    """The environment this process read once: main() passes it, else the app's callback reads it."""
+    environment = ctx.find_object(Environment)
+    assert environment is not None, "the minirag app's callback reads the environment before any command"
+    return environment
+
+
+def _appliance(ctx: typer.Context, base_dir: list[str] | None, db_path: str | None, models_dir: str | None,
+               model_name: str | None, **changes: Any):  # type: ignore[no-untyped-def]
     from dataclasses import replace
 
-    from appliance.service import Appliance
+    settings = _environment(ctx).settings(base_dirs=base_dir, db_path=db_path, models_dir=models_dir,
+                                          model_name=model_name)
+    from appliance.service import Appliance  # after the settings: a broken one is reported without loading LanceDB
 
-    settings = load_settings(base_dirs=base_dir, db_path=db_path, models_dir=models_dir, model_name=model_name)
     return Appliance(replace(settings, **changes) if changes else settings)
 
 
@@ -62,9 +72,22 @@ def _reported(as_json: bool) -> Iterator[None]:
 
 @contextmanager
 def _progress(enabled: bool) -> Iterator[Any]:
-    """A progress bar on a terminal; silent under --json or when piped."""
-    if not enabled or not sys.stderr.isatty():
+    """A progress bar on a terminal; one line every ~10 s when piped (cron, `docker run … sync`); silent under --json."""
+    if not enabled:
         yield None
+        return
+    if not sys.stderr.isatty():
+        import logging
+
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger = logging.getLogger("appliance.sync")  # state.SyncProgress logs there
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        try:
+            yield None
+        finally:
+            logger.removeHandler(handler)
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -74,7 +97,7 @@ def _progress(enabled: bool) -> Iterator[Any]:
         task = bar.add_task("indexing", total=None, path="")
 
         def update(phase: str, done: int, total: int, path: str) -> None:
-            bar.update(task, description=phase, completed=done, total=total, path=path[-60:])
+            bar.update(task, description=phase, completed=done, total=total or None, path=path[-60:])
 
         yield update
 
@@ -97,33 +120,36 @@ def _root(ctx: typer.Context,
     if version:
         typer.echo(__version__)
         raise typer.Exit(0)
+    if not isinstance(ctx.obj, Environment):  # run without main(), as by a test's CliRunner
+        ctx.obj = read_environment()
     if ctx.invoked_subcommand is None:
-        from appliance.stdio_front import serve as serve_stdio
+        from appliance.server import serve_stdio
 
-        serve_stdio({})
+        serve_stdio(ctx.obj, {})
 
 
 @app.command()
-def serve(base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+def serve(ctx: typer.Context, base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
           model_name: ModelName = None) -> None:
     """Run the MCP server on stdio (the default with no command)."""
-    from appliance.stdio_front import serve as serve_stdio
+    from appliance.server import serve_stdio
 
-    serve_stdio({"base_dirs": base_dir, "db_path": db_path, "models_dir": models_dir, "model_name": model_name})
+    serve_stdio(_environment(ctx),
+                {"base_dirs": base_dir, "db_path": db_path, "models_dir": models_dir, "model_name": model_name})
 
 
 @app.command()
-def ingest(paths: Annotated[list[str], typer.Argument(help="Files or directories (recursive).")],
+def ingest(ctx: typer.Context, paths: Annotated[list[str], typer.Argument(help="Files or directories (recursive).")],
            base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
            model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Index files and folders, replacing what was indexed for them."""
     with _reported(as_json), _progress(not as_json) as progress:
-        report = _appliance(base_dir, db_path, models_dir, model_name).ingest(paths, progress=progress)
+        report = _appliance(ctx, base_dir, db_path, models_dir, model_name).ingest(paths, progress=progress)
     _print_run(report, as_json)
 
 
 @app.command("ingest-url")
-def ingest_url(url: Annotated[str, typer.Argument(help="An http(s) URL.")],
+def ingest_url(ctx: typer.Context, url: Annotated[str, typer.Argument(help="An http(s) URL.")],
                source: Annotated[Optional[str], typer.Option("--source", help="Source id (default: the URL).")] = None,
                base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
                model_name: ModelName = None, as_json: AsJson = False) -> None:
@@ -131,12 +157,13 @@ def ingest_url(url: Annotated[str, typer.Argument(help="An http(s) URL.")],
     if not as_json and sys.stderr.isatty():  # no job here: say what the wait is for (~4,000 chars/s to embed)
         typer.echo(f"fetching and indexing {url} ...", err=True)
     with _reported(as_json):
-        report = _appliance(base_dir, db_path, models_dir, model_name).ingest_url(url, source_id=source)
+        report = _appliance(ctx, base_dir, db_path, models_dir, model_name).ingest_url(url, source_id=source)
     _print_run(report, as_json)
 
 
 @app.command()
-def sync(path: Annotated[Optional[str], typer.Argument(help="Reconcile only under this path.")] = None,
+def sync(ctx: typer.Context,
+         path: Annotated[Optional[str], typer.Argument(help="Reconcile only under this path.")] = None,
          full: Annotated[bool, typer.Option("--full", help="Re-ingest everything in place (after a model or budget change).")] = False,
          clean: Annotated[bool, typer.Option("--clean", help="Rebuild everything: files, and ingest_data/URL items from their stored text.")] = False,
          discard_unrecoverable: Annotated[bool, typer.Option(
@@ -155,7 +182,7 @@ def sync(path: Annotated[Optional[str], typer.Argument(help="Reconcile only unde
     try:
         with _reported(as_json), _progress(not as_json) as progress:
             changes = {"snapshot_dedupe": False} if no_snapshot_dedupe else {}
-            report = _appliance(base_dir, db_path, models_dir, model_name, **changes).sync(
+            report = _appliance(ctx, base_dir, db_path, models_dir, model_name, **changes).sync(
                 path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
                 forget_roots=forget_roots, progress=progress)
     except stopping.Stopped as exc:
@@ -165,15 +192,25 @@ def sync(path: Annotated[Optional[str], typer.Argument(help="Reconcile only unde
 
 
 @app.command()
-def query(text: Annotated[str, typer.Argument(help="What to search for.")],
+def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to search for.")],
           top_k: Annotated[int, typer.Option("--top-k", help="Results to return (1-100).")] = 10,
           scope: Annotated[Optional[str], typer.Option("--scope", help="Only under this path or source-id prefix.")] = None,
           doc_class: Annotated[Optional[str], typer.Option("--doc-class", help="Only sources of this class.")] = None,
+          markdown: Annotated[bool, typer.Option("--markdown", help="One Markdown block: numbered hits, citations, "
+                                                                    "surrounding lines.")] = False,
+          context_lines: Annotated[int, typer.Option("--context-lines", help="With --markdown: lines around "
+                                                                              "each passage (0-20).")] = 3,
           base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
           model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Hybrid search over the index."""
+    if markdown:
+        with _reported(as_json):
+            gathered = _appliance(ctx, base_dir, db_path, models_dir, model_name).gather(
+                text, top_k=top_k, scope=scope, doc_class=doc_class, context_lines=context_lines)
+        _emit(gathered, as_json, gathered["markdown"])
+        return
     with _reported(as_json):
-        result = _appliance(base_dir, db_path, models_dir, model_name).search(text, top_k=top_k, scope=scope, doc_class=doc_class)
+        result = _appliance(ctx, base_dir, db_path, models_dir, model_name).search(text, top_k=top_k, scope=scope, doc_class=doc_class)
     lines = []
     for n, hit in enumerate(result.results, 1):
         where = hit["displayPath"] + hit_place(hit)
@@ -184,54 +221,50 @@ def query(text: Annotated[str, typer.Argument(help="What to search for.")],
     _emit(result.to_dict(), as_json, "\n".join(lines) or "no results")
 
 
-def hit_place(hit: dict) -> str:
-    """Where in its document a hit is, as the CLI prints it after the path: ":12" (line),
-    " p.3" / " pp.3-4" (PDF pages), " slide 2", " sheet Budget"."""
-    if hit.get("startLine"):
-        return f":{hit['startLine']}"
-    if hit.get("pageStart"):
-        a, b = hit["pageStart"], hit.get("pageEnd") or hit["pageStart"]
-        return f" p.{a}" if a == b else f" pp.{a}-{b}"
-    if hit.get("slide"):
-        return f" slide {hit['slide']}"
-    if hit.get("sheet"):
-        return f" sheet {hit['sheet']}"
-    return ""
-
-
 @app.command()
-def read(target: Annotated[Optional[str], typer.Argument(help="A file path.")] = None,
+def read(ctx: typer.Context, target: Annotated[Optional[str], typer.Argument(help="A file path.")] = None,
          source: Annotated[Optional[str], typer.Option("--source", help="A data or URL source id.")] = None,
          offset: Annotated[int, typer.Option("--offset", help="Start at this character (a page's nextOffset).")] = 0,
          max_chars: Annotated[Optional[int], typer.Option("--max-chars", help="Print one page of at most this many characters.")] = None,
+         start_line: Annotated[Optional[int], typer.Option("--start-line", help="First line (1-based; sources with lines).")] = None,
+         end_line: Annotated[Optional[int], typer.Option("--end-line", help="Last line (inclusive).")] = None,
+         page_start: Annotated[Optional[int], typer.Option("--page-start", help="First page or slide (1-based).")] = None,
+         page_end: Annotated[Optional[int], typer.Option("--page-end", help="Last page or slide (inclusive).")] = None,
          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
-    """Print an indexed document, rebuilt from its chunks (all of it, or one page with --max-chars)."""
+    """Print an indexed document, rebuilt from its chunks (all of it, some lines or pages, or one page of
+    text with --max-chars)."""
     with _reported(as_json):
-        doc = _appliance(base_dir, db_path, models_dir, model_name).read(
-            source or target or "", source is not None, offset=offset, max_chars=max_chars)
+        doc = _appliance(ctx, base_dir, db_path, models_dir, model_name).read(
+            source or target or "", source is not None, offset=offset, max_chars=max_chars,
+            start_line=start_line, end_line=end_line, page_start=page_start, page_end=page_end)
     _emit(doc, as_json, doc["content"])
     if not as_json and doc["nextOffset"] is not None:
         typer.echo(f"[{doc['remainingChars']} more characters: --offset {doc['nextOffset']}]", err=True)
 
 
 @app.command("read-neighbors")
-def read_neighbors(file_path: Annotated[Optional[str], typer.Option("--file-path")] = None,
+def read_neighbors(ctx: typer.Context, file_path: Annotated[Optional[str], typer.Option("--file-path")] = None,
                    source: Annotated[Optional[str], typer.Option("--source")] = None,
                    chunk_index: Annotated[int, typer.Option("--chunk-index")] = 0,
                    before: Annotated[int, typer.Option("--before")] = 2,
                    after: Annotated[int, typer.Option("--after")] = 2,
+                   max_chars: Annotated[int, typer.Option("--max-chars", help="Most characters of text.")] = READ_PAGE_CHARS,
                    base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
                    model_name: ModelName = None, as_json: AsJson = False) -> None:
-    """Print the chunks before and after one chunk."""
+    """Print the chunks before and after one chunk (at most --max-chars of text; the rest is counted)."""
     with _reported(as_json):
-        out = _appliance(base_dir, db_path, models_dir, model_name).read_neighbors(
-            source or file_path or "", source is not None, chunk_index, before=before, after=after)
+        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).read_neighbors(
+            source or file_path or "", source is not None, chunk_index, before=before, after=after,
+            max_chars=max_chars)
     _emit(out, as_json, "\n\n".join(f"[{c['chunkIndex']}{hit_place(c)}] {c['text']}" for c in out["chunks"]))
+    if not as_json and (out["omittedBefore"] or out["omittedAfter"]):
+        typer.echo(f"({out['omittedBefore']} chunks before and {out['omittedAfter']} after left out; "
+                   "raise --max-chars or ask again from the first/last chunk shown)", err=True)
 
 
 @app.command("list")
-def list_(scope: Annotated[Optional[str], typer.Option("--scope")] = None,
+def list_(ctx: typer.Context, scope: Annotated[Optional[str], typer.Option("--scope")] = None,
           ignored: Annotated[bool, typer.Option("--ignored", help="Also show files excluded by rules.")] = False,
           limit: Annotated[Optional[int], typer.Option("--limit", help="Print one page of at most this many entries (1-5000).")] = None,
           cursor: Annotated[Optional[str], typer.Option("--cursor", help="Continue after a page (its nextCursor).")] = None,
@@ -240,7 +273,7 @@ def list_(scope: Annotated[Optional[str], typer.Option("--scope")] = None,
     """List every file under the roots with its state, and indexed data/URL sources (all of them,
     or one page with --limit/--cursor)."""
     with _reported(as_json):
-        out = _appliance(base_dir, db_path, models_dir, model_name).list_files(
+        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).list_files(
             scope=scope, include_ignored=ignored, limit=limit, cursor=cursor)
     if out["nextCursor"] and not as_json:
         typer.echo(f"more: {out['total']} entries in all; next page: --cursor {out['nextCursor']}", err=True)
@@ -254,62 +287,84 @@ def list_(scope: Annotated[Optional[str], typer.Option("--scope")] = None,
 
 
 @app.command()
-def status(base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+def status(ctx: typer.Context, base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
            model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Configuration and index health. Exits 0 even when the configuration is broken."""
     try:
-        out = _appliance(base_dir, db_path, models_dir, model_name).status()
+        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).status()
     except ApplianceError as exc:
         out = {"version": __version__, "configError": exc.to_dict()}
     _emit(out, True)
 
 
 @app.command()
-def delete(target: Annotated[Optional[str], typer.Argument(help="A file path.")] = None,
+def delete(ctx: typer.Context, target: Annotated[Optional[str], typer.Argument(help="A file path.")] = None,
            source: Annotated[Optional[str], typer.Option("--source", help="A data or URL source id.")] = None,
            base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
            model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Remove a document from the index (the file on disk is untouched)."""
     with _reported(as_json):
-        out = _appliance(base_dir, db_path, models_dir, model_name).delete(source or target or "", source is not None)
+        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).delete(source or target or "",
+                                                                                source is not None)
     _emit(out, as_json, f"deleted {out['source']} ({out['chunksRemoved']} chunks)")
 
 
 @app.command()
-def grep(pattern: Annotated[str, typer.Argument(help="Text to find (a regular expression with --regex).")],
+def grep(ctx: typer.Context,
+         pattern: Annotated[str, typer.Argument(help="Text to find (a regular expression with --regex).")],
          regex: Annotated[bool, typer.Option("--regex", help="Treat PATTERN as a Python regular expression.")] = False,
          case_sensitive: Annotated[bool, typer.Option("--case-sensitive")] = False,
          scope: Annotated[Optional[str], typer.Option("--scope", help="Only under this path.")] = None,
+         root: Annotated[Optional[str], typer.Option("--root", help="Only this root (its name or path; see `minirag roots`).")] = None,
+         file_glob: Annotated[Optional[str], typer.Option("--glob", help="Only display paths matching this .gitignore-style glob, e.g. '*.pdf'.")] = None,
          max_results: Annotated[int, typer.Option("--max-results", help="At most this many lines (1-500).")] = 100,
          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
-    """Exact-match search over the text files the index covers: file, line number, line."""
+    """Exact-match search over the indexed text of every document (PDF, Office, scans, text, data and URL
+    items): file, place (line, page, slide, sheet), line."""
     with _reported(as_json):
-        out = _appliance(base_dir, db_path, models_dir, model_name).grep(
-            pattern, regex=regex, case_sensitive=case_sensitive, scope=scope, max_results=max_results).to_dict()
-    lines = [f"{hit['filePath']}:{hit['lineNumber']}: {hit['line']}" for hit in out["matches"]]
+        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).grep(
+            pattern, regex=regex, case_sensitive=case_sensitive, scope=scope, root=root, file_glob=file_glob,
+            max_results=max_results).to_dict()
+    lines = [f"{hit['source']}{hit_place(hit)}: {hit['line']}" for hit in out["matches"]]
     if out["truncated"] or out["stopped"]:
         lines.append(f"(stopped early: {out['stopped'] or 'max results reached'})")
+    if not as_json:
+        typer.echo(f"searched {out['documentsSearched']} of {out['documentsIndexed']} indexed documents"
+                   + (f"; {out['note']}" if out["note"] else ""), err=True)
     _emit(out, as_json, "\n".join(lines) or "no matches")
 
 
 @app.command()
-def scheduler() -> None:
+def roots(ctx: typer.Context, base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
+          model_name: ModelName = None, as_json: AsJson = False) -> None:
+    """List the document roots by name and path, with their indexed and failed file counts."""
+    with _reported(as_json):
+        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).list_roots()
+    lines = [f"{r['name']}\t{r['path']}\t{r['indexedFiles']} indexed, {r['failedFiles']} failed"
+             + ("" if r["exists"] else " (missing)") for r in out["roots"]]
+    lines.append(f"data items: {out['dataSources']}, url items: {out['urlSources']}")
+    _emit(out, as_json, "\n".join(lines))
+
+
+@app.command()
+def scheduler(ctx: typer.Context) -> None:
     """Run Appliance.sync() every SYNC_INTERVAL seconds (0 = off) until SIGTERM; state in DB_PATH/scheduler.json."""
     from appliance.scheduler import main as scheduler_main
 
-    raise typer.Exit(scheduler_main())
+    raise typer.Exit(scheduler_main(_environment(ctx)))
 
 
 @app.command("serve-http")
-def serve_http(address: Annotated[str, typer.Argument(metavar="HOST:PORT", help="Where to listen, e.g. 127.0.0.1:8080.")] = "127.0.0.1:8080",
+def serve_http(ctx: typer.Context,
+               address: Annotated[str, typer.Argument(metavar="HOST:PORT", help="Where to listen, e.g. 127.0.0.1:8080.")] = "127.0.0.1:8080",
                base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
                model_name: ModelName = None) -> None:
     """Run the MCP server over streamable HTTP at /mcp (a non-loopback address needs MCP_AUTH_TOKEN)."""
     from appliance.http_server import main as http_main
 
     overrides = {"base_dirs": base_dir, "db_path": db_path, "models_dir": models_dir, "model_name": model_name}
-    raise typer.Exit(http_main(address, overrides))
+    raise typer.Exit(http_main(address, _environment(ctx), overrides))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, hidden=True)
@@ -317,17 +372,19 @@ def entrypoint(ctx: typer.Context) -> None:
     """The container entrypoint: stdio MCP + scheduler, `daemon`, `sync`, or any minirag command."""
     from appliance.entrypoint import main as entry_main
 
-    raise typer.Exit(entry_main(list(ctx.args)))
+    raise typer.Exit(entry_main(list(ctx.args), _environment(ctx)))
 
 
 def main() -> None:
+    # The composition root: the environment is read here, once, and handed to the command.
     # Offline switches go in before any library that reads them is imported; the
-    # guard refuses every outbound connection except the URL fetcher's own, and
-    # stays off only while baking models (the one step that may download).
+    # guard refuses every outbound connection except the URL fetcher's own (off while
+    # ALLOW_URL_INGEST is unreadable), and stays off only while baking models (the one
+    # step that may download).
     from appliance import netguard
-    from appliance.config import url_ingest_enabled
 
     netguard.apply_offline_env()
+    environment = read_environment()
     if sys.argv[1:2] != ["models"]:
-        netguard.install(allow_fetch=url_ingest_enabled())
-    app()
+        netguard.install(allow_fetch=environment.allow_url_ingest)
+    app(obj=environment)

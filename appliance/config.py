@@ -1,16 +1,25 @@
-"""Every setting, resolved once from CLI flags and the environment.
+"""Every setting: one pydantic-settings model of the environment, resolved with the CLI flags.
 
-Nothing else in the package reads ``os.environ`` for configuration. A broken
-value raises ``ConfigError`` naming the variable; ``status`` catches it and
-still answers, every other operation refuses.
+`Environment` holds every environment variable the appliance reads, typed, with the error a bad
+value gets. A composition root reads it once per process (`read_environment()`: the `minirag`
+CLI, the container entrypoint, the scheduler's round process) and passes it down;
+`Environment.settings()` resolves it with the CLI flags into the `Settings` the service uses.
+No other module reads ``os.environ`` for configuration (tests/unit/test_config.py checks).
+
+A bad value does not stop the read: it is kept as a ``ConfigError`` naming the variable and its
+field keeps the default, so what a server needs for itself (token, address, handshake) stays
+usable, ``status`` answers with the error, and ``settings()`` (every other operation) raises it.
 """
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Annotated, Any, Callable, Literal, Mapping
+
+from pydantic import AfterValidator, BeforeValidator, PrivateAttr, ValidationError, ValidationInfo
+from pydantic_core import PydanticUseDefault
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
 
 from appliance.errors import ConfigError
 from appliance.models.manifest import default_models_dir
@@ -28,39 +37,44 @@ ChangeDetection = Literal["stat", "hash"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+_BASE_DIRS_HINT = 'Example: BASE_DIRS=\'["/docs/a", "/docs/b"]\''
 
 
 @dataclass(frozen=True)
 class Settings:
-    """The configuration in effect for one process."""
+    """The configuration in effect for one process: `Environment.settings()` resolves every field
+    (the defaults live on `Environment`, once)."""
 
     roots: tuple[Path, ...]
     db_path: Path
     models_dir: Path
-    model_name: str = DEFAULT_MODEL
-    max_file_size: int = DEFAULT_MAX_FILE_SIZE
-    ingest_foreground_max_bytes: int = DEFAULT_INGEST_FOREGROUND_MAX_BYTES
+    model_name: str
+    max_file_size: int
+    ingest_foreground_max_bytes: int
     """ingest_data/ingest_url content above this many bytes (UTF-8) runs as a background job; 0: always."""
-    chunk_token_budget: int | None = None
+    chunk_token_budget: int | None
     """None means the active model's default budget (see Embedder.default_budget)."""
-    hybrid_weight: float = 0.6
-    grouping: Grouping | None = None
-    max_distance: float | None = None
-    max_files: int | None = None
-    ocr_languages: str = "eng+deu+rus"
-    ocr_min_chars_per_page: int = 100
-    convert_timeout_s: float = 180.0
-    convert_memory_mb: int = 3072
-    convert_workers: int = 1
-    embed_threads: int | None = None
-    allow_url_ingest: bool = False
-    allow_private_urls: bool = False
-    snapshot_dedupe: bool = True
-    sync_interval_s: int = 900
-    change_detection: ChangeDetection = "stat"
+    hybrid_weight: float
+    grouping: Grouping | None
+    max_distance: float | None
+    max_files: int | None
+    ocr_languages: str
+    ocr_min_chars_per_page: int
+    convert_timeout_s: float
+    convert_memory_mb: int
+    convert_workers: int
+    embed_threads: int | None
+    allow_url_ingest: bool
+    allow_private_urls: bool
+    snapshot_dedupe: bool
+    sync_interval_s: int
+    change_detection: ChangeDetection
     """How a sync decides a file changed: size+mtime ("stat"), or the content hash of every file ("hash")."""
-    instructions_extra: str = ""
-    env_snapshot: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    instructions_extra: str
+    models_manifest: Path | None
+    """MODELS_MANIFEST: the model manifest looked at first (see appliance.models.manifest.manifest_path)."""
+    container: bool
+    """MINIRAG_CONTAINER=1: running in the image, where a document root must be a mount point."""
 
     def describe(self) -> dict[str, object]:
         """The values in effect, as `status` prints them."""
@@ -88,6 +102,283 @@ class Settings:
         }
 
 
+
+
+# ------------------------------------------------------------------ parsing one variable
+
+class _Invalid(ValueError):
+    """A bad value, with the message (and hint) its ConfigError carries."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def _var(info: ValidationInfo) -> str:
+    return (info.field_name or "").upper()
+
+
+def _set(value: Any) -> Any:
+    """A value without surrounding blanks; a blank one means unset (the field's default)."""
+    if isinstance(value, str):
+        value = value.strip()
+        if not value:
+            raise PydanticUseDefault()
+    return value
+
+
+def _nonempty(value: Any) -> Any:
+    """An empty value means unset; any other is taken as it is."""
+    if value == "":
+        raise PydanticUseDefault()
+    return value
+
+
+def _number(kind: type) -> BeforeValidator:
+    noun = "an integer" if kind is int else "a number"
+
+    def parse(value: Any, info: ValidationInfo) -> Any:
+        value = _set(value)
+        if not isinstance(value, str):
+            return value
+        try:
+            return kind(value)
+        except ValueError:
+            raise _Invalid(f"{_var(info)} must be {noun}, not {value!r}") from None
+
+    return BeforeValidator(parse)
+
+
+def _must(test: Callable[[Any], bool], what: str) -> AfterValidator:
+    def check(value: Any, info: ValidationInfo) -> Any:
+        if value is not None and not test(value):
+            raise _Invalid(f"{_var(info)} must {what}, not {value}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _choice(choices: tuple[str, ...], what: str) -> BeforeValidator:
+    def parse(value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str):
+            value = _set(value.lower())
+            if value not in choices:
+                raise _Invalid(f"{_var(info)} must be {what}, not {value!r}")
+        return value
+
+    return BeforeValidator(parse)
+
+
+def _flag(value: Any, info: ValidationInfo) -> Any:
+    if not isinstance(value, str):
+        return value
+    raw = value.strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise _Invalid(f"{_var(info)} must be one of 1/true/yes/on or 0/false/no/off, not {raw!r}")
+
+
+def _path_list(value: Any) -> Any:
+    value = _set(value)
+    if not isinstance(value, str):
+        return value
+    try:
+        raw = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise _Invalid(f"BASE_DIRS must be a JSON array of path strings ({exc.msg})", _BASE_DIRS_HINT) from None
+    if not isinstance(raw, list) or not raw or not all(isinstance(p, str) and p.strip() for p in raw):
+        raise _Invalid("BASE_DIRS must be a JSON array of one or more non-empty path strings", _BASE_DIRS_HINT)
+    return tuple(raw)
+
+
+def _ocr_languages(value: str) -> str:
+    if not all(part.isalnum() or "_" in part for part in value.split("+")):
+        raise _Invalid(f"OCR_LANGUAGES must look like 'eng+deu+rus', not {value!r}")
+    return value
+
+
+def _instructions_extra(value: str) -> str:
+    if len(value) > 300:
+        raise _Invalid(f"MCP_INSTRUCTIONS_EXTRA is {len(value)} characters; at most 300 fit the instructions budget")
+    return value
+
+
+Int = Annotated[int, _number(int)]
+Number = Annotated[float, _number(float)]
+Positive = Annotated[int, _number(int), _must(lambda v: v >= 1, "be at least 1")]
+Flag = Annotated[bool, BeforeValidator(_flag)]
+Text = Annotated[str, BeforeValidator(_set)]
+OptionalPath = Annotated[Path | None, BeforeValidator(_nonempty)]
+
+
+# ------------------------------------------------------------------ the environment
+
+class Environment(BaseSettings):
+    """Every environment variable the appliance reads (field name = the variable in lower case).
+
+    Build it with `read_environment()`. The service's settings come first, in the order their
+    errors are reported; then what the servers, the entrypoint and model baking read.
+    """
+
+    model_config = SettingsConfigDict(case_sensitive=True, alias_generator=str.upper, frozen=True, extra="ignore",
+                                      validate_default=False)
+
+    # ---- the service (Environment.settings() -> Settings)
+    base_dirs: Annotated[tuple[str, ...] | None, NoDecode, BeforeValidator(_path_list)] = None
+    base_dir: str | None = None
+    db_path: str | None = None
+    models_dir: str | None = None
+    model_name: str | None = None
+    rag_grouping: Annotated[Grouping | None, _choice(("similar", "related"), "'similar' or 'related'")] = None
+    rag_hybrid_weight: Annotated[Number, _must(lambda v: 0.0 <= v <= 1.0, "be between 0.0 and 1.0")] = 0.6
+    chunk_token_budget: Annotated[Int | None, _must(lambda v: v >= 16, "be at least 16 tokens")] = None
+    rag_max_distance: Annotated[Number | None, _must(lambda v: v >= 0, "not be negative")] = None
+    rag_max_files: Annotated[Int | None, _must(lambda v: v >= 1, "be at least 1")] = None
+    max_file_size: Annotated[Int, _must(lambda v: v >= 1, "be a positive number of bytes")] = DEFAULT_MAX_FILE_SIZE
+    ingest_foreground_max_bytes: Annotated[Int, _must(lambda v: v >= 0, "be 0 (every ingest is a job) or a positive "
+                                                      "number of bytes")] = DEFAULT_INGEST_FOREGROUND_MAX_BYTES
+    ocr_languages: Annotated[Text, AfterValidator(_ocr_languages)] = "eng+deu+rus"
+    change_detection: Annotated[ChangeDetection, _choice(
+        ("stat", "hash"), "'stat' (size and mtime) or 'hash' (read every file)")] = "stat"
+    mcp_instructions_extra: Annotated[Text, AfterValidator(_instructions_extra)] = ""
+    rag_ocr_min_chars_per_page: Positive = 100
+    convert_timeout: Positive = 180
+    convert_memory_mb: Positive = 3072
+    convert_workers: Positive = 1
+    embed_threads: Int | None = None
+    allow_url_ingest: Flag = False
+    allow_private_urls: Flag = False
+    no_snapshot_dedupe: Flag = False
+    sync_interval: Int = 900
+    models_manifest: OptionalPath = None
+    minirag_container: Annotated[bool, BeforeValidator(lambda v: v == "1" if isinstance(v, str) else v)] = False
+
+    # ---- the servers and the container entrypoint (never invalid: they work with a broken configuration)
+    mcp_auth_token: Annotated[str, BeforeValidator(lambda v: v.strip() if isinstance(v, str) else v)] = ""
+    mcp_http_address: str = "0.0.0.0:8080"
+    minirag_supervisor_dir: Path = Path("/etc/minirag")
+
+    # ---- `minirag models bake`
+    minirag_cache: OptionalPath = None
+    hf_hub_cache: OptionalPath = None
+    hf_home: OptionalPath = None
+    hf_endpoint: str | None = None
+
+    _problems: dict[str, ConfigError] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def settings_customise_sources(  # type: ignore[no-untyped-def, override]
+            cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):
+        # Only the values read_environment() passes: os.environ (or a given mapping) is read there, once.
+        return (init_settings,)
+
+    @property
+    def problems(self) -> Mapping[str, ConfigError]:
+        """The bad variables, each with its error, in the order they are reported."""
+        return dict(self._problems)
+
+    def settings(self, *, base_dirs: list[str] | None = None, db_path: str | None = None,
+                 models_dir: str | None = None, model_name: str | None = None, cwd: Path | None = None) -> Settings:
+        """The service's settings: explicit arguments (CLI flags) > environment > defaults.
+
+        Raises the ConfigError of the first bad variable (BASE_DIRS does not count under --base-dir).
+        """
+        for name, problem in self._problems.items():
+            if not (base_dirs and name == "BASE_DIRS"):
+                raise problem
+        cwd = cwd or Path.cwd()
+        roots = self._roots(base_dirs, cwd)
+        db = Path(db_path or self.db_path or roots[0] / ".minirag" / "lancedb").expanduser()
+        if not db.is_absolute():
+            db = cwd / db
+        return Settings(
+            roots=roots,
+            db_path=db,
+            models_dir=Path(models_dir or self.models_dir or default_models_dir()).expanduser(),
+            model_name=(model_name or self.model_name or DEFAULT_MODEL).strip(),
+            max_file_size=self.max_file_size,
+            ingest_foreground_max_bytes=self.ingest_foreground_max_bytes,
+            chunk_token_budget=self.chunk_token_budget,
+            hybrid_weight=self.rag_hybrid_weight,
+            grouping=self.rag_grouping,
+            max_distance=self.rag_max_distance,
+            max_files=self.rag_max_files,
+            ocr_languages=self.ocr_languages,
+            ocr_min_chars_per_page=self.rag_ocr_min_chars_per_page,
+            convert_timeout_s=float(self.convert_timeout),
+            convert_memory_mb=self.convert_memory_mb,
+            convert_workers=self.convert_workers,
+            embed_threads=self.embed_threads,
+            allow_url_ingest=self.allow_url_ingest,
+            allow_private_urls=self.allow_private_urls,
+            snapshot_dedupe=not self.no_snapshot_dedupe,
+            sync_interval_s=self.sync_interval,
+            change_detection=self.change_detection,
+            instructions_extra=self.mcp_instructions_extra,
+            models_manifest=self.models_manifest,
+            container=self.minirag_container,
+        )
+
+    def _roots(self, base_dirs: list[str] | None, cwd: Path) -> tuple[Path, ...]:
+        """--base-dir > BASE_DIRS > BASE_DIR > cwd; each level replaces the lower ones."""
+        if base_dirs:
+            raw, origin = list(base_dirs), "--base-dir"
+        elif self.base_dirs:
+            raw, origin = list(self.base_dirs), "BASE_DIRS"
+        elif self.base_dir and self.base_dir.strip():
+            raw, origin = [self.base_dir], "BASE_DIR"
+        else:
+            raw, origin = [str(cwd)], "current directory"
+        roots: list[Path] = []
+        for item in raw:
+            path = Path(item).expanduser()
+            if not path.is_absolute():
+                path = cwd / path
+            path = path.resolve()
+            if path not in roots:
+                roots.append(path)
+        if not roots:
+            raise ConfigError(f"{origin} names no document root")
+        return tuple(roots)
+
+
+VARIABLES = tuple(field.alias for field in Environment.model_fields.values())
+"""The name of every environment variable the appliance reads."""
+
+
+def read_environment(env: Mapping[str, str] | None = None) -> Environment:
+    """Every variable from os.environ (pydantic-settings' source), or from `env` when given.
+
+    Only a composition root calls this without `env`. Never raises: see `Environment.problems`.
+    """
+    if env is None:
+        values = EnvSettingsSource(Environment)()
+    else:
+        values = {name: env[name] for name in VARIABLES if name in env}
+    try:
+        return Environment(**values)
+    except ValidationError as exc:
+        problems = _problems(exc)
+    environment = Environment(**{name: value for name, value in values.items() if name not in problems})
+    environment._problems = problems
+    return environment
+
+
+def _problems(exc: ValidationError) -> dict[str, ConfigError]:
+    """Variable -> its error (our message, from _Invalid), in field order."""
+    problems: dict[str, ConfigError] = {}
+    for error in exc.errors():
+        name = str(error["loc"][0]) if error["loc"] else "?"
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, _Invalid):
+            problems.setdefault(name, ConfigError(str(cause), hint=cause.hint))
+        else:  # not expected: every check above raises _Invalid
+            problems.setdefault(name, ConfigError(f"{name}: {error['msg']}"))
+    return problems
+
+
 def load_settings(
     env: Mapping[str, str] | None = None,
     *,
@@ -97,142 +388,7 @@ def load_settings(
     model_name: str | None = None,
     cwd: Path | None = None,
 ) -> Settings:
-    """Resolve settings: explicit arguments (CLI flags) > environment > defaults.
-
-    Raises ConfigError naming the first invalid setting.
-    """
-    env = dict(os.environ if env is None else env)
-    cwd = cwd or Path.cwd()
-    roots = _resolve_roots(base_dirs, env, cwd)
-    db = Path(db_path or env.get("DB_PATH") or roots[0] / ".minirag" / "lancedb").expanduser()
-    if not db.is_absolute():
-        db = cwd / db
-    mdir = Path(models_dir or env.get("MODELS_DIR") or default_models_dir()).expanduser()
-    grouping = env.get("RAG_GROUPING", "").strip().lower() or None
-    if grouping not in (None, "similar", "related"):
-        raise ConfigError(f"RAG_GROUPING must be 'similar' or 'related', not {grouping!r}")
-    weight = _number(env, "RAG_HYBRID_WEIGHT", float, 0.6)
-    if not 0.0 <= weight <= 1.0:
-        raise ConfigError(f"RAG_HYBRID_WEIGHT must be between 0.0 and 1.0, not {weight}")
-    budget = _number(env, "CHUNK_TOKEN_BUDGET", int, None)
-    if budget is not None and budget < 16:
-        raise ConfigError(f"CHUNK_TOKEN_BUDGET must be at least 16 tokens, not {budget}")
-    max_distance = _number(env, "RAG_MAX_DISTANCE", float, None)
-    if max_distance is not None and max_distance < 0:
-        raise ConfigError(f"RAG_MAX_DISTANCE must not be negative, not {max_distance}")
-    max_files = _number(env, "RAG_MAX_FILES", int, None)
-    if max_files is not None and max_files < 1:
-        raise ConfigError(f"RAG_MAX_FILES must be at least 1, not {max_files}")
-    max_file_size = _number(env, "MAX_FILE_SIZE", int, DEFAULT_MAX_FILE_SIZE)
-    if max_file_size < 1:
-        raise ConfigError(f"MAX_FILE_SIZE must be a positive number of bytes, not {max_file_size}")
-    foreground = _number(env, "INGEST_FOREGROUND_MAX_BYTES", int, DEFAULT_INGEST_FOREGROUND_MAX_BYTES)
-    if foreground < 0:
-        raise ConfigError(f"INGEST_FOREGROUND_MAX_BYTES must be 0 (every ingest is a job) or a positive number "
-                          f"of bytes, not {foreground}")
-    ocr_languages = env.get("OCR_LANGUAGES", "eng+deu+rus").strip() or "eng+deu+rus"
-    if not all(part.isalnum() or "_" in part for part in ocr_languages.split("+")):
-        raise ConfigError(f"OCR_LANGUAGES must look like 'eng+deu+rus', not {ocr_languages!r}")
-    change_detection = env.get("CHANGE_DETECTION", "").strip().lower() or "stat"
-    if change_detection not in ("stat", "hash"):
-        raise ConfigError(f"CHANGE_DETECTION must be 'stat' (size and mtime) or 'hash' (read every file), "
-                          f"not {change_detection!r}")
-    extra = env.get("MCP_INSTRUCTIONS_EXTRA", "").strip()
-    if len(extra) > 300:
-        raise ConfigError(f"MCP_INSTRUCTIONS_EXTRA is {len(extra)} characters; at most 300 fit the instructions budget")
-    return Settings(
-        roots=roots,
-        db_path=db,
-        models_dir=mdir,
-        model_name=(model_name or env.get("MODEL_NAME") or DEFAULT_MODEL).strip(),
-        max_file_size=max_file_size,
-        ingest_foreground_max_bytes=foreground,
-        chunk_token_budget=budget,
-        hybrid_weight=weight,
-        grouping=grouping,  # type: ignore[arg-type]
-        max_distance=max_distance,
-        max_files=max_files,
-        ocr_languages=ocr_languages,
-        ocr_min_chars_per_page=_positive(env, "RAG_OCR_MIN_CHARS_PER_PAGE", 100),
-        convert_timeout_s=float(_positive(env, "CONVERT_TIMEOUT", 180)),
-        convert_memory_mb=_positive(env, "CONVERT_MEMORY_MB", 3072),
-        convert_workers=_positive(env, "CONVERT_WORKERS", 1),
-        embed_threads=_number(env, "EMBED_THREADS", int, None),
-        allow_url_ingest=_flag(env, "ALLOW_URL_INGEST"),
-        allow_private_urls=_flag(env, "ALLOW_PRIVATE_URLS"),
-        snapshot_dedupe=not _flag(env, "NO_SNAPSHOT_DEDUPE"),
-        sync_interval_s=_number(env, "SYNC_INTERVAL", int, 900),
-        change_detection=change_detection,  # type: ignore[arg-type]
-        instructions_extra=extra,
-        env_snapshot=env,
-    )
-
-
-def url_ingest_enabled(env: Mapping[str, str] | None = None) -> bool:
-    """Whether the egress guard must leave room for the URL fetcher (False when unreadable)."""
-    try:
-        return _flag(dict(os.environ if env is None else env), "ALLOW_URL_INGEST")
-    except ConfigError:
-        return False
-
-
-def _resolve_roots(base_dirs: list[str] | None, env: Mapping[str, str], cwd: Path) -> tuple[Path, ...]:
-    """--base-dir > BASE_DIRS > BASE_DIR > cwd; each level replaces the lower ones."""
-    if base_dirs:
-        raw = list(base_dirs)
-        origin = "--base-dir"
-    elif env.get("BASE_DIRS", "").strip():
-        origin = "BASE_DIRS"
-        try:
-            raw = json.loads(env["BASE_DIRS"])
-        except json.JSONDecodeError as exc:
-            raise ConfigError(
-                f"BASE_DIRS must be a JSON array of path strings ({exc.msg})",
-                hint='Example: BASE_DIRS=\'["/docs/a", "/docs/b"]\'',
-            ) from None
-        if not isinstance(raw, list) or not raw or not all(isinstance(p, str) and p.strip() for p in raw):
-            raise ConfigError(
-                "BASE_DIRS must be a JSON array of one or more non-empty path strings",
-                hint='Example: BASE_DIRS=\'["/docs/a", "/docs/b"]\'',
-            )
-    elif env.get("BASE_DIR", "").strip():
-        raw, origin = [env["BASE_DIR"]], "BASE_DIR"
-    else:
-        raw, origin = [str(cwd)], "current directory"
-    roots: list[Path] = []
-    for item in raw:
-        path = Path(item).expanduser()
-        if not path.is_absolute():
-            path = cwd / path
-        path = path.resolve()
-        if path not in roots:
-            roots.append(path)
-    if not roots:
-        raise ConfigError(f"{origin} names no document root")
-    return tuple(roots)
-
-
-def _number(env: Mapping[str, str], name: str, kind: type, default):  # type: ignore[no-untyped-def]
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        return kind(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be {'an integer' if kind is int else 'a number'}, not {raw!r}") from None
-
-
-def _positive(env: Mapping[str, str], name: str, default: int) -> int:
-    value = _number(env, name, int, default)
-    if value < 1:
-        raise ConfigError(f"{name} must be at least 1, not {value}")
-    return value
-
-
-def _flag(env: Mapping[str, str], name: str) -> bool:
-    raw = env.get(name, "").strip().lower()
-    if raw in _TRUE:
-        return True
-    if raw in _FALSE:
-        return False
-    raise ConfigError(f"{name} must be one of 1/true/yes/on or 0/false/no/off, not {raw!r}")
+    """`read_environment(env).settings(...)`, for tests and scripts: the package itself gets its
+    Environment from a composition root. Raises ConfigError naming the first invalid setting."""
+    return read_environment(env).settings(base_dirs=base_dirs, db_path=db_path, models_dir=models_dir,
+                                          model_name=model_name, cwd=cwd)

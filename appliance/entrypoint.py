@@ -20,6 +20,9 @@ Modes, by the first argument:
 * `healthcheck`: the image's HEALTHCHECK (`minirag status` must answer; in daemon mode
   the HTTP port must accept connections too).
 * anything else: passed to `minirag` unchanged (`docker run ... IMAGE query "..." --json`).
+
+This process is a composition root: `main` reads the environment (appliance.config) when a mode
+needs it, so `healthcheck` and the pass-through stay as light as they were.
 """
 from __future__ import annotations
 
@@ -33,9 +36,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-CONF_DIR = Path(os.environ.get("MINIRAG_SUPERVISOR_DIR", "/etc/minirag"))
+if TYPE_CHECKING:
+    from appliance.config import Environment
+
 STDIO_CONF = "supervisord-stdio.conf"
 DAEMON_CONF = "supervisord-daemon.conf"
 DAEMON_MARKER = Path("/tmp/minirag-daemon-mode")
@@ -59,11 +64,13 @@ def _err(message: str) -> None:
     sys.stderr.flush()
 
 
-def run_stdio(args: list[str]) -> int:
-    """MCP on stdio in the foreground, the scheduler under a background supervisord."""
+def run_stdio(args: list[str], environment: Callable[[], Environment]) -> int:
+    """MCP on stdio in the foreground, the scheduler under a background supervisord.
+
+    `environment()` reads the environment; called once the server runs, so the read does not delay it."""
     # The server first: the client is waiting for its handshake; the scheduler can start a moment later.
     server = subprocess.Popen([_minirag(), "serve", *args])  # inherits stdin/stdout: the MCP wire
-    conf = CONF_DIR / STDIO_CONF
+    conf = environment().minirag_supervisor_dir / STDIO_CONF
     supervisor: subprocess.Popen[bytes] | None = None
     if conf.is_file():
         supervisor = subprocess.Popen([_supervisord(), "-n", "-c", str(conf)], stdin=subprocess.DEVNULL,
@@ -136,32 +143,32 @@ def _exit_code(proc: subprocess.Popen[bytes]) -> int:
     return 128 - code if code < 0 else code
 
 
-def run_daemon() -> int:
+def run_daemon(environment: Environment) -> int:
     """supervisord as PID 1 with the scheduler and the MCP HTTP server."""
     from appliance.http_server import AddressRefused, check_address
 
-    address = os.environ.get("MCP_HTTP_ADDRESS", "0.0.0.0:8080")
+    address = environment.mcp_http_address
     try:
-        check_address(address, os.environ.get("MCP_AUTH_TOKEN", ""))
+        check_address(address, environment.mcp_auth_token)
     except AddressRefused as exc:
         _err(f"error: {exc}")
         return 2
-    os.environ["MCP_HTTP_ADDRESS"] = address
+    os.environ["MCP_HTTP_ADDRESS"] = address  # for supervisord's %(ENV_MCP_HTTP_ADDRESS)s
     try:
         DAEMON_MARKER.write_text(address)
     except OSError:
         pass
-    conf = CONF_DIR / DAEMON_CONF
+    conf = environment.minirag_supervisor_dir / DAEMON_CONF
     os.execv(_supervisord(), [_supervisord(), "-n", "-c", str(conf)])
     return 1  # not reached
 
 
-def run_sync(args: list[str]) -> int:
+def run_sync(args: list[str], environment: Environment) -> int:
     """One reconcile; refuses when the document root is not mounted in the container."""
-    if os.environ.get("MINIRAG_CONTAINER") == "1" and "--base-dir" not in " ".join(args):
+    if environment.minirag_container and "--base-dir" not in " ".join(args):
         from appliance.scheduler import _is_mount_point
 
-        for root in _roots():
+        for root in _roots(environment):
             if not root.is_dir() or not _is_mount_point(root):
                 _err(f"error: no documents are mounted at {root}; nothing to sync")
                 _err(f"hint: docker run --rm -v /path/to/docs:{root}:ro -v minirag-index:/index IMAGE sync")
@@ -170,13 +177,11 @@ def run_sync(args: list[str]) -> int:
     return 1  # not reached
 
 
-def _roots() -> list[Path]:
+def _roots(environment: Environment) -> list[Path]:
     try:
-        from appliance.config import load_settings
-
-        return list(load_settings().roots)
+        return list(environment.settings().roots)
     except Exception:
-        return [Path(os.environ.get("BASE_DIR", "/docs"))]
+        return [Path(environment.base_dir if environment.base_dir is not None else "/docs")]
 
 
 def healthcheck() -> int:
@@ -203,16 +208,26 @@ def healthcheck() -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, environment: Environment | None = None) -> int:
+    """`environment`: what `minirag entrypoint` read; read here (once, when a mode needs it) otherwise."""
     args = list(sys.argv[1:] if argv is None else argv)
     mode = args[0] if args else "serve"
     rest = args[1:]
+
+    def env() -> Environment:
+        nonlocal environment
+        if environment is None:
+            from appliance.config import read_environment
+
+            environment = read_environment()
+        return environment
+
     if mode == "serve" and "--help" not in rest:
-        return run_stdio(rest)
+        return run_stdio(rest, env)
     if mode == "daemon":
-        return run_daemon()
+        return run_daemon(env())
     if mode == "sync":
-        return run_sync(rest)
+        return run_sync(rest, env())
     if mode == "healthcheck":
         return healthcheck()
     os.execv(_minirag(), [_minirag(), *args])

@@ -1,9 +1,14 @@
-"""Exact-match search over the text files the indexer would index: pattern -> (file, line).
+"""Exact-match search over the indexed text of every document: pattern -> (document, place, line).
 
-The caller hands in the indexer's own file list (discover.walk with the
-service's extensions), so ignore rules cannot drift apart between search and
-grep. Only formats stored as plain text on disk are read; PDF, Office and
-image files have no lines to grep.
+The caller hands in the indexed documents as `GrepDoc`s: each one's converted text,
+rebuilt from its stored chunks (the bodies joined in order, as read_file shows it), and
+where each chunk starts in that text. So a PDF, an Office file, an OCRed scan, an
+ingest_data item and a fetched page are searched like a text file, and every match is
+placed where a person can open it: the original line for sources with lines (text
+files, Markdown, JSON, text/Markdown items), else the page range (PDF, scans), slide
+(PPTX) or sheet (XLSX) of the chunk the match starts in, plus the chunk index and its
+section heading. A line holding Markdown escapes or `*` emphasis is also tried as a person
+reads it (markitdown writes GASKET\\_MEMO for a DOCX's GASKET_MEMO).
 
 Regular expressions come from an untrusted caller, so a catastrophic pattern
 must not hang the server: with the optional `regex` package every line gets
@@ -16,10 +21,11 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import time
+from bisect import bisect_right
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 from appliance.errors import InvalidArgument
 
@@ -28,20 +34,68 @@ try:  # optional: per-match timeouts; the subprocess fallback covers its absence
 except ImportError:  # pragma: no cover - depends on the environment
     _regex_module = None
 
-GREPPABLE_EXTENSIONS = frozenset({".md", ".markdown", ".txt", ".csv", ".json", ".html", ".htm"})
 MAX_RESULTS_CAP = 500
 MAX_PATTERN_CHARS = 1000
 MAX_LINE_CHARS = 400
 DEADLINE_S = 10.0
 LINE_TIMEOUT_S = 0.25
+GREP_COLUMNS = ["source_id", "source_kind", "path", "title", "chunk_index", "text", "body_start", "heading",
+                "start_line", "page_start", "page_end", "slide", "sheet"]
+"""What a scan reads of each chunk: its body and where it sits."""
 
-ReadText = Callable[[Path], str]
+
+def describe(source_id: str, kind: str, display: str, title: str | None) -> dict[str, Any]:
+    """What every match of a document repeats: source, sourceKind, filePath, displayPath, title."""
+    return {"source": source_id, "sourceKind": kind, "filePath": source_id if kind == "file" else None,
+            "displayPath": display, "title": title or None}
 
 
-@dataclass(frozen=True)
-class GrepFile:
-    path: Path
-    display: str
+@dataclass
+class GrepDoc:
+    """One indexed document: its text (chunk bodies joined) and where each chunk starts in it."""
+
+    source: dict[str, Any]
+    """source, sourceKind, filePath, displayPath, title: what every match of it repeats."""
+    text: str
+    starts: list[int]
+    places: list[dict[str, Any]]
+    """Per chunk: chunkIndex, heading, pageStart, pageEnd, slide, sheet, and its first line (`_line`)."""
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[dict[str, Any]]) -> "GrepDoc":
+        """The document of `rows` (chunk rows of one source with GREP_COLUMNS, in chunk order)."""
+        first = rows[0]
+        source = describe(first["source_id"], first["source_kind"], first["path"], first["title"])
+        parts, starts, places, at = [], [], [], 0
+        for row in rows:
+            body = row["text"][int(row.get("body_start") or 0):]
+            starts.append(at)
+            parts.append(body)
+            at += len(body)
+            places.append({"chunkIndex": int(row["chunk_index"]), "heading": row.get("heading") or None,
+                           "pageStart": row.get("page_start"), "pageEnd": row.get("page_end"),
+                           "slide": row.get("slide"), "sheet": row.get("sheet") or None,
+                           "_line": row.get("start_line")})
+        return cls(source, "".join(parts), starts, places)
+
+    @classmethod
+    def empty(cls, source: dict[str, Any]) -> "GrepDoc":
+        """An indexed document without text (an empty file): searched, never matched."""
+        return cls(source, "", [], [])
+
+    @property
+    def converted(self) -> bool:
+        """True when the text is a converter's Markdown (no source lines): PDF, Office, HTML, scans."""
+        return bool(self.places) and self.places[0]["_line"] is None
+
+    def locate(self, offset: int) -> dict[str, Any]:
+        """Where the text at `offset` is: the source's line (when it has lines), page, slide, sheet, chunk."""
+        k = max(0, bisect_right(self.starts, offset) - 1)
+        place = dict(self.places[k])
+        first_line = place.pop("_line")
+        place["lineNumber"] = (None if first_line is None
+                               else first_line + self.text.count("\n", self.starts[k], offset))
+        return place
 
 
 @dataclass
@@ -49,19 +103,27 @@ class GrepResult:
     pattern: str
     is_regex: bool
     matches: list[dict[str, Any]] = field(default_factory=list)
+    documents_searched: int = 0
     files_searched: int = 0
     truncated: bool = False
-    """True when max_results was reached before the corpus was exhausted."""
+    """True when max_results was reached before the documents were exhausted."""
     stopped: str | None = None
     """'deadline' or 'regex_timeout' when the scan was cut short; None when it ran to the end."""
     skipped: list[dict[str, str]] = field(default_factory=list)
     seconds: float = 0.0
+    coverage: dict[str, Any] = field(default_factory=dict)
+    """What the caller knows about what was not searched (documentsIndexed, unindexedFiles, …, note)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"pattern": self.pattern, "regex": self.is_regex, "matches": self.matches,
-                "matchCount": len(self.matches), "filesSearched": self.files_searched,
+                "matchCount": len(self.matches), "documentsSearched": self.documents_searched,
+                "filesSearched": self.files_searched, **self.coverage,
                 "truncated": self.truncated, "stopped": self.stopped, "skipped": self.skipped,
                 "seconds": round(self.seconds, 3)}
+
+    def count(self, doc: GrepDoc) -> None:
+        self.documents_searched += 1
+        self.files_searched += doc.source["sourceKind"] == "file"
 
 
 def compile_pattern(pattern: str, *, is_regex: bool, case_sensitive: bool) -> "re.Pattern[str]":
@@ -78,20 +140,44 @@ def compile_pattern(pattern: str, *, is_regex: bool, case_sensitive: bool) -> "r
                               hint="Pass regex=false to search for the text literally.") from None
 
 
-def grep(files: Iterable[GrepFile], pattern: str, *, is_regex: bool = False, case_sensitive: bool = False,
-         max_results: int = 100, deadline_s: float = DEADLINE_S, read: ReadText) -> GrepResult:
-    """Matching lines in file order, at most `max_results`, within `deadline_s` seconds."""
+def path_glob(glob: str) -> Callable[[str], bool]:
+    """A matcher of display paths for `fileGlob`, with .gitignore's rules: a glob without a '/' matches
+    the name at any depth (`*.pdf`), one with a '/' is anchored at the root (`reports/**/*.md`; `**`
+    spans folders), a trailing '/' takes everything under a folder."""
+    import pathspec
+
+    if not isinstance(glob, str) or not glob.strip() or "\x00" in glob or len(glob) > MAX_PATTERN_CHARS:
+        raise InvalidArgument(f"fileGlob must be a non-empty pattern of at most {MAX_PATTERN_CHARS} characters")
+    if glob.startswith("!"):
+        raise InvalidArgument("fileGlob cannot be a negation ('!…'): give the files to search")
+    try:
+        spec = pathspec.GitIgnoreSpec.from_lines([glob.strip()])
+    except ValueError as exc:
+        raise InvalidArgument(f"fileGlob {glob!r} is not a valid pattern: {exc}") from None
+    return spec.match_file
+
+
+def check_max_results(max_results: int) -> None:
     if isinstance(max_results, bool) or not isinstance(max_results, int) or not 1 <= max_results <= MAX_RESULTS_CAP:
         raise InvalidArgument(f"maxResults must be an integer from 1 to {MAX_RESULTS_CAP}, not {max_results!r}")
+
+
+def grep(docs: Iterable[GrepDoc], pattern: str, *, is_regex: bool = False, case_sensitive: bool = False,
+         max_results: int = 100, deadline_s: float = DEADLINE_S) -> GrepResult:
+    """Matching lines in document order, at most `max_results`, within `deadline_s` seconds.
+
+    `docs` may be lazy (read from the index batch by batch): the deadline covers reading too."""
+    check_max_results(max_results)
     compiled = compile_pattern(pattern, is_regex=is_regex, case_sensitive=case_sensitive)
     started = time.monotonic()
     result = GrepResult(pattern=pattern, is_regex=is_regex)
-    targets = [f for f in files if f.path.suffix.lower() in GREPPABLE_EXTENSIONS]
     search = _timed_search(compiled) if is_regex else compiled.search
     if search is None:
-        _grep_in_child(targets, compiled, max_results, started + deadline_s, result)
+        _grep_in_child(docs, compiled, max_results, started + deadline_s, result)
     else:
-        _scan(targets, search, max_results, started + deadline_s, read, result)
+        # a literal found in no line is found nowhere in the text: one pass in C skips most documents
+        anywhere = None if is_regex else lambda doc: _anywhere(compiled, doc.text)
+        _scan(docs, search, max_results, started + deadline_s, result, anywhere)
     result.seconds = time.monotonic() - started
     return result
 
@@ -118,24 +204,26 @@ def _timed_search(compiled: "re.Pattern[str]") -> Callable[[str], Any] | None:
     return search
 
 
-def _scan(targets: Sequence[GrepFile], search: Callable[[str], Any], max_results: int, deadline: float,
-          read: ReadText, result: GrepResult) -> None:
-    for f in targets:
-        if time.monotonic() > deadline:
-            result.stopped = "deadline"
-            return
-        try:
-            text = read(f.path)
-        except Exception as exc:  # unreadable or binary under a text name: note it and go on
-            result.skipped.append({"path": str(f.path), "reason": str(getattr(exc, "message", exc))[:200]})
+def _anywhere(compiled: "re.Pattern[str]", text: str) -> bool:
+    """Whether the literal may match a line of `text`, as stored or as read (see _matching_lines)."""
+    if compiled.search(text) is not None:
+        return True
+    return ("\\" in text or "*" in text) and compiled.search(_MARKUP.sub(lambda m: m.group(1) or "", text)) is not None
+
+
+def _scan(docs: Iterable[GrepDoc], search: Callable[[str], Any], max_results: int, deadline: float,
+          result: GrepResult, anywhere: Callable[[GrepDoc], bool] | None = None) -> None:
+    for doc in _until(docs, deadline, result):
+        result.count(doc)
+        if anywhere is not None and not anywhere(doc):
             continue
-        result.files_searched += 1
         try:
-            for number, line, hit in _matching_lines(text, search, deadline):
+            for offset, line, column, shown in _matching_lines(doc.text, search, deadline,
+                                                               converted=doc.converted):
                 if len(result.matches) >= max_results:
                     result.truncated = True
                     return
-                result.matches.append(_match(f, number, line, hit.start()))
+                result.matches.append(_match(doc, offset, line, column, shown))
         except _LineTimeout:
             result.stopped = "regex_timeout"
             return
@@ -144,75 +232,147 @@ def _scan(targets: Sequence[GrepFile], search: Callable[[str], Any], max_results
             return
 
 
-def _matching_lines(text: str, search: Callable[[str], Any], deadline: float) -> Iterator[tuple[int, str, Any]]:
-    for number, line in enumerate(text.splitlines(), start=1):
+def _until(docs: Iterable[GrepDoc], deadline: float, result: GrepResult) -> Iterator[GrepDoc]:
+    """The documents while time is left; past the deadline, result.stopped says so."""
+    for doc in docs:
+        if time.monotonic() > deadline:
+            result.stopped = "deadline"
+            return
+        yield doc
+
+
+_MARKUP = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~=&])|\*+")
+"""What a converter adds to the words: backslash escapes (markitdown writes GASKET\\_MEMO for
+GASKET_MEMO in DOCX, XLSX, HTML, EPUB) and `*` emphasis (a **bold** word inside a phrase)."""
+
+
+def _plain(line: str) -> tuple[str, list[int]]:
+    """The line as a person reads it (escapes and `*` runs removed), and for each of its
+    characters the column it comes from in the line."""
+    out: list[str] = []
+    columns: list[int] = []
+    at = 0
+    for m in _MARKUP.finditer(line):
+        out.append(line[at:m.start()])
+        columns.extend(range(at, m.start()))
+        if m.group(1):
+            out.append(m.group(1))
+            columns.append(m.start() + 1)
+        at = m.end()
+    out.append(line[at:])
+    columns.extend(range(at, len(line)))
+    return "".join(out), columns
+
+
+def _matching_lines(text: str, search: Callable[[str], Any], deadline: float, *,
+                    converted: bool = False) -> Iterator[tuple[int, str, int, int]]:
+    """(offset of the line in text, the line as shown, the match's column in text's line, its column in
+    the line shown) of every matching line. A line with Markdown escapes or emphasis is also tried as a
+    person reads it: first for a `converted` document (the markup is the converter's), after the line
+    as stored otherwise; it is shown the way it matched."""
+    at = 0
+    for number, line in enumerate(text.split("\n"), start=1):
         if number % 2048 == 0 and time.monotonic() > deadline:
             raise TimeoutError
-        hit = search(line)
-        if hit is not None:
-            yield number, line, hit
+        plain, columns = _plain(line) if "\\" in line or "*" in line else (None, None)
+        tries = [(line, None)] if plain is None else [(plain, columns), (line, None)] if converted \
+            else [(line, None), (plain, columns)]
+        for shown, mapping in tries:
+            hit = search(shown)
+            if hit is not None:
+                column = hit.start() if mapping is None else (
+                    mapping[hit.start()] if hit.start() < len(mapping) else len(line))
+                yield at, shown, column, hit.start()
+                break
+        at += len(line) + 1
 
 
-def _match(f: GrepFile, number: int, line: str, start: int) -> dict[str, Any]:
+def _match(doc: GrepDoc, line_offset: int, line: str, column: int, shown_column: int) -> dict[str, Any]:
     if len(line) > MAX_LINE_CHARS:  # keep the match in view on very long lines
-        begin = max(0, min(start - MAX_LINE_CHARS // 4, len(line) - MAX_LINE_CHARS))
+        begin = max(0, min(shown_column - MAX_LINE_CHARS // 4, len(line) - MAX_LINE_CHARS))
         line = ("…" if begin else "") + line[begin:begin + MAX_LINE_CHARS] + "…"
-    return {"filePath": str(f.path), "displayPath": f.display, "lineNumber": number, "line": line}
+    return {**doc.source, **doc.locate(line_offset + column), "line": line}
 
 
 # ---- fallback without the `regex` package: a child process killed at the deadline ----
+# The parent streams the documents' texts to the child's stdin (one JSON line each) from a
+# thread; the child answers each document's matching lines by offset, then "doc" when done
+# with it. The parent keeps the places of documents in flight to locate the matches.
 
-def _grep_in_child(targets: Sequence[GrepFile], compiled: "re.Pattern[str]", max_results: int, deadline: float,
+def _grep_in_child(docs: Iterable[GrepDoc], compiled: "re.Pattern[str]", max_results: int, deadline: float,
                    result: GrepResult) -> None:
-    job = {"pattern": compiled.pattern, "flags": compiled.flags & re.IGNORECASE, "max": max_results,
-           "files": [[str(f.path), f.display] for f in targets]}
     proc = subprocess.Popen([sys.executable, "-m", "appliance.grep"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    in_flight: dict[int, GrepDoc] = {}
+    lines: list[bytes] = []
+    head = {"pattern": compiled.pattern, "flags": compiled.flags & re.IGNORECASE, "max": max_results}
+    feeder = threading.Thread(target=_feed, args=(proc.stdin, head, docs, deadline, in_flight, result), daemon=True)
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
+    feeder.start()
+    reader.start()
     try:
-        out, _ = proc.communicate(json.dumps(job).encode(), timeout=max(0.1, deadline - time.monotonic()))
+        proc.wait(timeout=max(0.1, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         proc.kill()
-        out, _ = proc.communicate()
-        result.stopped = "regex_timeout"
-    for raw in out.decode("utf-8", "replace").splitlines():
+        proc.wait()
+        if result.stopped is None:
+            result.stopped = "regex_timeout"
+    feeder.join()
+    reader.join()
+    for raw in lines:
         try:
-            item = json.loads(raw)
+            item = json.loads(raw.decode("utf-8", "replace"))
         except ValueError:
             continue  # the last line of a killed child may be cut mid-write
-        kind = item.pop("kind", None)
-        if kind == "match":
-            result.matches.append(item)
-        elif kind == "skipped":
-            result.skipped.append(item)
+        kind = item.get("kind")
+        if kind == "match" and item["doc"] in in_flight:
+            result.matches.append(_match(in_flight[item["doc"]], item["at"], item["line"], item["column"],
+                                         item["shown"]))
+        elif kind == "doc" and item["doc"] in in_flight:
+            result.count(in_flight.pop(item["doc"]))
         elif kind == "done":
-            result.files_searched, result.truncated = item["filesSearched"], item["truncated"]
-            if item.get("stopped"):
-                result.stopped = item["stopped"]
+            result.truncated = item["truncated"]
+
+
+def _feed(stdin: IO[bytes], head: dict[str, Any], docs: Iterable[GrepDoc], deadline: float,
+          in_flight: dict[int, GrepDoc], result: GrepResult) -> None:
+    try:
+        stdin.write((json.dumps(head) + "\n").encode())
+        for n, doc in enumerate(_until(docs, deadline, result)):
+            in_flight[n] = doc
+            stdin.write((json.dumps({"doc": n, "text": doc.text, "converted": doc.converted}) + "\n").encode("ascii"))
+    except (BrokenPipeError, OSError, ValueError):
+        pass  # the child stopped (enough matches) or was killed
+    finally:
+        try:
+            stdin.close()
+        except OSError:
+            pass
 
 
 def _child_main() -> None:
-    from appliance.ingest.textfile import read_text
-
-    job = json.loads(sys.stdin.read())
+    job = json.loads(sys.stdin.readline())
     compiled = re.compile(job["pattern"], job["flags"])
-    result = GrepResult(pattern=job["pattern"], is_regex=True)
-    emitted = 0
+    found = 0
+    truncated = False
 
-    class Streaming(list):  # type: ignore[type-arg]
-        def append(self, item: dict[str, Any]) -> None:
-            nonlocal emitted
-            super().append(item)
-            emitted += 1
-            sys.stdout.write(json.dumps({"kind": "match", **item}, ensure_ascii=False) + "\n")
-            sys.stdout.flush()
+    def say(item: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(item) + "\n")  # ASCII: a lone surrogate in a line survives
+        sys.stdout.flush()
 
-    result.matches = Streaming()
-    files = [GrepFile(Path(p), d) for p, d in job["files"]]
-    _scan(files, compiled.search, job["max"], float("inf"), lambda p: read_text(p)[0], result)
-    for item in result.skipped:
-        sys.stdout.write(json.dumps({"kind": "skipped", **item}, ensure_ascii=False) + "\n")
-    sys.stdout.write(json.dumps({"kind": "done", "filesSearched": result.files_searched,
-                                 "truncated": result.truncated, "stopped": result.stopped}) + "\n")
+    for raw in sys.stdin:
+        doc = json.loads(raw)
+        for at, line, column, shown in _matching_lines(doc["text"], compiled.search, float("inf"),
+                                                       converted=doc["converted"]):
+            if found >= job["max"]:
+                truncated = True
+                break
+            found += 1
+            say({"kind": "match", "doc": doc["doc"], "at": at, "line": line, "column": column, "shown": shown})
+        say({"kind": "doc", "doc": doc["doc"]})
+        if truncated:
+            break
+    say({"kind": "done", "truncated": truncated})
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 """The MCP server over streamable HTTP (`minirag serve-http HOST:PORT`, the container's daemon mode).
 
 The tools are the stdio server's (`appliance.server.create_server`); this module adds
-only the transport and a bearer-token check:
+the transport, the status page (`appliance.status_page`: GET / and /api/*) and a token check:
 
 * a non-loopback address is refused unless MCP_AUTH_TOKEN is set (at least
   MIN_TOKEN_CHARS characters), and
 * with a token, every HTTP request must carry `Authorization: Bearer <token>`
-  (compared in constant time); anything else gets 401 before reaching MCP.
+  (compared in constant time); anything else gets 401 before reaching MCP. The page
+  and its JSON endpoints also take the session cookie that signing in on the page
+  (POST /login with the token) sets; its sign-in form and its script and style sheet
+  (no data in them) are open.
 
-The endpoint is http://HOST:PORT/mcp. Logs go to stderr.
+The MCP endpoint is http://HOST:PORT/mcp, the page http://HOST:PORT/. Logs go to stderr.
 """
 from __future__ import annotations
 
@@ -16,12 +19,18 @@ import hmac
 import ipaddress
 import json
 import logging
-import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from appliance.config import Environment
+    from appliance.runtime import Runtime
+    from appliance.status_page import Sessions
 
 MCP_PATH = "/mcp"
 MIN_TOKEN_CHARS = 16
+UNAUTHORIZED = {"code": "unauthorized", "message": "Missing or wrong bearer token",
+                "hint": "Send 'Authorization: Bearer <MCP_AUTH_TOKEN>', or sign in on the page at /."}
 
 
 class AddressRefused(ValueError):
@@ -60,59 +69,87 @@ def check_address(address: str, token: str) -> tuple[str, int]:
     return host, port
 
 
-class BearerAuth:
-    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`."""
+OPEN_PATHS = ("/login", "/logout")
+OPEN_PREFIXES = ("/static/",)
+"""The sign-in form, sign-out and the page's script and style sheet: reachable without the token."""
+PAGE_PATHS = ("/",)
+PAGE_PREFIXES = ("/api/",)
+"""The page and its JSON endpoints: the bearer token or a signed-in session."""
 
-    def __init__(self, app: Any, token: str) -> None:
+
+class TokenGate:
+    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`; the status
+    page and its endpoints also take a signed-in session's cookie (see appliance.status_page)."""
+
+    def __init__(self, app: Any, token: str, sessions: Sessions | None = None) -> None:
         self.app = app
         self.expected = f"Bearer {token}".encode()
+        self.sessions = sessions
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)  # lifespan
             return
-        given = b""
-        for name, value in scope.get("headers", ()):
-            if name == b"authorization":
-                given = value
-                break
-        if hmac.compare_digest(given, self.expected):
+        path = scope.get("path", "")
+        page = path in PAGE_PATHS or path.startswith(PAGE_PREFIXES)
+        if (scope["type"] == "http" and (path in OPEN_PATHS or path.startswith(OPEN_PREFIXES))) \
+                or self._bearer(scope) or (page and self._signed_in(scope)):
             await self.app(scope, receive, send)
             return
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        body = json.dumps({"error": {"code": "unauthorized",
-                                     "message": "Missing or wrong bearer token",
-                                     "hint": "Send 'Authorization: Bearer <MCP_AUTH_TOKEN>'."}}).encode()
+        if path in PAGE_PATHS:
+            from appliance.status_page import login_page
+
+            await login_page()(scope, receive, send)
+            return
+        body = json.dumps({"error": UNAUTHORIZED}).encode()
         await send({"type": "http.response.start", "status": 401,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"www-authenticate", b'Bearer realm="minirag"'),
                                 (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
 
+    def _bearer(self, scope: dict[str, Any]) -> bool:
+        given = b""
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                given = value
+                break
+        return hmac.compare_digest(given, self.expected)
 
-def build_app(token: str, overrides: dict[str, Any] | None = None) -> Any:
-    """The Starlette app: the MCP tools at /mcp, behind BearerAuth when a token is set."""
+    def _signed_in(self, scope: dict[str, Any]) -> bool:
+        from appliance.status_page import session_cookie
+
+        return self.sessions is not None and self.sessions.valid(session_cookie(scope))
+
+
+def build_app(runtime: Runtime, token: str) -> Any:
+    """The Starlette app: the MCP tools at /mcp and the status page at /, behind TokenGate when a token is set."""
     from starlette.middleware import Middleware
 
-    from appliance.server import Runtime, create_server
+    from appliance.server import create_server
+    from appliance.status_page import Sessions, add_routes
 
-    mcp = create_server(Runtime(overrides or {}))
-    middleware = [Middleware(BearerAuth, token=token)] if token else []
+    mcp = create_server(runtime)
+    sessions = Sessions()
+    add_routes(mcp, runtime, token, sessions)
+    middleware = [Middleware(TokenGate, token=token, sessions=sessions)] if token else []
     return mcp.http_app(path=MCP_PATH, middleware=middleware, transport="http")
 
 
-def serve_http(host: str, port: int, token: str, *, overrides: dict[str, Any] | None = None) -> None:
+def serve_http(host: str, port: int, token: str, runtime: Runtime) -> None:
     """Serve until SIGTERM/SIGINT. Raises AddressRefused before binding anything unsafe."""
     import uvicorn
 
     check_address(f"[{host}]:{port}" if ":" in host else f"{host}:{port}", token)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = build_app(token, overrides)
-    logging.getLogger("appliance.http").info("MCP over HTTP at http://%s:%d%s (bearer token %s)", host, port,
-                                             MCP_PATH, "required" if token else "off: loopback only")
+    app = build_app(runtime, token)
+    logging.getLogger("appliance.http").info("MCP over HTTP at http://%s:%d%s, status page at http://%s:%d/ "
+                                             "(bearer token %s)", host, port, MCP_PATH, host, port,
+                                             "required" if token else "off: loopback only")
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
                 timeout_graceful_shutdown=2)
     from appliance import stopping  # uvicorn handled SIGTERM; a sync_start job still runs: stop it
@@ -120,12 +157,15 @@ def serve_http(host: str, port: int, token: str, *, overrides: dict[str, Any] | 
     stopping.exit_when_quiet("the HTTP server is stopping")
 
 
-def main(address: str, overrides: dict[str, Any] | None = None) -> int:
-    token = os.environ.get("MCP_AUTH_TOKEN", "").strip()
+def main(address: str, environment: Environment, overrides: dict[str, Any] | None = None) -> int:
+    """`minirag serve-http`: `environment` is what the CLI read at start, `overrides` its flags."""
+    from appliance.runtime import Runtime
+
+    token = environment.mcp_auth_token
     try:
         host, port = check_address(address, token)
     except AddressRefused as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
-    serve_http(host, port, token, overrides=overrides)
+    serve_http(host, port, token, Runtime(environment, overrides))
     return 0

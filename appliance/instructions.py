@@ -3,11 +3,9 @@
 Clients that forward this text put it in front of the model for the whole
 session; some truncate it at 2,048 characters, so the policy is written to fit
 with room left for one operator line (MCP_INSTRUCTIONS_EXTRA, at most 300
-characters, checked by config.py).
+characters, checked by config.py; appliance.runtime.Runtime.instructions adds it).
 """
 from __future__ import annotations
-
-from typing import Any
 
 MAX_INSTRUCTIONS_CHARS = 2048
 
@@ -38,15 +36,3 @@ def build_instructions(extra: str = "") -> str:
     extra = " ".join(extra.split())
     text = POLICY + (f"\n\nOperator note: {extra}" if extra else "")
     return text[:MAX_INSTRUCTIONS_CHARS]
-
-
-def instructions_for(overrides: dict[str, Any]) -> str:
-    """The instructions a server with these settings overrides announces (no operator line if they are broken)."""
-    from appliance.config import load_settings
-    from appliance.errors import ConfigError
-
-    try:
-        extra = load_settings(**overrides).instructions_extra
-    except ConfigError:
-        extra = ""
-    return build_instructions(extra)

@@ -116,6 +116,12 @@ class SyncJobs:
                                 "or ingest_url start one.")
         return job
 
+    def recent(self, limit: int = 10) -> list[SyncJob]:
+        """The newest jobs first."""
+        with self._lock:
+            jobs = sorted(self._jobs.values(), key=lambda j: j.started_at, reverse=True)
+        return jobs[:limit]
+
     def _add(self, job: SyncJob) -> SyncJob:
         self._jobs[job.job_id] = job
         self._forget_old()
@@ -134,7 +140,7 @@ class SyncJobs:
         job.current_path = job.source or ""
 
         def progress(phase: str, done: int, total: int, path: str) -> None:
-            job.phase, job.files_done, job.files_total, job.current_path = "indexing", done, total, path
+            job.phase, job.files_done, job.files_total, job.current_path = phase, done, total, path
 
         try:
             report = run(progress)

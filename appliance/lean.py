@@ -1,6 +1,7 @@
 """Keep the index libraries from importing what the appliance never uses.
 
-Two mechanisms, each active only while a library is being imported:
+Two mechanisms, each active only for the imports the thread inside the block makes
+(another thread importing at the same moment is not affected):
 
 * Hiding pandas. `pyarrow.dataset`, which lancedb imports, probes whether pandas
   is installed by importing all of it: about 1.3 s of CPU and ~60 MB in every
@@ -15,9 +16,10 @@ Two mechanisms, each active only while a library is being imported:
   submodules by their full names. For the packages in a deferral set the module
   object is created (with `__path__`, so submodules import as usual) but its
   `__init__` runs only when an attribute the module does not have yet is looked
-  up (`from pkg import Name`, `pkg.Name`, `pkg.__all__`): then it runs in full,
-  in the same module object, and the lookup proceeds as if it had always run.
-  Nothing is stubbed and nothing is left out; only the moment changes.
+  up (`from pkg import Name`, `pkg.Name`, `pkg.__all__`), by whichever thread looks
+  it up first: then it runs in full, in the same module object, and the lookup
+  proceeds as if it had always run. Nothing is stubbed and nothing is left out;
+  only the moment changes.
 
   - `lance_namespace_urllib3_client`: the OpenAPI-generated REST client of Lance
     namespaces. Its `__init__` imports all nine REST API modules (hundreds of
@@ -29,6 +31,11 @@ Two mechanisms, each active only while a library is being imported:
   late-interaction families, was measured too and gained nothing: the text model's
   `fastembed.common.model_management` imports huggingface_hub, requests, httpx and,
   through `fastembed.common.types`, PIL by name at module level anyway.)
+
+One finder serves every block: it is put first on `sys.meta_path` once, when this
+module is imported, and never removed (taking a finder off the list while another
+thread walks it could make that thread skip the next finder). Outside a block, and
+in every other thread, it answers "not mine" at once.
 """
 from __future__ import annotations
 
@@ -36,7 +43,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from types import ModuleType
 from typing import Any, Iterable, Iterator
 
@@ -44,11 +51,14 @@ LANCEDB_DEFERRED = frozenset({"lance_namespace_urllib3_client"})
 """Packages whose `__init__` waits while lancedb is imported (see the module docstring)."""
 
 
-class _HidePandas(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
-        if name == "pandas" or name.startswith("pandas."):
-            raise ModuleNotFoundError("pandas is hidden while the index libraries load", name=name)
-        return None
+class _Scope(threading.local):
+    """What the current thread's innermost block asks for."""
+
+    hidden: frozenset[str] = frozenset()
+    deferred: frozenset[str] = frozenset()
+
+
+_scope = _Scope()
 
 
 class _DeferredInit(importlib.abc.Loader):
@@ -84,18 +94,23 @@ class _DeferredInit(importlib.abc.Loader):
         module.__getattr__ = __getattr__  # type: ignore[attr-defined]
 
 
-class _DeferInits(importlib.abc.MetaPathFinder):
-    def __init__(self, names: Iterable[str]) -> None:
-        self.names = frozenset(names)
+class _ScopedFinder(importlib.abc.MetaPathFinder):
+    """Hides or defers the names the current thread's block asks for; otherwise leaves the import alone."""
 
     def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
-        if name not in self.names:
+        top = name.partition(".")[0]
+        if top in _scope.hidden:
+            raise ModuleNotFoundError(f"{top} is hidden while the index libraries load", name=name)
+        if name not in _scope.deferred:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None or spec.submodule_search_locations is None:
             return None  # not an ordinary package: leave it to the usual machinery
         spec.loader = _DeferredInit(spec.loader)
         return spec
+
+
+sys.meta_path.insert(0, _ScopedFinder())
 
 
 def is_deferred(module: ModuleType) -> bool:
@@ -105,29 +120,24 @@ def is_deferred(module: ModuleType) -> bool:
 
 
 @contextmanager
-def _finder(finder: importlib.abc.MetaPathFinder) -> Iterator[None]:
-    sys.meta_path.insert(0, finder)
+def _scoped(hidden: Iterable[str] = (), deferred: Iterable[str] = ()) -> Iterator[None]:
+    outer = (_scope.hidden, _scope.deferred)
+    _scope.hidden, _scope.deferred = outer[0] | frozenset(hidden), outer[1] | frozenset(deferred)
     try:
         yield
     finally:
-        sys.meta_path.remove(finder)
+        _scope.hidden, _scope.deferred = outer
 
 
-@contextmanager
-def deferred_inits(names: Iterable[str]) -> Iterator[None]:
-    """Within the block, the first import of each named package defers its `__init__` (see above)."""
-    with _finder(_DeferInits(names)):
-        yield
+def deferred_inits(names: Iterable[str]) -> AbstractContextManager[None]:
+    """Within the block, this thread's first import of each named package defers its `__init__` (see above)."""
+    return _scoped(deferred=names)
 
 
-@contextmanager
-def pandas_hidden() -> Iterator[None]:
-    """Within the block `import pandas` fails, unless pandas was imported before (then nothing changes).
+def pandas_hidden() -> AbstractContextManager[None]:
+    """Within the block this thread's `import pandas` fails, unless pandas was imported before (then nothing changes).
 
     Also defers the `__init__` of lancedb's REST namespace client (LANCEDB_DEFERRED): this block
     is what appliance/store.py wraps its lancedb import in.
     """
-    with ExitStack() as stack:
-        stack.enter_context(_finder(_HidePandas()))
-        stack.enter_context(deferred_inits(LANCEDB_DEFERRED))
-        yield
+    return _scoped(hidden={"pandas"}, deferred=LANCEDB_DEFERRED)

@@ -66,6 +66,34 @@ class SyncJob(_Out):
     error: Optional[ErrorInfo] = Field(None, description="Why the whole job failed (phase 'failed').")
 
 
+class SyncRunning(_Out):
+    """The sync holding the index's lock now, whichever process started it."""
+    pid: Optional[int] = None
+    startedAt: Optional[float] = None
+    startedBy: Optional[str] = Field(None, description="scheduler, mcp (sync_start) or cli (minirag sync, make sync).")
+    phase: Optional[Literal["scanning", "indexing", "finishing"]] = Field(
+        None, description="Null when the running sync publishes no progress (an older version).")
+    filesSeen: Optional[int] = Field(None, description="Files found so far while scanning.")
+    filesDone: Optional[int] = Field(None, description="Files converted of filesTotal to (re-)index.")
+    filesTotal: Optional[int] = None
+    chunksWritten: Optional[int] = Field(None, description="Chunks embedded and written so far.")
+    currentPath: Optional[str] = None
+    filesPerSecond: Optional[float] = None
+    etaSeconds: Optional[int] = Field(None, description="Estimated seconds until every file is converted.")
+    updatedAt: Optional[float] = None
+
+
+class SyncActivity(_Out):
+    """sync_status without a jobId: what runs now on this index and how the last sync ended."""
+    running: Optional[SyncRunning] = Field(None, description="Null when no sync runs.")
+    lastSync: Optional[dict[str, Any]] = Field(None, description="The last finished sync's counts and failures.")
+    jobs: list[SyncJob] = Field([], description="This server's recent background jobs, newest first.")
+
+
+class SyncStatus(RootModel[Union[SyncJob, SyncActivity]]):
+    """One job (with a jobId), or the index's sync activity (without)."""
+
+
 class IngestOutcome(RootModel[Union[RunReport, SyncJob]]):
     """The finished run report, or (content above INGEST_FOREGROUND_MAX_BYTES) the job embedding it."""
 
@@ -107,10 +135,23 @@ class SearchResults(_Out):
         "Set when the reply was cut to its text budget: how many parent sections and hits were left out."))
 
 
+class SearchMarkdown(_Out):
+    """query_documents with format "markdown": the same hits as one ready-to-paste block."""
+    query: str
+    resultCount: int
+    markdown: str = Field(description="Numbered hits with their citations and surrounding lines.")
+
+
+class SearchAnswer(RootModel[Union[SearchResults, SearchMarkdown]]):
+    """The JSON answer, or (format "markdown") one Markdown block."""
+
+
 class Neighbors(_Out):
     source: str
     chunkIndex: int
     chunks: list[Hit]
+    omittedBefore: int = Field(0, description="Requested chunks before the hit left out to stay within maxChars.")
+    omittedAfter: int = Field(0, description="Requested chunks after the hit left out to stay within maxChars.")
 
 
 class Document(_Out):
@@ -127,6 +168,15 @@ class Document(_Out):
         "null when this page reaches the end."))
     remainingChars: Optional[int] = None
     revision: Optional[str] = Field(None, description="Names the text the offsets count in; pass it back with offset.")
+    startLine: Optional[int] = Field(None, description="With a line range: the first line returned.")
+    endLine: Optional[int] = Field(None, description="With a line range: the last line returned (clipped to the end).")
+    totalLines: Optional[int] = Field(None, description="With a line range: the document's last line.")
+    pageUnit: Optional[Literal["page", "slide"]] = Field(None, description="With a page range: pages or slides.")
+    pageStart: Optional[int] = Field(None, description=(
+        "With a page range: the first page the returned text comes from (whole passages, so it may "
+        "start on the page before the one asked for)."))
+    pageEnd: Optional[int] = Field(None, description="With a page range: the last page the returned text comes from.")
+    totalPages: Optional[int] = Field(None, description="With a page range: the last page (or slide) with text.")
 
 
 class FileEntry(_Out):
@@ -161,13 +211,25 @@ class Status(_Out):
     version: str
     configError: Optional[ErrorInfo] = Field(None, description="Set when the configuration is invalid; "
                                                                 "every other tool refuses until it is fixed.")
+    syncRunning: Optional[SyncRunning] = Field(None, description="The sync running now (any process), with progress.")
+    lastSync: Optional[dict[str, Any]] = Field(None, description="The last finished sync's report.")
 
 
 class GrepMatch(_Out):
-    filePath: str
-    displayPath: str
-    lineNumber: int
-    line: str
+    filePath: Optional[str] = Field(None, description="Absolute path for files; null for data/url sources.")
+    source: str = Field(description="The file path or the data/url source id: pass it to read_file.")
+    sourceKind: str
+    displayPath: str = Field(description="Path relative to its root (or the source id): use it in citations.")
+    title: Optional[str] = None
+    lineNumber: Optional[int] = Field(None, description=(
+        "Line in the source (text, Markdown, JSON files; text/Markdown items); null for converted formats."))
+    pageStart: Optional[int] = Field(None, description="First page of the passage the match is in (PDF, scans).")
+    pageEnd: Optional[int] = Field(None, description="Last page of that passage; equal to pageStart on one page.")
+    slide: Optional[int] = Field(None, description="Slide number (presentations).")
+    sheet: Optional[str] = Field(None, description="Sheet name (workbooks).")
+    heading: Optional[str] = Field(None, description="The section the match is in (heading path, slide, sheet).")
+    chunkIndex: int = Field(description="The chunk the match is in: read_chunk_neighbors reads around it.")
+    line: str = Field(description="The matching line of the indexed text (at most 400 characters around the match).")
 
 
 class GrepResults(_Out):
@@ -175,9 +237,33 @@ class GrepResults(_Out):
     regex: bool
     matches: list[GrepMatch]
     matchCount: int
-    filesSearched: int
-    truncated: bool = Field(description="True when maxResults was reached before every file was searched.")
+    documentsSearched: int = Field(description="Indexed documents searched (files, data and url items).")
+    filesSearched: int = Field(description="Of them, files.")
+    documentsIndexed: int = Field(description=(
+        "Indexed documents the filters select: all of them were searched unless truncated or stopped."))
+    unindexedFiles: int = Field(0, description="Files under the roots (within the filters) not indexed yet: not searched.")
+    failedFiles: int = Field(0, description="Files that failed to index (no text): not searched.")
+    staleFiles: int = Field(0, description="Files changed on disk since indexing: searched as last indexed.")
+    note: Optional[str] = Field(None, description="What was not searched and what to do about it, in a sentence.")
+    truncated: bool = Field(description="True when maxResults was reached before every document was searched.")
     stopped: Optional[Literal["deadline", "regex_timeout"]] = Field(
         None, description="Why the scan was cut short, if it was; the matches so far are still returned.")
     skipped: list[dict[str, str]] = []
     seconds: float
+
+
+class RootEntry(_Out):
+    name: str = Field(description="Short name (the folder's name); grep's root accepts it or the path.")
+    path: str = Field(description="Absolute path of the root.")
+    exists: bool
+    indexedFiles: Optional[int] = Field(None, description="Files of this root in the index (null: index unreadable).")
+    failedFiles: Optional[int] = Field(None, description="Files of this root that failed to index.")
+
+
+class RootList(_Out):
+    roots: list[RootEntry]
+    dataSources: Optional[int] = Field(None, description="ingest_data items (they belong to no root).")
+    urlSources: Optional[int] = Field(None, description="ingest_url pages (they belong to no root).")
+    unconfiguredRoots: Optional[dict[str, int]] = Field(None, description=(
+        "Roots the index holds files of that this server was not given, with their file counts."))
+    indexError: Optional[ErrorInfo] = Field(None, description="Set when the index could not be read for the counts.")

@@ -11,7 +11,7 @@ a sync (see appliance/stopping.py): the conversion workers are killed, the chunk
 waiting for the model are abandoned, only the LanceDB write in flight finishes, and
 the next sync picks the remainder up.
 
-A scheduler killed outright leaves its last state in scheduler.json; `read_state`
+A scheduler killed outright leaves its last state in scheduler.json; `state.read_scheduler_state`
 tells a live scheduler from such a stale record (it holds a lock on
 DB_PATH/.scheduler.alive while it lives, and records which process it was).
 
@@ -20,10 +20,8 @@ the process keeps running: a misconfigured container never turns into a crash lo
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-import socket
 import os
 import signal
 import subprocess
@@ -34,115 +32,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from appliance import stopping
-from appliance.config import Settings, load_settings
+from appliance.config import Environment, Settings, read_environment
 from appliance.errors import ApplianceError, SyncBusy
+from appliance.state import (SCHEDULER_FILE, hold_alive_lock, process_marker, read_last_sync,
+                              read_scheduler_state, write_json)
 from appliance.stopping import Stopped
 
-STATE_FILE = "scheduler.json"
-ALIVE_FILE = ".scheduler.alive"
-"""Locked (shared) by the scheduler for its whole life; the kernel drops the lock when it dies,
-in whatever pid namespace it ran."""
-RUNNING_STATES = ("starting", "idle", "syncing", "waiting", "off")
 STATE_SCHEMA = 1
 RETRY_AFTER_PROBLEM_S = 60
 """How soon a round is retried after a setup problem (no docs, unwritable index), at most the interval."""
 
 log = logging.getLogger("appliance.scheduler")
-
-
-def read_state(db_path: Path) -> dict[str, Any] | None:
-    """The scheduler's last recorded state, or None when it never ran here.
-
-    `alive` says whether that scheduler still runs (None: cannot be told from here). A
-    record left by one that was killed is shown as `state: stopped`, with the state it
-    recorded in `recordedState` and `interrupted: true` when it died during a sync.
-    """
-    try:
-        state = json.loads((db_path / STATE_FILE).read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(state, dict) or state.get("state") not in RUNNING_STATES:
-        return state
-    alive = _alive(db_path, state)
-    state["alive"] = alive
-    if alive is False:
-        state.update(recordedState=state["state"], state="stopped", nextRunAt=None,
-                     interrupted=state["state"] in ("starting", "syncing"))
-    return state
-
-
-def process_marker(pid: int | None = None) -> dict[str, Any]:
-    """What tells this process from a later one given the same pid: boot, pid namespace, start time."""
-    pid = pid or os.getpid()
-    return {"host": socket.gethostname(), "bootId": _read("/proc/sys/kernel/random/boot_id"),
-            "pidNamespace": _pid_namespace(), "pidStartTicks": _start_ticks(pid)}
-
-
-def _alive(db_path: Path, state: dict[str, Any]) -> bool | None:
-    held = _alive_lock_held(db_path)
-    if held is not None and state.get("aliveLock"):
-        return held  # the lock answers across pid namespaces, and a reused pid cannot fake it
-    pid, mine = state.get("pid"), process_marker()
-    if not isinstance(pid, int) or state.get("bootId") != mine["bootId"]:
-        return False if state.get("bootId") and mine["bootId"] else None  # rebooted, or no record
-    if state.get("pidNamespace") != mine["pidNamespace"]:
-        return None  # another container's pid means nothing here
-    return _start_ticks(pid) is not None and _start_ticks(pid) == state.get("pidStartTicks")
-
-
-def _alive_lock_held(db_path: Path) -> bool | None:
-    """True while a scheduler holds ALIVE_FILE, False when none does, None when there is no such file."""
-    try:
-        fd = os.open(db_path / ALIVE_FILE, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return None
-    finally:
-        os.close(fd)  # also drops a lock we got
-    return False
-
-
-def _hold_alive_lock(db_path: Path) -> int | None:
-    """Take ALIVE_FILE (shared) for the life of this process; None when the index is unwritable."""
-    try:
-        db_path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(db_path / ALIVE_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)  # a reader's probe holds it for microseconds
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _read(path: str) -> str | None:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return None
-
-
-def _pid_namespace() -> int | None:
-    try:
-        return os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return None
-
-
-def _start_ticks(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat (start time in clock ticks since boot), None when no such process."""
-    stat = _read(f"/proc/{pid}/stat")
-    try:
-        return int(stat.rsplit(")", 1)[1].split()[19]) if stat else None
-    except (IndexError, ValueError):
-        return None
 
 
 def docs_problem(settings: Settings, index_has_sources: bool) -> str | None:
@@ -156,7 +56,7 @@ def docs_problem(settings: Settings, index_has_sources: bool) -> str | None:
     for root in settings.roots:
         if not root.is_dir():
             return f"document root {root} does not exist or is not a directory; nothing to sync"
-        if os.environ.get("MINIRAG_CONTAINER") == "1" and not _is_mount_point(root):
+        if settings.container and not _is_mount_point(root):
             return (f"no documents are mounted at {root}; run the container with "
                     f"-v /path/to/docs:{root}:ro")
     if all(not any(root.iterdir()) for root in settings.roots):
@@ -196,7 +96,7 @@ class Scheduler:
             "runs": 0, "failures": 0, "skips": 0, "consecutiveFailures": 0, "problem": None,
             **process_marker(), "aliveLock": False,
         }
-        old = read_state(settings.db_path) or {}
+        old = read_scheduler_state(settings.db_path) or {}
         for key in ("lastRunStartedAt", "lastRunFinishedAt", "lastResult", "lastError", "lastReport"):
             self.state[key] = old.get(key)
         self._last_logged: str | None = None
@@ -205,7 +105,7 @@ class Scheduler:
 
     # ---- the loop ------------------------------------------------------------
     def run(self) -> int:
-        alive_fd = _hold_alive_lock(self.settings.db_path)  # released by the kernel when we die
+        alive_fd = hold_alive_lock(self.settings.db_path)  # released by the kernel when we die
         self.state["aliveLock"] = alive_fd is not None
         try:
             return self._loop()
@@ -239,10 +139,9 @@ class Scheduler:
 
     def _first_run_at(self) -> float:
         """Now when never synced or stale, else one interval after the last finished sync."""
-        try:  # DB_PATH/last_sync.json (appliance.service.LAST_SYNC_FILE; not imported: it pulls in LanceDB)
-            last = json.loads((self.settings.db_path / "last_sync.json").read_text("utf-8"))
-            finished = float(last.get("finishedAt") or 0)
-        except (OSError, ValueError, TypeError, AttributeError):
+        try:
+            finished = float((read_last_sync(self.settings.db_path) or {}).get("finishedAt") or 0)
+        except (ValueError, TypeError):
             finished = 0.0
         now = self.clock()
         return now if now - finished >= self.interval else finished + self.interval
@@ -273,7 +172,7 @@ class Scheduler:
             return self._problem(problem, retry)
         self._update(state="syncing", lastRunStartedAt=now, problem=None)
         try:
-            report = app.sync(progress=self._check_stop)
+            report = app.sync(progress=self._check_stop, origin="scheduler")
         except Stopped:
             self._record("abandoned", None, "stopped during a sync; the next sync finishes the rest")
             log.info("sync stopped (what was written stays); the next sync picks up the rest")
@@ -318,7 +217,7 @@ class Scheduler:
         if unwritable:
             return unwritable
         try:
-            spec = load_spec(self.settings.model_name, self.settings.models_dir)
+            spec = load_spec(self.settings.model_name, self.settings.models_dir, self.settings.models_manifest)
         except ApplianceError as exc:
             return exc.message + (f" ({exc.hint})" if exc.hint else "")
         model = self.settings.models_dir / spec.dir_name / "model.onnx"
@@ -335,14 +234,14 @@ class Scheduler:
     def round_in_child(self) -> float:
         """One round in a fresh process, so the model and LanceDB leave memory when it ends.
 
-        The child gets the state as JSON on argv and prints the new state as its last
-        stdout line; SIGTERM is forwarded to it (it stops within a second or two, see appliance/stopping.py).
+        The child gets the state as JSON and the last logged problem on argv, and prints the new state
+        as its last stdout line; SIGTERM is forwarded to it (it stops within a second or two, see
+        appliance/stopping.py). It reads the same environment as this process.
         """
         now = self.clock()
-        env = dict(os.environ, MINIRAG_SCHEDULER_LAST_LOGGED=self._last_logged or "")
         try:
             self._child = subprocess.Popen([sys.executable, "-m", "appliance.scheduler", "--round",
-                                            json.dumps(self.state)], stdout=subprocess.PIPE, env=env)
+                                            json.dumps(self.state), self._last_logged or ""], stdout=subprocess.PIPE)
             out, _ = self._child.communicate()
             code = self._child.returncode
         finally:
@@ -398,12 +297,9 @@ class Scheduler:
 
     def write_state(self) -> None:
         """DB_PATH/scheduler.json, replaced atomically; an unwritable index is logged once."""
-        path = self.settings.db_path / STATE_FILE
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(self.state, ensure_ascii=False, indent=1), "utf-8")
-            os.replace(tmp, path)
+            self.settings.db_path.mkdir(parents=True, exist_ok=True)
+            write_json(self.settings.db_path, SCHEDULER_FILE, self.state)
             self._state_write_failed = False
         except OSError as exc:
             if not self._state_write_failed and not _unwritable(self.settings.db_path):  # else round() says it
@@ -435,17 +331,19 @@ def _clock_str(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def child_round(state_json: str) -> int:
-    """`python -m appliance.scheduler --round STATE`: one round at low CPU priority; prints the new state."""
+def child_round(state_json: str, last_logged: str) -> int:
+    """`python -m appliance.scheduler --round STATE LAST_LOGGED`: one round at low CPU priority; prints the new state.
+
+    The round process's composition root: it reads the environment (the scheduler's, inherited) itself."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s scheduler: %(message)s",
                         handlers=[logging.StreamHandler()])
     try:
         os.nice(10)  # indexing yields the CPU to interactive queries
     except OSError:
         pass
-    scheduler = Scheduler(load_settings())
+    scheduler = Scheduler(read_environment().settings())
     scheduler.state.update(json.loads(state_json))  # pid and marker stay the scheduler's: it holds the alive lock
-    scheduler._last_logged = os.environ.get("MINIRAG_SCHEDULER_LAST_LOGGED") or None
+    scheduler._last_logged = last_logged or None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, scheduler.stop)
     next_at = scheduler.round()
@@ -456,12 +354,13 @@ def child_round(state_json: str) -> int:
     return 0
 
 
-def main(env: dict[str, str] | None = None) -> int:
-    """Entry for `minirag scheduler`: logs to stderr, stops on SIGTERM/SIGINT."""
+def main(environment: Environment | None = None) -> int:
+    """Entry for `minirag scheduler` (the CLI passes the environment it read) and `python -m appliance.scheduler`
+    (reads it here): logs to stderr, stops on SIGTERM/SIGINT."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s scheduler: %(message)s",
                         handlers=[logging.StreamHandler()])
     try:
-        settings = load_settings(env)
+        settings = (environment if environment is not None else read_environment()).settings()
     except ApplianceError as exc:
         # The configuration cannot change while this process lives: say so once and
         # idle until stopped, so supervisor does not restart us in a loop.
@@ -478,6 +377,6 @@ def main(env: dict[str, str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--round":
-        sys.exit(child_round(sys.argv[2]))
+    if len(sys.argv) == 4 and sys.argv[1] == "--round":
+        sys.exit(child_round(sys.argv[2], sys.argv[3]))
     sys.exit(main())

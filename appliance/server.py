@@ -1,23 +1,27 @@
 """The MCP adapter: declare the tools, call the Appliance, return a model or a structured error.
 
-Startup stays cheap: `initialize` and `tools/list` never wait for the service, the
-index or the model. The Appliance (LanceDB, the embedding model) is built once per
-process by a background warm-up (at start on stdio, after the first tools/list over
-HTTP) or by the first tool call, whichever comes first, and shared by every later
-call; calls run in worker threads so a slow search never blocks the protocol loop.
+Startup stays cheap: declaring the tools imports none of LanceDB, fastembed or
+markitdown, and `initialize` and `tools/list` never wait for the service, the index
+or the model. The Appliance (LanceDB, the embedding model) is built once per process
+by a background warm-up, started when the client has listed the tools (the end of
+its handshake), or by the first tool call, whichever comes first, and shared by every
+later call; calls run in worker threads so a slow search never blocks the protocol loop.
 
 Every failure reaches the client as `{"error": {code, message, hint}}` with
 isError set; nothing but protocol frames is written to stdout.
 """
 from __future__ import annotations
 
+import inspect
 import logging
+import os
 import sys
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Optional
 
 import anyio
-from fastmcp import FastMCP
+from fastmcp import Context, FastMCP
+from fastmcp.dependencies import CurrentContext
 from fastmcp.exceptions import NotFoundError as UnknownComponent, ValidationError as ArgumentsInvalid
 from fastmcp.server.middleware import Middleware
 from fastmcp.tools import ToolResult
@@ -25,14 +29,14 @@ from mcp.types import TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from appliance import __version__, mcp_models as m
+from appliance.agent_hints import for_agents
 from appliance.errors import ApplianceError, ConfigError, InvalidArgument, UrlIngestDisabled
-from appliance.instructions import instructions_for
 from appliance.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_CHARS, READ_PAGE_CHARS
 from appliance.runtime import Runtime, result_text, tool_data  # noqa: F401  (Runtime: http_server, tests)
 
 if TYPE_CHECKING:
+    from appliance.config import Environment
     from appliance.service import Appliance
-    from appliance.stdio_front import Front
 
 log = logging.getLogger("appliance.server")
 
@@ -77,12 +81,24 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
 async def _render(model: type[BaseModel], work: Callable[[], Any]) -> ToolResult:
     """Run `work` in a worker thread; validate its result against `model`, or render its error."""
     try:
-        return _result(await anyio.to_thread.run_sync(partial(tool_data, model, work)))
+        return _result(_hints_for_agents(model, await anyio.to_thread.run_sync(partial(tool_data, model, work))))
     except ApplianceError as exc:
-        return _result({"error": exc.to_dict()}, is_error=True)
+        return _result({"error": for_agents(exc.to_dict())}, is_error=True)
     except Exception:
         log.exception("tool call failed")
         return internal_error()
+
+
+def _hints_for_agents(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """Reword CLI commands in status warnings and job errors (never in document text) for an agent."""
+    if model is m.Status:
+        return for_agents(data)
+    if data.get("error"):
+        data["error"] = for_agents(data["error"])
+    for job in data.get("jobs") or ():
+        if job.get("error"):
+            job["error"] = for_agents(job["error"])
+    return data
 
 
 def _status(runtime: Runtime) -> dict[str, Any]:
@@ -96,6 +112,35 @@ def _status(runtime: Runtime) -> dict[str, Any]:
         except ConfigError:
             pass
         return out
+
+
+PROGRESS_EVERY_S = 1.0
+"""How often a followed sync_start job sends a progress notification."""
+FOLLOW_MAX_S = 45.0
+"""How long sync_start follows its job with notifications before it returns the running job (with its
+jobId, for sync_status): clients time a request out after 60 s by default, progress or not."""
+
+
+def _progress_token(ctx: Context) -> Any:
+    """The request's progressToken (the client asked for progress notifications), or None."""
+    rc = ctx.request_context
+    return (rc.meta or {}).get("progressToken") if rc is not None else None
+
+
+async def _follow(ctx: Context, job_id: str, call: Callable[..., Any]) -> ToolResult:
+    """Send the job's progress as notifications until it ends (its final record) or FOLLOW_MAX_S passes
+    (the running job)."""
+    deadline = anyio.current_time() + FOLLOW_MAX_S
+    while True:
+        job = await call(m.SyncJob, lambda app: app.sync_status(job_id))
+        data = job.structured_content or {}
+        if job.is_error or data.get("finishedAt") or anyio.current_time() >= deadline:
+            return job
+        await ctx.report_progress(data["filesDone"], data["filesTotal"] or None,
+                                  f"{data['phase']} {data['filesDone']}/{data['filesTotal']} files"
+                                  + (f", at {data['currentPath']}" if data.get("currentPath") else "")
+                                  + f" (jobId {job_id})")
+        await anyio.sleep(PROGRESS_EVERY_S)
 
 
 class ErrorsAsValues(Middleware):
@@ -115,7 +160,11 @@ class ErrorsAsValues(Middleware):
 
 
 class WarmUpAfterListing(Middleware):
-    """Clients list tools right after the handshake; that is the moment to start loading the model."""
+    """Clients list tools right after the handshake; that is the moment to start loading the model.
+
+    Not earlier: the warm-up holds the GIL most of the time it imports and loads, and a protocol
+    loop sharing it answered `initialize` and `tools/list` later (seconds later on a busy machine),
+    and the first query no sooner (scripts/bench_mcp.py, scripts/bench_image.py)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -140,35 +189,57 @@ def _describe_invalid(exc: Exception) -> str:
 
 def create_server(runtime: Runtime) -> FastMCP:
     """A FastMCP server whose tools call the Appliance that `runtime` builds."""
-    mcp = FastMCP("minirag", instructions=instructions_for(runtime.overrides), version=__version__,
+    mcp = FastMCP("minirag", instructions=runtime.instructions(), version=__version__,
                   mask_error_details=True, middleware=[ErrorsAsValues(), WarmUpAfterListing(runtime)])
 
     def call(model: type[BaseModel], work: Callable[[Appliance], Any]) -> Any:
         return _render(model, lambda: work(runtime.appliance()))
 
-    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False), output_schema=_schema(m.SyncJob))
+    def tool(annotations: ToolAnnotations, model: type[BaseModel]) -> Callable[[Callable[..., Any]], Any]:
+        """Declare `fn` as a tool returning `model`, described by its docstring as written.
+
+        fastmcp would parse the docstring with griffe (three parsers, and griffe's import, about
+        0.2 s of a cold start); none of ours has sections to split off, so it goes in whole."""
+        def declare(fn: Callable[..., Any]) -> Any:
+            description, fn.__doc__ = inspect.getdoc(fn), None
+            return mcp.tool(annotations=annotations, output_schema=_schema(model), description=description)(fn)
+        return declare
+
+    @tool(ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False), m.SyncJob)
     async def sync_start(path: Annotated[Optional[str], Field(
             None, min_length=1, max_length=4096,
-            description="Reconcile only under this absolute path (default: every root).")] = None) -> ToolResult:
+            description="Reconcile only under this absolute path (default: every root).")] = None,
+            ctx: Context = CurrentContext()) -> ToolResult:
         """Start reconciling the index with the files on disk in the background; returns a jobId.
 
         New and changed files are indexed, deleted ones removed. Poll sync_status with the jobId.
-        Refuses with sync_busy while another sync holds the index."""
-        return await call(m.SyncJob, lambda app: app.sync_start(path, require_absolute=True))
+        Refuses with sync_busy while another sync holds the index. A request that carries a
+        progressToken gets progress notifications, and the call returns when the job ends or
+        after 45 s with the job still running (keep polling sync_status then)."""
+        started = await call(m.SyncJob, lambda app: app.sync_start(path, require_absolute=True))
+        if started.is_error or _progress_token(ctx) is None:
+            return started
+        return await _follow(ctx, (started.structured_content or {})["jobId"], call)
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.SyncJob))
-    async def sync_status(jobId: Annotated[str, Field(min_length=1, max_length=64,
-                                                      description="The jobId sync_start, ingest_data or ingest_url returned.")]) -> ToolResult:
+    @tool(READ_ONLY, m.SyncStatus)
+    async def sync_status(jobId: Annotated[Optional[str], Field(
+            None, min_length=1, max_length=64,
+            description="The jobId sync_start, ingest_data or ingest_url returned; omit it for the index's "
+                        "sync activity.")] = None) -> ToolResult:
         """Progress of a background job (a sync, or a large ingest_data/ingest_url): phase,
-        filesDone/filesTotal, per-file failures, and final counts once phase is succeeded."""
-        return await call(m.SyncJob, lambda app: app.sync_status(jobId))
+        filesDone/filesTotal, per-file failures, and final counts once phase is succeeded.
 
-    @mcp.tool(annotations=WRITES, output_schema=_schema(m.RunReport))
+        Without jobId: the sync running on this index now, whoever started it (the scheduler,
+        another client, the CLI), with phase, files done/total, chunks written, rate and ETA;
+        the last finished sync; and this server's recent jobs."""
+        return await call(m.SyncStatus, lambda app: app.sync_status(jobId))
+
+    @tool(WRITES, m.RunReport)
     async def ingest_file(filePath: FilePath) -> ToolResult:
         """Index (or re-index) one file, replacing whatever was indexed for it before."""
         return await call(m.RunReport, lambda app: app.ingest([filePath], require_absolute=True))
 
-    @mcp.tool(annotations=REPLACES, output_schema=_schema(m.IngestOutcome))
+    @tool(REPLACES, m.IngestOutcome)
     async def ingest_data(
             content: Annotated[str, Field(min_length=1, description="The document text.")],
             source: Annotated[str, Field(min_length=1, max_length=1024, description=(
@@ -183,7 +254,7 @@ def create_server(runtime: Runtime) -> FastMCP:
         with a jobId at once; poll sync_status with that jobId until phase is succeeded."""
         return await call(m.IngestOutcome, lambda app: app.ingest_data_bounded(source, content, format, title=title))
 
-    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=True), output_schema=_schema(m.IngestOutcome))
+    @tool(ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=True), m.IngestOutcome)
     async def ingest_url(url: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://",
                                                    description="An http(s) URL to fetch and index.")]) -> ToolResult:
         """Fetch a web page, convert it to Markdown and index it (only when the operator enabled URL ingest).
@@ -192,47 +263,77 @@ def create_server(runtime: Runtime) -> FastMCP:
         returns a job with a jobId; poll sync_status with that jobId until phase is succeeded."""
         return await call(m.IngestOutcome, lambda app: _ingest_url(app, url))
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.SearchResults))
+    @tool(READ_ONLY, m.SearchAnswer)
     async def query_documents(
             query: Annotated[str, Field(min_length=1, max_length=4000, description="Words, a question or an identifier.")],
             topK: Annotated[int, Field(ge=1, le=100, description="How many passages to return.")] = 10,
             scope: Scope = None,
             docClass: Annotated[Optional[str], Field(None, min_length=1, max_length=100,
                                                      description="Only sources of this class (front-matter type).")] = None,
+            format: Annotated[Literal["json", "markdown"], Field(description=(
+                "json: hits with their sections; markdown: one ready-to-paste block of numbered hits "
+                "with citations"))] = "json",
+            contextLines: Annotated[int, Field(ge=0, le=20, description=(
+                "With format markdown: lines of a text file shown around each passage."))] = 3,
     ) -> ToolResult:
         """Hybrid search (meaning plus exact keywords) over the indexed documents.
 
         Each hit's text is the matched passage; answer from parents[hit.parentId], the whole section.
         Cite each hit as displayPath (or title) with where it says: :startLine-endLine, p. pageStart(-pageEnd),
-        slide N or sheet NAME."""
+        slide N or sheet NAME. format "markdown" returns the same hits as one numbered block instead."""
+        if format == "markdown":
+            answer = await call(m.SearchMarkdown, lambda app: app.gather(
+                query, top_k=topK, scope=scope, doc_class=docClass, context_lines=contextLines))
+            if not answer.is_error:  # the block itself as the text a client shows
+                answer.content = [TextContent(type="text", text=(answer.structured_content or {})["markdown"])]
+            return answer
         return await call(m.SearchResults, lambda app: app.search(query, top_k=topK, scope=scope, doc_class=docClass))
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.Neighbors))
+    @tool(READ_ONLY, m.Neighbors)
     async def read_chunk_neighbors(
             chunkIndex: Annotated[int, Field(ge=0, le=10**9, description="chunkIndex of a search hit.")],
             filePath: Optional[FilePath] = None, source: Optional[SourceId] = None,
             before: Annotated[int, Field(ge=0, le=50)] = 2, after: Annotated[int, Field(ge=0, le=50)] = 2,
+            maxChars: Annotated[int, Field(ge=1000, le=MAX_PAGE_CHARS, description=(
+                "Most characters of chunk text to return."))] = READ_PAGE_CHARS,
     ) -> ToolResult:
-        """The chunks just before and after one chunk of a document, in order. Give filePath or source."""
-        return await call(m.Neighbors, lambda app: app.read_neighbors(
-            *_one_target(filePath, source), chunkIndex, before=before, after=after, require_absolute=True))
+        """The chunks just before and after one chunk of a document, in order. Give filePath or source.
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.Document))
+        At most maxChars of text: the hit's chunk always, then the nearest ones. omittedBefore /
+        omittedAfter count the requested chunks left out; ask again centred on the first or last
+        chunk returned to read on (or use read_file for a whole document)."""
+        return await call(m.Neighbors, lambda app: app.read_neighbors(
+            *_one_target(filePath, source), chunkIndex, before=before, after=after, require_absolute=True,
+            max_chars=maxChars))
+
+    @tool(READ_ONLY, m.Document)
     async def read_file(filePath: Optional[FilePath] = None, source: Optional[SourceId] = None,
                         offset: Annotated[int, Field(ge=0, description="Character offset to start at (from nextOffset).")] = 0,
                         maxChars: Annotated[int, Field(ge=1000, le=MAX_PAGE_CHARS, description=(
                             "Longest page to return, in characters (about 4 per token)."))] = READ_PAGE_CHARS,
                         revision: Annotated[Optional[str], Field(None, max_length=64, description=(
                             "The revision a previous page returned; refused if the document changed."))] = None,
+                        startLine: Annotated[Optional[int], Field(None, ge=1, description=(
+                            "First line to read (1-based), for sources with lines: a grep match's lineNumber "
+                            "minus a few."))] = None,
+                        endLine: Annotated[Optional[int], Field(None, ge=1, description=(
+                            "Last line to read (inclusive); omit for the end."))] = None,
+                        pageStart: Annotated[Optional[int], Field(None, ge=1, description=(
+                            "First page (PDF, scan) or slide (presentation) to read (1-based)."))] = None,
+                        pageEnd: Annotated[Optional[int], Field(None, ge=1, description=(
+                            "Last page or slide to read (inclusive); omit for the end."))] = None,
                         ) -> ToolResult:
         """An indexed document as Markdown, rebuilt from its chunks, one page at a time. Give filePath or source.
 
         A long document comes in pages of at most maxChars; when nextOffset is not null, call again with
-        offset=nextOffset and revision to continue."""
-        return await call(m.Document, lambda app: app.read(*_one_target(filePath, source), require_absolute=True,
-                                                           offset=offset, max_chars=maxChars, revision=revision))
+        offset=nextOffset and revision to continue. To read around a hit instead of the whole document, give
+        startLine/endLine (files with lines: text, Markdown, JSON) or pageStart/pageEnd (PDF pages, slides);
+        offsets then count within that part."""
+        return await call(m.Document, lambda app: app.read(
+            *_one_target(filePath, source), require_absolute=True, offset=offset, max_chars=maxChars,
+            revision=revision, start_line=startLine, end_line=endLine, page_start=pageStart, page_end=pageEnd))
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.FileList))
+    @tool(READ_ONLY, m.FileList)
     async def list_files(
             scope: Scope = None,
             limit: Annotated[int, Field(ge=1, le=MAX_PAGE, description="Entries (files and sources) per page.")] = DEFAULT_PAGE,
@@ -244,25 +345,41 @@ def create_server(runtime: Runtime) -> FastMCP:
         return await call(m.FileList, lambda app: app.list_files(scope=scope, require_absolute=True,
                                                                   limit=limit, cursor=cursor))
 
-    @mcp.tool(annotations=REPLACES, output_schema=_schema(m.Deleted))
+    @tool(REPLACES, m.Deleted)
     async def delete_file(filePath: Optional[FilePath] = None, source: Optional[SourceId] = None) -> ToolResult:
         """Remove a file, data item or url item from the index; the file on disk is never touched."""
         return await call(m.Deleted, lambda app: app.delete(*_one_target(filePath, source), require_absolute=True))
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.GrepResults))
+    @tool(READ_ONLY, m.GrepResults)
     async def grep(
             pattern: Annotated[str, Field(min_length=1, max_length=1000, description="Text (or a regex) to find.")],
             regex: Annotated[bool, Field(description="Treat pattern as a Python regular expression.")] = False,
             caseSensitive: bool = False, scope: Scope = None,
+            root: Annotated[Optional[str], Field(None, min_length=1, max_length=4096, description=(
+                "Only files of this root: its name or path as list_roots gives them."))] = None,
+            fileGlob: Annotated[Optional[str], Field(None, min_length=1, max_length=1000, description=(
+                "Only documents whose displayPath matches, .gitignore-style: '*.pdf' at any depth, "
+                "'reports/**/*.md' from the root."))] = None,
             maxResults: Annotated[int, Field(ge=1, le=500)] = 100) -> ToolResult:
-        """Exact-match search over the text files under the roots (same files and ignore rules as the index).
+        """Exact-match search, line by line, over the indexed text of every document: text files, PDFs,
+        Office files, EPUBs, OCRed scans, ingest_data items and fetched pages.
 
-        Returns file, line number and line. Use it for identifiers and error codes; bounded in count and time."""
+        Each match has the line and where it is: lineNumber (text files), pageStart-pageEnd (PDF),
+        slide or sheet; open it with read_file (startLine/endLine or pageStart/pageEnd around it).
+        Use it for identifiers, error codes and exact phrases; bounded in count and time. Files not
+        indexed yet are not searched: unindexedFiles and note say so."""
         return await call(m.GrepResults, lambda app: app.grep(pattern, regex=regex, case_sensitive=caseSensitive,
-                                                                scope=scope, max_results=maxResults,
-                                                                require_absolute=True))
+                                                                scope=scope, root=root, file_glob=fileGlob,
+                                                                max_results=maxResults, require_absolute=True))
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.Status))
+    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.RootList))
+    async def list_roots() -> ToolResult:
+        """The document roots this server searches, by name and absolute path, with how many files of
+        each are indexed (and failed), plus the count of ingest_data and url items. A cheap first call
+        to learn what corpus exists; grep's root takes a name or path from here."""
+        return await call(m.RootList, lambda app: app.list_roots())
+
+    @tool(READ_ONLY, m.Status)
     async def status() -> ToolResult:
         """Configuration and index health: roots, model, counts, stale chunks, a running sync.
 
@@ -289,19 +406,22 @@ def _ingest_url(app: Appliance, url: str) -> Any:
     return ingest_url(url)
 
 
-def serve_stdio(front: Front, overrides: dict[str, Any], runtime: Runtime | None = None) -> None:
-    """Serve MCP over the wire `front` holds until the client disconnects. Logs go to stderr only.
+def serve_stdio(environment: Environment, overrides: dict[str, Any]) -> None:
+    """`minirag serve`: MCP on stdin/stdout until the client disconnects, then exit. Logs go to stderr only.
 
-    `runtime` may come already warming up (stdio_front.serve starts it before fastmcp is imported)."""
-    from fastmcp.server.mixins import transport
-    from mcp.server.stdio import stdio_server
+    The warm-up (the service, LanceDB, fastembed, the model, the index) starts on its own thread
+    once the client has listed the tools (WarmUpAfterListing), so a first query finds the model
+    loaded or loading. The SDK's stdio transport owns fd 0 and fd 1 while it serves (stray output
+    from libraries and child processes goes to stderr).
+    """
+    from appliance import stopping
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    runtime = runtime or Runtime(overrides)
-    server = create_server(runtime)
-    runtime.warm_up()  # a stdio client came to search: load the index and the model now (once)
-    stdin, stdout = front.attach()
-    # fastmcp's stdio runner, fed from the front's queue instead of fd 0 (the front already owns the wire).
-    transport.stdio_server = partial(stdio_server, stdin=stdin, stdout=stdout)
+    stopping.exit_on_signals()
+    server = create_server(Runtime(environment, overrides))
     server.run(transport="stdio", show_banner=False)
+    os.dup2(2, 1)  # the transport gave fd 1 back to the client: what still runs may not write to it
+    # The client closed stdin: a sync_start job stops (its write in flight finishes) and nothing
+    # else (a conversion, a query, the warm-up) is waited for.
+    stopping.exit_when_quiet("the MCP client disconnected")

@@ -32,8 +32,8 @@ from appliance.keywords import keywords_field, language, query_terms
 from appliance.locking import lock_holder, sync_lock
 from appliance.query.assemble import (HIT_COLUMNS, RANK_COLUMNS, SearchResult, assemble, hit_dict, row_to_chunk,
                                       within_budget)
-from appliance.scheduler import read_state as read_scheduler_state
-from appliance.paging import text_page
+from appliance.state import SyncProgress, read_last_sync, read_scheduler_state, running_sync, save_last_sync
+from appliance.paging import MAX_PAGE_CHARS, READ_PAGE_CHARS, text_page
 from appliance.query.distinct import collapse
 from appliance.query.hybrid import cap_distance, cap_files, fuse, group_cut
 from appliance.records import Chunk, Converted
@@ -54,11 +54,12 @@ the corpus; the byte bound keeps the converted text waiting in memory small."""
 WORKER_RECYCLE_FILES = 2000
 """A fresh worker costs ~3 s of imports; recycling every 200 files spent a third of a
 small-file sync restarting workers. Memory stays bounded by the worker's rlimit."""
-LAST_SYNC_FILE = "last_sync.json"
 MAX_QUERY_CHARS = 4000
 MAX_SOURCE_ID_CHARS = 1024
 DEFAULT_BUDGET = 256
 RESERVED_TOKENS = 16
+GREP_BATCH_CHUNKS = 2000
+"""Chunks grep reads from the index in one go (a few MB of text), so memory stays bounded."""
 """Room in the model window beyond the budget: special tokens and the passage prefix."""
 
 
@@ -111,7 +112,8 @@ class Appliance:
 
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
         self.settings = settings
-        self.spec = embedder.spec if embedder is not None else load_spec(settings.model_name, settings.models_dir)
+        self.spec = embedder.spec if embedder is not None else load_spec(settings.model_name, settings.models_dir,
+                                                                          settings.models_manifest)
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self.index = Index(settings.db_path, self.spec.dim)
@@ -197,12 +199,13 @@ class Appliance:
         ids = [str(f.path) for f in files]
         known = {s.source_id: s for start in range(0, len(ids), 200)
                  for s in self.index.source_rows(in_list("source_id", ids[start:start + 200]))}
-        self._index_files(files, report, progress, known=known, force=True)
+        on_file = (lambda done, total, path: progress("indexing", done, total, path)) if progress else None
+        self._index_files(files, report, on_file, known=known, force=True)
         return self._finish(report)
 
     def sync(self, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
              discard_unrecoverable: bool = False, forget_roots: bool = False,
-             progress: Progress | None = None) -> RunReport:
+             progress: Progress | None = None, origin: str = "cli") -> RunReport:
         """Make the index equal to the files on disk (under `path`, when given).
 
         `clean` rebuilds everything: files, and ingest_data/URL items re-embedded from
@@ -210,51 +213,66 @@ class Appliance:
         processes keep answering from the old rows until each document's new ones
         replace them; a damaged one gets empty tables first (as new versions, so a
         reader holding the old version is not pulled from under its feet).
+
+        While it runs, its progress is published beside the lock for every process
+        (`status`, `sync_status`; see state.SyncProgress); `origin` says who started it.
         """
         if clean and path is not None:
             raise InvalidArgument("--clean rebuilds the whole index; run it without a path")
         with sync_lock(self.settings.db_path):
-            report = RunReport()
-            under = None
-            if path is not None:
-                under, _root = self.resolve(path)
-            kept: list[tuple[SourceRow, Converted]] = []
-            if clean:
-                kept = self._items_to_keep(discard_unrecoverable)
-                if not self._rebuildable_in_place():
-                    self.index.drop_all()
-                full = True
-            elif not full:
-                self._check_writable_identity()
-            files: list[FoundFile] = []
-            for item in walk(self.settings.roots, self.extensions(), under=under):
-                self._collect(item, files, report)
-            report.seen = len(files) + len(report.skipped)
-            known = {s.source_id: s for s in self.index.source_rows("source_kind = 'file'")}
-            if under is not None:
-                known = {k: v for k, v in known.items() if Path(k) == under or Path(k).is_relative_to(under)}
-            elif not clean:
-                self._check_roots(known.values(), forget=forget_roots)
-            # a skipped file keeps what was indexed for it, unless it is a link that leads nowhere now
-            # or a file this process may no longer read (what its owner withdrew is not served either)
-            on_disk = {str(f.path) for f in files} | {s["path"] for s in report.skipped
-                                                      if s["code"] not in ("broken_link", "unreadable")}
-            gone = [sid for sid in known if sid not in on_disk]
-            damaged, stray = self._inconsistent(known, on_disk, under)
-            if gone or stray:
-                self.index.delete_sources(gone + stray)
-                report.deleted = len(gone)
-            if full:
-                self.index.write_identity(self.identity())
-            self._index_files(files, report, progress, known=known, force=full, gone=gone, redo=damaged)
-            for start in range(0, len(kept), EMBED_BATCH_CHUNKS):
-                self._write_batch(kept[start:start + EMBED_BATCH_CHUNKS], report)
-            report.seen += len(kept)
-            report.updated += len(kept)
-            self.index.refresh_indexes(wrote=bool(gone or stray or report.refreshed or self.index.unindexed_rows()))
-            result = self._finish(report)
-            self._save_last_sync(result, under)
-            return result
+            publisher = SyncProgress(self.settings.db_path, origin, forward=progress)
+            try:
+                return self._sync_locked(path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
+                                         forget_roots=forget_roots, publisher=publisher)
+            finally:
+                publisher.close()
+
+    def _sync_locked(self, path: str | Path | None, *, full: bool, clean: bool, discard_unrecoverable: bool,
+                     forget_roots: bool, publisher: SyncProgress) -> RunReport:
+        report = RunReport()
+        under = None
+        if path is not None:
+            under, _root = self.resolve(path)
+        kept: list[tuple[SourceRow, Converted]] = []
+        if clean:
+            kept = self._items_to_keep(discard_unrecoverable)
+            if not self._rebuildable_in_place():
+                self.index.drop_all()
+            full = True
+        elif not full:
+            self._check_writable_identity()
+        files: list[FoundFile] = []
+        for item in walk(self.settings.roots, self.extensions(), under=under):
+            self._collect(item, files, report)
+            publisher.scanning(len(files) + len(report.skipped))
+        report.seen = len(files) + len(report.skipped)
+        known = {s.source_id: s for s in self.index.source_rows("source_kind = 'file'")}
+        if under is not None:
+            known = {k: v for k, v in known.items() if Path(k) == under or Path(k).is_relative_to(under)}
+        elif not clean:
+            self._check_roots(known.values(), forget=forget_roots)
+        # a skipped file keeps what was indexed for it, unless it is a link that leads nowhere now
+        # or a file this process may no longer read (what its owner withdrew is not served either)
+        on_disk = {str(f.path) for f in files} | {s["path"] for s in report.skipped
+                                                  if s["code"] not in ("broken_link", "unreadable")}
+        gone = [sid for sid in known if sid not in on_disk]
+        damaged, stray = self._inconsistent(known, on_disk, under)
+        if gone or stray:
+            self.index.delete_sources(gone + stray)
+            report.deleted = len(gone)
+        if full:
+            self.index.write_identity(self.identity())
+        self._index_files(files, report, lambda done, total, p: publisher.indexing(done, total, p, report.chunks),
+                          known=known, force=full, gone=gone, redo=damaged)
+        for start in range(0, len(kept), EMBED_BATCH_CHUNKS):
+            self._write_batch(kept[start:start + EMBED_BATCH_CHUNKS], report)
+        publisher.finishing(report.chunks)
+        report.seen += len(kept)
+        report.updated += len(kept)
+        self.index.refresh_indexes(wrote=bool(gone or stray or report.refreshed or self.index.unindexed_rows()))
+        result = self._finish(report)
+        self._save_last_sync(result, under)
+        return result
 
     def _check_roots(self, known: Iterable[SourceRow], *, forget: bool) -> None:
         """Refuse a sync that would delete every file of a root this process was not given.
@@ -445,7 +463,8 @@ class Appliance:
             return "failed", digest
         return "index", digest
 
-    def _index_files(self, files: Sequence[FoundFile], report: RunReport, progress: Progress | None,
+    def _index_files(self, files: Sequence[FoundFile], report: RunReport,
+                     on_file: Callable[[int, int, str], None] | None,
                      *, known: dict[str, SourceRow], force: bool, gone: Sequence[str] = (),
                      redo: frozenset[str] = frozenset()) -> None:
         """Convert (in worker processes) while embedding and writing earlier files; `redo` names
@@ -520,8 +539,8 @@ class Appliance:
                         sequence = sorted(sequences.pop(member.group, []), key=lambda item: item[0])
                         pipeline.put(self._prepare([(s_, c_) for _d, s_, c_ in sequence],
                                                    snapshot_dates=[d for d, _s, _c in sequence]))
-                if progress:
-                    progress("index", done, len(todo), str(path))
+                if on_file:
+                    on_file(done, len(todo), str(path))
             pipeline.close()
         self.index.refresh_indexes()
 
@@ -581,11 +600,8 @@ class Appliance:
 
     def _save_last_sync(self, report: RunReport, under: Path | None) -> None:
         data = report.to_dict() | {"finishedAt": time.time(), "scope": str(under) if under else None}
-        path = self.settings.db_path / LAST_SYNC_FILE
-        tmp = path.with_suffix(".tmp")
         try:
-            tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), "utf-8")
-            os.replace(tmp, path)
+            save_last_sync(self.settings.db_path, data)
         except OSError as exc:
             raise (storage_error(exc, f"the index at {self.settings.db_path}", self.settings.db_path) or exc) from exc
 
@@ -653,14 +669,29 @@ class Appliance:
         return f"source_id = {sql_str(prefix)} OR starts_with(source_id, {sql_str(prefix + '/')})"
 
     def read(self, target: str, is_source: bool = False, *, require_absolute: bool = False,
-             offset: int = 0, max_chars: int | None = None, revision: str | None = None) -> dict[str, Any]:
+             offset: int = 0, max_chars: int | None = None, revision: str | None = None,
+             start_line: int | None = None, end_line: int | None = None,
+             page_start: int | None = None, page_end: int | None = None) -> dict[str, Any]:
         """A document rebuilt from its chunks (no repeated breadcrumbs or headers), whole or one page.
 
         A page is at most `max_chars` characters from `offset`, cut at a line end when one
         lies in its second half; `nextOffset` continues it (None at the end). `revision`
         names the text the offsets count in: a page asked with another document's or an
         older revision is refused, so a reader never stitches two versions together.
+
+        `start_line`/`end_line` (sources with lines) or `page_start`/`page_end` (PDFs and
+        scans; slides of a presentation) read only that part (1-based, inclusive; either
+        bound may be left out); offsets then count in that part's text, and the revision
+        is still the whole document's.
         """
+        from appliance.query.ranges import check_range, line_range, page_range
+
+        lines = start_line is not None or end_line is not None
+        pages = page_start is not None or page_end is not None
+        if lines and pages:
+            raise InvalidArgument("Give a line range or a page range, not both")
+        check_range(("startLine", "endLine"), start_line, end_line)
+        check_range(("pageStart", "pageEnd"), page_start, page_end)
         source_id = self._source_id_for(target, is_source, require_absolute=require_absolute)
         rows = self.index.chunk_rows(f"source_id = {sql_str(source_id)}", HIT_COLUMNS)
         if not rows:
@@ -673,27 +704,71 @@ class Appliance:
             raise InvalidArgument(f"revision {revision!r} is not the indexed text of {source_id} (now {current}): "
                                   "the document changed or the revision belongs to another one",
                                   hint="Read again from offset 0 without a revision.")
-        page, next_offset = text_page(content, offset, max_chars)
+        part: dict[str, Any] = {}
+        if lines:
+            part = line_range(source_id, rows, start_line, end_line)
+        elif pages:
+            part = page_range(source_id, rows, page_start, page_end)
+        text = part.pop("content", content)
+        page, next_offset = text_page(text, offset, max_chars)
         return {"source": source_id, "sourceKind": rows[0]["source_kind"], "displayPath": rows[0]["path"],
                 "title": rows[0]["title"] or None, "chunkCount": len(rows), "content": page,
-                "offset": offset, "totalChars": len(content), "nextOffset": next_offset,
-                "remainingChars": len(content) - (next_offset if next_offset is not None else len(content)),
-                "revision": current}
+                "offset": offset, "totalChars": len(text), "nextOffset": next_offset,
+                "remainingChars": len(text) - (next_offset if next_offset is not None else len(text)),
+                "revision": current, **part}
+
+    def gather(self, query: str, *, top_k: int = 10, scope: str | None = None, doc_class: str | None = None,
+               context_lines: int = 3) -> dict[str, Any]:
+        """`search`'s answer as one Markdown block (query.gather): numbered hits with their citations
+        and, for text files, `context_lines` lines of the file around each passage."""
+        from appliance.ingest.textfile import read_text
+        from appliance.query.gather import MAX_CONTEXT_LINES, render_markdown
+
+        if isinstance(context_lines, bool) or not isinstance(context_lines, int) \
+                or not 0 <= context_lines <= MAX_CONTEXT_LINES:
+            raise InvalidArgument(f"contextLines must be an integer from 0 to {MAX_CONTEXT_LINES}, not {context_lines!r}")
+        answer = self.search(query, top_k=top_k, scope=scope, doc_class=doc_class).to_dict()
+
+        def read_lines(path: str) -> list[str] | None:
+            try:
+                target, _root = self.resolve(path)
+                if target.stat().st_size > self.settings.max_file_size:
+                    return None
+                return read_text(target)[0].splitlines()
+            except (ApplianceError, OSError, ValueError):
+                return None
+
+        return {"query": answer["query"], "resultCount": len(answer["results"]),
+                "markdown": render_markdown(answer, context_lines=context_lines, read_lines=read_lines)}
 
     def read_neighbors(self, target: str, is_source: bool, chunk_index: int, *, before: int = 2, after: int = 2,
-                       require_absolute: bool = False) -> dict[str, Any]:
-        """The chunks around one hit, in document order."""
-        for name, value, cap in (("chunkIndex", chunk_index, 10**9), ("before", before, 50), ("after", after, 50)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= cap:
-                raise InvalidArgument(f"{name} must be an integer from 0 to {cap}, not {value!r}")
+                       require_absolute: bool = False, max_chars: int = READ_PAGE_CHARS) -> dict[str, Any]:
+        """The chunks around one hit, in document order, within `max_chars` of text.
+
+        The hit's own chunk always comes; the others are taken nearest first, alternating
+        after and before, while their text fits. `omittedBefore`/`omittedAfter` count
+        the requested chunks left out (ask again from the first/last chunk returned)."""
+        for name, value, low, cap in (("chunkIndex", chunk_index, 0, 10**9), ("before", before, 0, 50),
+                                      ("after", after, 0, 50), ("maxChars", max_chars, 1, MAX_PAGE_CHARS)):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= cap:
+                raise InvalidArgument(f"{name} must be an integer from {low} to {cap}, not {value!r}")
         source_id = self._source_id_for(target, is_source, require_absolute=require_absolute)
         where = (f"source_id = {sql_str(source_id)} AND chunk_index >= {chunk_index - before} "
                  f"AND chunk_index <= {chunk_index + after}")
-        rows = self.index.chunk_rows(where, HIT_COLUMNS)
-        if not any(r["chunk_index"] == chunk_index for r in rows):
+        rows = {int(r["chunk_index"]): r for r in self.index.chunk_rows(where, HIT_COLUMNS)}
+        if chunk_index not in rows:
             raise NotFound(f"{source_id} has no chunk {chunk_index}")
+        kept, used = {chunk_index}, len(rows[chunk_index]["text"])
+        nearest = sorted((i for i in rows if i != chunk_index), key=lambda i: (abs(i - chunk_index), i < chunk_index))
+        for i in nearest:
+            if used + len(rows[i]["text"]) > max_chars:
+                break
+            kept.add(i)
+            used += len(rows[i]["text"])
         return {"source": source_id, "chunkIndex": chunk_index,
-                "chunks": [hit_dict(r) for r in sorted(rows, key=lambda r: r["chunk_index"])]}
+                "chunks": [hit_dict(rows[i]) for i in sorted(kept)],
+                "omittedBefore": sum(1 for i in rows if i < chunk_index and i not in kept),
+                "omittedAfter": sum(1 for i in rows if i > chunk_index and i not in kept)}
 
     def _source_id_for(self, target: str, is_source: bool, *, require_absolute: bool) -> str:
         """A file path (resolved and contained) or a data/url source id, as stored.
@@ -796,29 +871,147 @@ class Appliance:
             out["index"] = index
         except ApplianceError as exc:
             out["indexError"] = exc.to_dict()
-        holder = lock_holder(self.settings.db_path)
-        out["syncRunning"] = holder
+        out["syncRunning"] = running_sync(self.settings.db_path)
         out["scheduler"] = read_scheduler_state(self.settings.db_path)
-        last = self.settings.db_path / LAST_SYNC_FILE
-        try:
-            out["lastSync"] = json.loads(last.read_text("utf-8"))
-        except (OSError, ValueError):
-            out["lastSync"] = None
+        out["lastSync"] = read_last_sync(self.settings.db_path)
         out["ignoreProblems"] = ignore_problems(self.settings.roots)  # rules files that could not be applied
         return out
 
     # ---- exact match and background sync (the MCP server's grep / sync_start / sync_status) ----
     def grep(self, pattern: str, *, regex: bool = False, case_sensitive: bool = False, scope: str | None = None,
-             max_results: int = 100, require_absolute: bool = False) -> Any:
-        """Matching lines in the text files the indexer would index (same roots, ignore rules and extensions)."""
-        from appliance.grep import GrepFile, grep
-        from appliance.ingest.textfile import read_text
+             root: str | None = None, file_glob: str | None = None, max_results: int = 100,
+             require_absolute: bool = False) -> Any:
+        """Matching lines in the indexed text of every indexed document: files of every format
+        (PDF, Office, EPUB, OCRed scans, text), ingest_data items and fetched pages.
 
+        Filters: `scope` (a path under the roots), `root` (a configured root, by path or by
+        list_roots' name), `file_glob` (on the display path). Files on disk that are not
+        indexed (new, or failed to convert) have no indexed text and are not searched: the
+        result counts them, with a note, instead of leaving them out silently.
+        """
+        from appliance.grep import check_max_results, compile_pattern, grep, path_glob
+
+        compile_pattern(pattern, is_regex=regex, case_sensitive=case_sensitive)
+        check_max_results(max_results)
         under = self.resolve(scope, require_absolute=require_absolute)[0] if scope else None
-        files = (GrepFile(item.path, item.display) for item in walk(self.settings.roots, self.extensions(), under=under)
-                 if isinstance(item, FoundFile) and item.size <= self.settings.max_file_size)
-        return grep(files, pattern, is_regex=regex, case_sensitive=case_sensitive, max_results=max_results,
-                    read=lambda path: read_text(path)[0])
+        root_path = self._root_named(root) if root is not None else None
+        matches = path_glob(file_glob) if file_glob is not None else None
+
+        def selected(kind: str, source_id: str, root_of: str, display: str) -> bool:
+            if (under is not None or root_path is not None) and kind != "file":
+                return False
+            return ((under is None or Path(source_id) == under or Path(source_id).is_relative_to(under))
+                    and (root_path is None or root_of == str(root_path))
+                    and (matches is None or matches(display)))
+
+        self.index.checkout_latest()
+        known = {s.source_id: s for s in self.index.source_rows()}
+        indexed = sorted((s for s in known.values()
+                          if not s.error_code and selected(s.source_kind, s.source_id, s.root, s.path)),
+                         key=lambda s: s.source_id)
+        coverage = self._grep_coverage(known, len(indexed), under or root_path, selected)
+        result = grep(self._grep_documents(indexed), pattern, is_regex=regex, case_sensitive=case_sensitive,
+                      max_results=max_results)
+        result.coverage = coverage
+        return result
+
+    def _grep_documents(self, sources: Sequence[SourceRow]) -> Iterable[Any]:
+        """The documents' texts from their stored chunks, read a bounded batch at a time."""
+        from appliance.grep import GREP_COLUMNS, GrepDoc, describe
+
+        batch: list[SourceRow] = []
+        chunks = 0
+        for n, source in enumerate(sources):
+            batch.append(source)
+            chunks += max(1, source.chunk_count)
+            if chunks < GREP_BATCH_CHUNKS and len(batch) < 200 and n + 1 < len(sources):
+                continue
+            rows = self.index.chunk_rows(in_list("source_id", [s.source_id for s in batch]), GREP_COLUMNS)
+            by_source: dict[str, list[dict[str, Any]]] = {}
+            for row in rows:
+                by_source.setdefault(row["source_id"], []).append(row)
+            for s in batch:
+                mine = by_source.get(s.source_id)
+                yield GrepDoc.from_rows(mine) if mine else GrepDoc.empty(
+                    describe(s.source_id, s.source_kind, s.path, s.title))
+            batch, chunks = [], 0
+
+    def _grep_coverage(self, known: dict[str, SourceRow], indexed: int, under: Path | None,
+                       selected: Callable[[str, str, str, str], bool]) -> dict[str, Any]:
+        """What grep cannot search among the files the filters select: new (not indexed yet) and
+        failed files, and changed ones (searched as last indexed), with a sentence saying so."""
+        new = failed = changed = 0
+        if under is not None and under.is_file():
+            under = under.parent  # the scan's own view of the file: its extension, the ignore rules
+        for item in walk(self.settings.roots, self.extensions(), under=under):
+            if not isinstance(item, FoundFile) or not selected("file", str(item.path), str(item.root), item.display):
+                continue
+            old = known.get(str(item.path))
+            if old is None:
+                new += 1
+            elif old.error_code:
+                failed += 1
+            elif (old.mtime_ns, old.size) != (item.mtime_ns, item.size):
+                changed += 1
+        notes = []
+        if new or failed:
+            notes.append(f"{new + failed} file(s) under the roots have no indexed text and were not searched "
+                         f"({new} not indexed yet, {failed} failed to index; list_files names them)")
+        if changed:
+            notes.append(f"{changed} file(s) changed on disk since indexing and were searched as last indexed")
+        if new or changed:
+            notes.append("a sync (sync_start, or `minirag sync`) indexes them")
+        if not indexed and not notes:
+            notes.append("no indexed document matches the filters")
+        note = "; ".join(notes) + "." if notes else None
+        return {"documentsIndexed": indexed, "unindexedFiles": new, "failedFiles": failed, "staleFiles": changed,
+                "note": note[0].upper() + note[1:] if note else None}
+
+    def _root_named(self, root: str) -> Path:
+        """The configured root `root` names: its path (as configured, or resolved) or its list_roots name."""
+        from appliance.ingest.discover import root_names
+
+        roots = self.settings.roots
+        names = root_names(roots)
+        if isinstance(root, str) and root.strip() and "\x00" not in root:
+            text = root.strip()
+            for path, name in zip(roots, names):
+                if text == name:
+                    return path
+            if text.startswith(("/", "~")):
+                try:
+                    given = Path(os.path.normpath(Path(text).expanduser()))
+                    real = given.resolve()
+                except (RuntimeError, OSError):  # ~user without a home, a link loop: no root
+                    given = real = None
+                for path in roots:
+                    if path in (given, real):
+                        return path
+        listed = ", ".join(f"{name} ({path})" for name, path in zip(names, roots))
+        raise InvalidArgument(f"root {root!r} is not one of the configured roots", hint=f"The roots: {listed}.")
+
+    def list_roots(self) -> dict[str, Any]:
+        """The configured roots by name and path, with their indexed and failed file counts, and the
+        counts of ingest_data and URL items (which belong to no root)."""
+        from appliance.ingest.discover import root_names
+
+        roots = [{"name": name, "path": str(path), "exists": path.is_dir(), "indexedFiles": None, "failedFiles": None}
+                 for name, path in zip(root_names(self.settings.roots), self.settings.roots)]
+        out: dict[str, Any] = {"roots": roots, "dataSources": None, "urlSources": None}
+        try:
+            sources = self.index.source_rows()
+        except ApplianceError as exc:
+            return out | {"indexError": exc.to_dict()}
+        for entry in roots:
+            mine = [s for s in sources if s.source_kind == "file" and s.root == entry["path"]]
+            entry["indexedFiles"] = sum(1 for s in mine if not s.error_code)
+            entry["failedFiles"] = sum(1 for s in mine if s.error_code)
+        out["dataSources"] = sum(1 for s in sources if s.source_kind == "data")
+        out["urlSources"] = sum(1 for s in sources if s.source_kind == "url")
+        foreign = self._foreign_roots(sources)
+        if foreign:
+            out["unconfiguredRoots"] = foreign
+        return out
 
     def sync_start(self, path: str | None = None, *, require_absolute: bool = False) -> dict[str, Any]:
         """Start `sync(path)` in a background thread and return the job; SyncBusy while a sync holds the lock."""
@@ -829,11 +1022,18 @@ class Appliance:
         holder = lock_holder(self.settings.db_path)
         if holder is not None:
             raise SyncBusy(f"Another sync is running (pid {holder.get('pid', '?')}) on {self.settings.db_path}")
-        return self._jobs().start(path, lambda progress: self.sync(path, progress=progress)).to_dict()
+        return self._jobs().start(path, lambda progress: self.sync(path, progress=progress, origin="mcp")).to_dict()
 
-    def sync_status(self, job_id: str) -> dict[str, Any]:
-        """A job (a sync, or an ingest too large for the foreground) started in this process; NotFound for an unknown id."""
-        return self._jobs().get(job_id).to_dict()
+    def sync_status(self, job_id: str | None = None) -> dict[str, Any]:
+        """A job (a sync, or an ingest too large for the foreground) started in this process; NotFound for an unknown id.
+
+        Without a job id: the sync running now on this index, whoever started it (the
+        scheduler, another client, `minirag sync`), the last finished sync, and this
+        process's recent jobs."""
+        if job_id is not None:
+            return self._jobs().get(job_id).to_dict()
+        return {"running": running_sync(self.settings.db_path), "lastSync": read_last_sync(self.settings.db_path),
+                "jobs": [job.to_dict() for job in self._jobs().recent()]}
 
     def _jobs(self) -> Any:
         from appliance.jobs import SyncJobs
@@ -923,4 +1123,10 @@ def _file_state(found: FoundFile, old: SourceRow | None) -> dict[str, Any]:
     else:
         entry |= {"state": "indexed", "chunkCount": old.chunk_count, "title": old.title or None,
                   "ocrEngine": old.ocr_engine, "docClass": old.doc_class}
+        try:
+            missing = convert.pages_left_without_ocr(json.loads(old.metadata or "{}"))
+        except ValueError:
+            missing = None
+        if missing:
+            entry["reason"] = missing
     return entry

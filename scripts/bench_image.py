@@ -1,8 +1,10 @@
-"""usage: python scripts/bench_image.py [--image minirag:latest] [--skip-build]
+"""usage: python scripts/bench_image.py [--image minirag:latest] [--skip-build] [--cold-runs N]
 
 Figures for the container image, printed as a table (and JSON with --json):
 image size, warm rebuild time (`make image` with the wheelhouse and base cached),
-`docker run` -> `initialize` response, RSS idle and after 100 queries (both
+`docker run` -> `initialize` response, and over an index synced beforehand
+`docker run` -> initialize / tools/list / first query_documents (sent at once; each
+of --cold-runs runs and the median), RSS idle and after 100 queries (both
 processes: MCP server + scheduler, from `docker stats`), and seconds from a file
 landing in /docs to being searchable under the default schedule (SYNC_INTERVAL
 as baked in the image, 900 s, unless --interval is given).
@@ -13,6 +15,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.docker.test_image import McpContainer  # noqa: E402
+from tests.docker.test_image import McpContainer, cold_start, docker_run  # noqa: E402
 
 DOCKER = os.environ.get("DOCKER", shutil.which("docker") or "docker")
 QUERIES = ["how often should solar panels be cleaned", "как долго варить пельмени", "Kaffeemaschine entkalken",
@@ -44,6 +47,7 @@ def main() -> int:
     ap.add_argument("--image", default="minirag:latest")
     ap.add_argument("--skip-build", action="store_true")
     ap.add_argument("--interval", type=int, default=None, help="SYNC_INTERVAL for the freshness figure")
+    ap.add_argument("--cold-runs", type=int, default=3, help="cold starts over a synced index (0: none)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     fig: dict[str, object] = {}
@@ -61,6 +65,15 @@ def main() -> int:
         docs = Path(tmp) / "docs"
         shutil.copytree(ROOT / "samples", docs)
         volume = f"minirag-bench-{os.getpid()}"
+        if args.cold_runs:
+            mounts = [f"{docs}:/docs:ro", f"{volume}-cold:/index"]
+            assert docker_run(args.image, "sync", mounts=mounts).returncode == 0
+            runs = [cold_start(args.image, mounts) for _ in range(args.cold_runs)]
+            subprocess.run([DOCKER, "volume", "rm", "-f", f"{volume}-cold"], capture_output=True)
+            for key in runs[0]:
+                fig[f"cold_run_to_{key}_s"] = statistics.median(run[key] for run in runs)
+                fig[f"cold_run_to_{key}_runs_s"] = [run[key] for run in runs]
+            fig["cold_load_average"] = round(os.getloadavg()[0], 1)
         env = {} if args.interval is None else {"SYNC_INTERVAL": str(args.interval)}
         mcp = McpContainer(args.image, [f"{docs}:/docs:ro", f"{volume}:/index"], env)
         try:

@@ -1,13 +1,14 @@
 #!/usr/bin/env python
-"""Usage: scripts/bench_mcp.py [--json] [--docs DIR] [--queries N]
+"""Usage: scripts/bench_mcp.py [--json] [--docs DIR] [--queries N] [--runs N]
 
 Times `minirag serve` the way an MCP client sees it, over stdio with raw JSON-RPC:
-process start -> initialize response (target <= 1 s), -> tools/list, -> first
-query_documents result (cold, target <= 4 s), -> the answer to `logging/setLevel`
-(the stdio front answers the handshake, the listings, `ping` and a first query
-itself; setLevel waits for the fastmcp server behind it), then warm
-query_documents p50/p95 (once that server is up), against the same queries through the service layer in-process. Without --docs
-it indexes a small generated corpus into a throwaway DB_PATH first.
+process start -> initialize response, -> tools/list, -> first query_documents
+result (cold: sent right after tools/list, while the warm-up loads the model), in
+--runs fresh processes (each figure: every run and the median), then warm
+query_documents p50/p95 in the last one, against the same queries through the
+service layer in-process. Without --docs it indexes a small generated corpus into
+a throwaway DB_PATH first. The start-up budget (docker run included, idle machine):
+initialize <= 1.5 s, first query <= 4 s; scripts/bench_image.py measures it in the image.
 """
 from __future__ import annotations
 
@@ -81,7 +82,8 @@ def query(server: Stdio, text: str) -> float:
     return time.perf_counter() - started
 
 
-def bench(env: dict[str, str], rounds: int) -> dict[str, Any]:
+def cold_start(env: dict[str, str]) -> tuple[Stdio, dict[str, float]]:
+    """A fresh server: seconds from process start to each of the first three answers."""
     server = Stdio(env)
     server.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
                                   "clientInfo": {"name": "bench", "version": "0"}})
@@ -90,9 +92,17 @@ def bench(env: dict[str, str], rounds: int) -> dict[str, Any]:
     server.request("tools/list", {})
     tools_list_s = server.since_start()
     query(server, QUERIES[0])
-    first_query_s = server.since_start()
-    server.request("logging/setLevel", {"level": "info"})
-    server_ready_s = server.since_start()
+    return server, {"initializeSeconds": round(initialize_s, 3), "toolsListSeconds": round(tools_list_s, 3),
+                    "firstQuerySeconds": round(server.since_start(), 3)}
+
+
+def bench(env: dict[str, str], rounds: int, runs: int) -> dict[str, Any]:
+    cold = []
+    for run in range(runs):
+        server, figures = cold_start(env)
+        cold.append(figures)
+        if run < runs - 1:
+            server.close()  # the last one stays up for the warm queries
     stdio = [query(server, QUERIES[i % len(QUERIES)]) for i in range(rounds)]
     server.close()
 
@@ -108,12 +118,10 @@ def bench(env: dict[str, str], rounds: int) -> dict[str, Any]:
         local.append(time.perf_counter() - started)
     ms = lambda s: round(s * 1000, 1)  # noqa: E731
     return {
-        "initializeSeconds": round(initialize_s, 3), "toolsListSeconds": round(tools_list_s, 3),
-        "firstQuerySeconds": round(first_query_s, 3), "serverReadySeconds": round(server_ready_s, 3),
-        "rounds": rounds,
+        **{key: round(statistics.median(run[key] for run in cold), 3) for key in cold[0]},
+        "coldRuns": cold, "rounds": rounds,
         "stdioQueryMs": {"p50": ms(statistics.median(stdio)), "p95": ms(percentile(stdio, 0.95))},
         "inProcessQueryMs": {"p50": ms(statistics.median(local)), "p95": ms(percentile(local, 0.95))},
-        "targets": {"initializeSeconds": 1.0, "firstQuerySeconds": 4.0},
         "loadAverage": os.getloadavg()[0], "cpus": os.cpu_count(),
     }
 
@@ -123,6 +131,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--docs", help="an existing folder to index and query (default: a generated sample)")
     parser.add_argument("--queries", type=int, default=40, help="warm queries per side (default 40)")
+    parser.add_argument("--runs", type=int, default=1, help="cold server starts to time (default 1)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         docs = Path(args.docs or Path(tmp) / "docs").resolve()
@@ -134,14 +143,15 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("BASE_DIRS", "MODEL_NAME")}
         env |= {"BASE_DIR": str(docs), "DB_PATH": str(Path(tmp) / "db")}
         subprocess.run([MINIRAG, "sync", "--json"], env=env, check=True, stdout=subprocess.DEVNULL)
-        figures = bench(env, args.queries)
+        figures = bench(env, args.queries, max(1, args.runs))
     if args.json:
         print(json.dumps(figures, indent=2))
         return
-    print(f"initialize      {figures['initializeSeconds']:.3f} s from process start (target <= 1 s)")
-    print(f"tools/list      {figures['toolsListSeconds']:.3f} s from process start")
-    print(f"first query     {figures['firstQuerySeconds']:.3f} s from process start (target <= 4 s)")
-    print(f"setLevel        {figures['serverReadySeconds']:.3f} s from process start (the fastmcp server is up)")
+    cold = figures["coldRuns"]
+    for key, label in (("initializeSeconds", "initialize"), ("toolsListSeconds", "tools/list"),
+                       ("firstQuerySeconds", "first query")):
+        runs = ", ".join(f"{run[key]:.2f}" for run in cold)
+        print(f"{label:15} {figures[key]:.3f} s from process start" + (f" (median; runs {runs})" if len(cold) > 1 else ""))
     for side in ("stdioQueryMs", "inProcessQueryMs"):
         print(f"{side:15} p50 {figures[side]['p50']} ms, p95 {figures[side]['p95']} ms over {args.queries} queries")
     print(f"load average    {figures['loadAverage']:.1f} on {figures['cpus']} CPUs")

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import re
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Literal
@@ -32,6 +34,13 @@ from appliance.ingest.ocr import (
 from appliance.ingest.textfile import decode_text, read_text
 from appliance.ingest.titles import choose_title
 from appliance.records import Converted
+
+# The converters' libraries warn about what a document holds that they skip (openpyxl: "Unknown
+# extension is not supported", pdfminer: font and colour-space notes), once per file, on stderr:
+# over a corpus that buried the sync's own lines. What matters reaches the report as a failure.
+warnings.filterwarnings("ignore", category=UserWarning, module=r"(openpyxl|pdfminer|xlrd|docx|pptx)(\.|$)")
+for _noisy in ("pdfminer", "openpyxl", "markitdown"):
+    logging.getLogger(_noisy).setLevel(logging.ERROR)
 
 TEXT_EXTENSIONS: frozenset[str] = frozenset({".md", ".markdown", ".txt"})
 """Kept verbatim: line N of the Markdown is line N of the file (`has_lines`)."""
@@ -260,6 +269,11 @@ def word_counts(text: str) -> tuple[int, int]:
     return words, glued
 
 
+def glued_words(text: str) -> list[str]:
+    """The runs of GLUED_WORD_LETTERS or more letters in `text`, in order."""
+    return [m.group(0) for m in _WORD.finditer(text) if m.end() - m.start() >= GLUED_WORD_LETTERS]
+
+
 def glued_share(text: str) -> float:
     """Share of the words of `text` that are 18+ letters long (0.0 for no words)."""
     words, glued = word_counts(text)
@@ -440,43 +454,131 @@ def clean_pdfium_text(text: str) -> str:
     return _PDFIUM_CONTROL.sub(" ", text).strip()
 
 
+_UNMAPPED_GLYPH = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ue000-\uf8ff\ufffd\uffff\U000f0000-\U0010ffff]")
+"""A character pdfium gives for a glyph it has no Unicode meaning for: C0/C1 controls (a font
+without a ToUnicode map yields its raw codes), private use, U+FFFD/U+FFFF."""
+_WORD_GAP = re.compile(r"[^\S\x0b\x0c\x1c-\x1f\x85]+")
+"""Whitespace between words; the control characters Python counts as whitespace are glyphs here."""
+
+GARBLED_PAGE_SHARE = 0.3
+"""A PDF page whose text layer has this share of its characters in words holding an unmapped
+glyph (`garbled_share`) is read by OCR instead. Measured with scripts/pdf_text_report.py --pages
+on all 227 text-bearing pages of the corpus PDFs: the 15 pages of non_ascii_text.pdf (fonts
+whose codes are shifted from ASCII, "+HUDXVJHEHU" for "Herausgeber") are at 0.67-0.86; every
+other page is at most 0.17: a sidebar in an unmapped font (redp5110_sampled.pdf p3, 0.17), a
+Korean page partly in one (skipped_1page.pdf, 0.12), Unicode chart pages whose code points are
+drawn in a private-use font (full-width-j.pdf, 0.08-0.10), and all the rest (math, Arabic,
+Korean, French, German pages among them) at most 0.011. At 0.3 a page is OCRed once nearly a
+third of its text is unreadable, and the worst normal page is far from it."""
+
+
+def garbled_share(raw: str) -> float:
+    """Share of the non-space characters of a page's raw pdfium text (before `clean_pdfium_text`)
+    that sit in words holding an unmapped glyph (`_UNMAPPED_GLYPH`); 0.0 for no text.
+
+    Whole words count, not just the unmapped characters: a shifted font keeps most letters
+    printable ("+HUDXVJHEHU") and only its spaces, digits and punctuation become controls, so
+    every word it writes is unreadable, while a normal page's odd bullet glyph spoils one short word.
+    """
+    total = bad = 0
+    for word in _WORD_GAP.split(raw.replace("\ufffe", "")):
+        total += len(word)
+        if _UNMAPPED_GLYPH.search(word):
+            bad += len(word)
+    return bad / total if total else 0.0
+
+
+PageNeed = Literal["", "scan", "garbled"]
+
+
+def pdf_page_needs_ocr(raw: str, min_chars: int) -> PageNeed:
+    """Whether a PDF page is OCRed instead of read from its text layer, and why; the one place
+    that decides it. `raw` is pdfium's text of the page.
+
+    "scan": fewer than `min_chars` non-space characters of text; "garbled": a text layer of
+    unmapped glyphs (`garbled_share` at least GARBLED_PAGE_SHARE); "": its text is used.
+    """
+    if sum(1 for c in clean_pdfium_text(raw) if not c.isspace()) < min_chars:
+        return "scan"
+    if garbled_share(raw) >= GARBLED_PAGE_SHARE:
+        return "garbled"
+    return ""
+
+
+def _page_list(pages: list[int]) -> str:
+    return ",".join(str(i + 1) for i in pages)
+
+
 def _convert_pdf(path: Path, ocr: OcrConfig | None) -> Converted:
-    """The text layer as pdfium reads it, page by page; OCR for pages without one.
+    """The text layer as pdfium reads it, page by page; OCR for pages without a usable one.
 
     pdfium is used instead of markitdown's pdfminer/pdfplumber path: measured on the corpus
     with scripts/pdf_text_report.py, it keeps the word boundaries of PDFs that place words
     without space characters (pdfplumber's 3-point tolerance glued them: up to 100% of a
     page's words), and it is much faster; markitdown's PDF Markdown has no headings, and its
     tables come only from that gluing path.
+
+    Pages `pdf_page_needs_ocr` names are OCRed (metadata "ocr_pages"). Without OCR, a document
+    with no usable text at all fails with OcrUnavailable; otherwise the rest is indexed: short
+    text layers as they are ("pages_without_text"), garbled ones left out, never indexed as
+    garbage ("garbled_pages"); the file listing names both.
     """
     import pypdfium2 as pdfium
 
     try:
-        page_texts = [clean_pdfium_text(t) for t in pdf_page_texts(path)]
+        raw = pdf_page_texts(path)
     except pdfium.PdfiumError as exc:
         if "password" in str(exc).lower():
             raise EncryptedDocument(f"{path}: the PDF is encrypted with a password") from None
         raise ConversionFailed(f"{path}: damaged PDF ({exc})") from None
-    counts = [sum(1 for c in t if not c.isspace()) for t in page_texts]
-    metadata = {"pages": str(len(counts)), "text_extractor": "pdfium"}
-    threshold = ocr.min_chars_per_page if ocr is not None else 1
-    scanned = [i for i, c in enumerate(counts) if c < threshold]
+    page_texts = [clean_pdfium_text(t) for t in raw]
+    metadata = {"pages": str(len(raw)), "text_extractor": "pdfium"}
+    needs = [pdf_page_needs_ocr(t, ocr.min_chars_per_page if ocr is not None else 1) for t in raw]
+    todo = [i for i, need in enumerate(needs) if need]
     engine = ""
-    if scanned:
+    if todo:
+        scans = [i for i in todo if needs[i] == "scan"]
+        garbled = [i for i in todo if needs[i] == "garbled"]
+        why = "; ".join(
+            f"{len(pages)} of {len(raw)} pages {what}"
+            for pages, what in ((scans, "are scans without text"),
+                                (garbled, "have a garbled text layer (fonts without a Unicode map)"))
+            if pages
+        )
         try:
-            cfg = require_ocr(ocr, f"{path} ({len(scanned)} of {len(counts)} pages are scans without text)")
+            cfg = require_ocr(ocr, f"{path} ({why})")
         except OcrUnavailable:
-            if sum(counts) > 0:  # a short real text layer (certificate, title page) is kept as it is
-                metadata["pages_without_text"] = ",".join(str(i + 1) for i in scanned)
-                cfg = None
-            else:
+            for i in garbled:
+                page_texts[i] = ""
+            if not any(page_texts):
                 raise
+            # a short real text layer (certificate, title page) is kept as it is
+            if scans:
+                metadata["pages_without_text"] = _page_list(scans)
+            if garbled:
+                metadata["garbled_pages"] = _page_list(garbled)
+            cfg = None
         if cfg is not None:
-            for i, text in ocr_pdf_pages(path, scanned, cfg):
+            for i, text in ocr_pdf_pages(path, todo, cfg):
                 page_texts[i] = text  # at its own page; metadata["ocr_pages"] says which
-            metadata["ocr_pages"] = ",".join(str(i + 1) for i in scanned)
+            metadata["ocr_pages"] = _page_list(todo)
             engine = OCR_ENGINE
     return Converted(markdown=paged_markdown(page_texts), ocr_engine=engine, metadata=metadata)
+
+
+def pages_left_without_ocr(metadata: dict[str, str]) -> str | None:
+    """What a PDF converted while OCR was unavailable lacks, from its metadata, or None."""
+    def pages(key: str) -> str:
+        return ("pages " if "," in metadata[key] else "page ") + metadata[key]
+
+    parts = []
+    if metadata.get("garbled_pages"):
+        parts.append(f"{pages('garbled_pages')} not indexed: garbled text layer (fonts without a Unicode map)")
+    if metadata.get("pages_without_text"):
+        parts.append(f"{pages('pages_without_text')} indexed with only their short text layer")
+    if not parts:
+        return None
+    return "; ".join(parts) + "; OCR was unavailable (install tesseract, then `minirag sync --full` reads them)"
 
 
 def _convert_image(path: Path, ocr: OcrConfig | None) -> Converted:
@@ -578,6 +680,11 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
 
 
 # ---------------------------------------------------------------- public API
+
+def load_converters() -> None:
+    """Import markitdown's converters now (a worker does so before its memory limit applies)."""
+    import markitdown.converters  # noqa: F401
+
 
 def to_markdown(path: Path, *, ocr: OcrConfig | None, max_file_size: int) -> Converted:
     """Convert one file to Markdown with its title; raises ApplianceError subclasses."""

@@ -367,3 +367,17 @@ def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: fr
                 yield Skipped(path, "permission denied", "unreadable")
                 continue
             yield FoundFile(path, root, info.st_size, info.st_mtime_ns)
+
+
+def root_names(roots: Sequence[Path]) -> list[str]:
+    """A short name per root: its last path component, or as many trailing components as tell
+    it apart from the others (/a/docs and /b/docs are a/docs and b/docs)."""
+    names: list[str] = []
+    for root in roots:
+        parts = root.parts[1:] or ("/",)
+        depth = 1
+        while depth < len(parts) and any(other != root and other.parts[1:][-depth:] == parts[-depth:]
+                                         for other in roots):
+            depth += 1
+        names.append("/".join(parts[-depth:]))
+    return names

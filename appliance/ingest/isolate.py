@@ -66,10 +66,9 @@ def _worker_main(conn, ocr: OcrConfig | None, max_file_size: int, memory_bytes: 
     os.environ["OMP_THREAD_LIMIT"] = "1"
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    from appliance.ingest.convert import to_markdown  # heavy imports happen before the limit
+    from appliance.ingest.convert import load_converters, to_markdown
 
-    import markitdown.converters  # noqa: F401  (warm the import before limiting memory)
-
+    load_converters()  # the heavy imports happen before the memory limit
     _limit_memory(memory_bytes)
     conn.send(("ready", os.getpid()))
     while True:

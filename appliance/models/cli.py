@@ -5,7 +5,6 @@ Mounted by appliance/cli.py as `app.add_typer(models_app, name="models")`.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +12,9 @@ from typing import Annotated, Any, Iterator, Optional
 
 import typer
 
+from appliance.config import Environment, read_environment
 from appliance.errors import ApplianceError, ModelCorrupt, ModelMissing
+from appliance.models.manifest import Manifest
 
 models_app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True,
                          help="Bake, verify, import and list the embedding models.")
@@ -23,14 +24,31 @@ ModelsDir = Annotated[Optional[Path], typer.Option("--models-dir", help="Baked m
 AsJson = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
-def resolve_models_dir(option: Path | None) -> Path:
-    """--models-dir, else $MODELS_DIR, else default_models_dir()."""
+@models_app.callback()
+def _root(ctx: typer.Context) -> None:
+    if not isinstance(ctx.obj, Environment):  # run on its own (a test's CliRunner), not under `minirag`
+        ctx.obj = read_environment()
+
+
+def _environment(ctx: typer.Context) -> Environment:
+    environment = ctx.find_object(Environment)
+    assert environment is not None, "the models app's callback reads the environment before any command"
+    return environment
+
+
+def resolve_models_dir(option: Path | None, environment: Environment) -> Path:
+    """--models-dir, else MODELS_DIR, else default_models_dir()."""
     from appliance.models.manifest import default_models_dir
 
     if option is not None:
         return option
-    env = os.environ.get("MODELS_DIR")
-    return Path(env) if env else default_models_dir()
+    return Path(environment.models_dir) if environment.models_dir else default_models_dir()
+
+
+def _manifest(environment: Environment, models_dir: Path) -> Manifest:
+    from appliance.models.manifest import load_manifest
+
+    return load_manifest(models_dir=models_dir, models_manifest=environment.models_manifest)
 
 
 @contextmanager
@@ -52,53 +70,64 @@ def _print(data: Any, as_json: bool, lines: list[str]) -> None:
 
 
 @models_app.command()
-def bake(ids: Ids = None, force: Annotated[bool, typer.Option("--force", help="Re-bake even if present and intact.")] = False,
+def bake(ctx: typer.Context, ids: Ids = None,
+         force: Annotated[bool, typer.Option("--force", help="Re-bake even if present and intact.")] = False,
          models_dir: ModelsDir = None,
          from_dir: Annotated[Optional[Path], typer.Option("--from-dir", help="Copy the files from this folder instead of fetching.")] = None,
          hub_cache: Annotated[Optional[Path], typer.Option("--hub-cache", help="Local hub cache (default: HF_HUB_CACHE).")] = None,
          as_json: AsJson = False) -> None:
     """Materialise models into the models directory (downloads only here, never at run time)."""
-    from appliance.models.bake import bake as bake_models
+    from appliance.models.bake import bake as bake_models, hub_cache_dir
 
+    environment = _environment(ctx)
     with _errors_reported(as_json):
-        target = resolve_models_dir(models_dir)
-        results = bake_models(ids or None, target, force=force, from_dir=from_dir, hub_cache=hub_cache)
+        target = resolve_models_dir(models_dir, environment)
+        results = bake_models(ids or None, target, force=force, manifest=_manifest(environment, target),
+                              from_dir=from_dir, cache_dir=environment.minirag_cache,
+                              hub_cache=hub_cache_dir(hub_cache, hf_hub_cache=environment.hf_hub_cache,
+                                                      hf_home=environment.hf_home),
+                              hf_endpoint=environment.hf_endpoint)
     _print([{"id": r.id, "path": str(r.path), "status": r.status} for r in results], as_json,
            [f"{r.status:8}  {r.id}  {r.path}" for r in results])
 
 
 @models_app.command()
-def verify(ids: Ids = None, models_dir: ModelsDir = None, as_json: AsJson = False) -> None:
+def verify(ctx: typer.Context, ids: Ids = None, models_dir: ModelsDir = None, as_json: AsJson = False) -> None:
     """Re-hash every baked file against the manifest."""
     from appliance.models.bake import verify as verify_models
 
+    environment = _environment(ctx)
     with _errors_reported(as_json):
-        paths = verify_models(resolve_models_dir(models_dir), ids or None)
+        target = resolve_models_dir(models_dir, environment)
+        paths = verify_models(target, ids or None, manifest=_manifest(environment, target))
     _print([{"path": str(p), "status": "ok"} for p in paths], as_json, [f"ok  {p}" for p in paths])
 
 
 @models_app.command("import")
-def import_(model_id: Annotated[str, typer.Argument(metavar="ID", help="Manifest id of the model.")],
+def import_(ctx: typer.Context,
+            model_id: Annotated[str, typer.Argument(metavar="ID", help="Manifest id of the model.")],
             from_dir: Annotated[Path, typer.Option("--from", help="Folder holding the model's files (e.g. a USB stick).")],
             models_dir: ModelsDir = None, as_json: AsJson = False) -> None:
     """Copy a model folder into the models directory, verifying each file against the manifest."""
     from appliance.models.bake import import_dir
 
+    environment = _environment(ctx)
     with _errors_reported(as_json):
-        result = import_dir(model_id, from_dir, resolve_models_dir(models_dir))
+        target = resolve_models_dir(models_dir, environment)
+        result = import_dir(model_id, from_dir, target, manifest=_manifest(environment, target))
     _print({"id": result.id, "path": str(result.path), "status": result.status}, as_json,
            [f"{result.status}  {result.id}  {result.path}"])
 
 
 @models_app.command("list")
-def list_(models_dir: ModelsDir = None, as_json: AsJson = False) -> None:
+def list_(ctx: typer.Context, models_dir: ModelsDir = None, as_json: AsJson = False) -> None:
     """The manifest's models and whether each is baked (files present, recorded hashes match)."""
     from appliance.models.bake import check_baked
-    from appliance.models.manifest import load_manifest
 
+    environment = _environment(ctx)
     with _errors_reported(as_json):
-        target = resolve_models_dir(models_dir)
-        manifest = load_manifest(models_dir=target)
+        target = resolve_models_dir(models_dir, environment)
+        manifest = _manifest(environment, target)
     rows = []
     for spec in manifest.models.values():
         try:

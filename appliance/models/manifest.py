@@ -1,7 +1,6 @@
 """The model manifest: which models can be baked, from where, and the sha256 of every baked file."""
 from __future__ import annotations
 
-import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +25,8 @@ def default_models_dir() -> Path:
 
 
 def default_cache_dir() -> Path:
-    """Where downloaded wheels and hub files are kept between bakes: $MINIRAG_CACHE or <checkout>/.cache."""
-    env = os.environ.get("MINIRAG_CACHE")
-    return Path(env) if env else checkout_dir() / ".cache"
+    """Where downloaded wheels and hub files are kept between bakes unless MINIRAG_CACHE says: <checkout>/.cache."""
+    return checkout_dir() / ".cache"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,11 +141,10 @@ def parse_manifest(text: str, path: Path | None = None) -> Manifest:
     return Manifest(models=models, default_id=default_id, path=path, text=text)
 
 
-def manifest_path(models_dir: Path | None = None) -> Path:
-    """Where the manifest is read from: $MODELS_MANIFEST, the checkout's models/manifest.toml,
-    else the copy a bake leaves in MODELS_DIR (so a baked /models is self-describing)."""
-    env = os.environ.get("MODELS_MANIFEST")
-    candidates = [Path(env)] if env else []
+def manifest_path(models_dir: Path | None = None, models_manifest: Path | None = None) -> Path:
+    """Where the manifest is read from: `models_manifest` (MODELS_MANIFEST), the checkout's
+    models/manifest.toml, else the copy a bake leaves in MODELS_DIR (so a baked /models is self-describing)."""
+    candidates = [Path(models_manifest)] if models_manifest else []
     candidates.append(checkout_dir() / "models" / MANIFEST_NAME)
     if models_dir is not None:
         candidates.append(Path(models_dir) / MANIFEST_NAME)
@@ -158,12 +155,13 @@ def manifest_path(models_dir: Path | None = None) -> Path:
                       hint="Set MODELS_MANIFEST to the manifest.toml path, or bake the models into MODELS_DIR.")
 
 
-def load_manifest(path: Path | None = None, models_dir: Path | None = None) -> Manifest:
-    """Read and parse the manifest (see manifest_path for where it is looked for)."""
-    path = Path(path) if path is not None else manifest_path(models_dir)
+def load_manifest(path: Path | None = None, models_dir: Path | None = None,
+                  models_manifest: Path | None = None) -> Manifest:
+    """Read and parse the manifest at `path`, else looked for as manifest_path says."""
+    path = Path(path) if path is not None else manifest_path(models_dir, models_manifest)
     return parse_manifest(path.read_text(encoding="utf-8"), path)
 
 
-def load_spec(model_id: str, models_dir: Path | None = None) -> ModelSpec:
+def load_spec(model_id: str, models_dir: Path | None = None, models_manifest: Path | None = None) -> ModelSpec:
     """The ModelSpec for model_id; raises ConfigError for an unknown id, listing the known ones."""
-    return load_manifest(models_dir=models_dir).spec(model_id)
+    return load_manifest(models_dir=models_dir, models_manifest=models_manifest).spec(model_id)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
-from appliance.cli import hit_place
-from appliance.config import load_settings
+from appliance.citations import hit_place
+from appliance.config import load_settings, read_environment
 from appliance.server import Runtime, create_server
 from appliance.service import Appliance
 from tests.adapters.test_mcp_jobs_paging import ROOT, HashEmbedder
@@ -40,7 +40,7 @@ def app_and_server(tmp_path_factory: pytest.TempPathFactory) -> tuple[Appliance,
         shutil.copy(CORPUS / rel, docs / Path(rel).name)
     settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp / "db"),
                               "MODELS_DIR": str(ROOT / "models" / "baked")})
-    runtime = Runtime()
+    runtime = Runtime(read_environment({}))
     runtime._settings = settings
     runtime._appliance = Appliance(settings, embedder=HashEmbedder())
     report = runtime._appliance.sync()

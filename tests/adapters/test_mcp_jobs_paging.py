@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 from fastmcp import Client
 
-from appliance.config import DEFAULT_MODEL, load_settings
+from appliance.config import DEFAULT_MODEL, load_settings, read_environment
 from appliance.embed import load_spec
+from appliance import server as server_module
 from appliance.server import Runtime, create_server
 from appliance.ingest import fetch
 from appliance.service import Appliance
@@ -62,7 +63,7 @@ def serve(tmp_path: Path, embedder: Any = None, **env: str) -> tuple[Any, Path]:
     settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "db"),
                               "MODELS_DIR": str(ROOT / "models" / "baked"),
                               "INGEST_FOREGROUND_MAX_BYTES": str(THRESHOLD), **env})
-    runtime = Runtime()
+    runtime = Runtime(read_environment({}))
     runtime._settings = settings
     runtime._appliance = Appliance(settings, embedder=embedder or HashEmbedder())
     return create_server(runtime), docs
@@ -302,3 +303,87 @@ def test_read_file_refuses_a_stale_revision_and_a_bad_offset(tmp_path: Path) -> 
     assert stale["code"] == "invalid_argument" and "changed" in stale["message"]
     assert error(server, "read_file", {"source": "one", "offset": 10**6})["code"] == "invalid_argument"
     assert error(server, "read_file", {"source": "one", "maxChars": 10})["code"] == "invalid_argument"
+
+
+# ------------------------------------------------------------------ progress notifications
+
+def test_sync_start_with_a_progress_token_reports_progress_until_the_job_ends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server, docs = serve(tmp_path)
+    for n in range(12):
+        (docs / f"note{n}.md").write_text(f"# Note {n}\n\nTurbine inspection {n}: the gearbox was fine.\n")
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def run() -> Any:
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, total, message))
+
+        async with Client(server) as client:
+            return await client.call_tool("sync_start", {}, progress_handler=on_progress, raise_on_error=False)
+
+    result = asyncio.run(run())
+    job = result.structured_content
+    assert not result.is_error and job["phase"] == "succeeded" and job["counts"]["added"] == 12
+    assert seen, "no progress notification arrived"
+    assert all(job["jobId"] in (message or "") for _p, _t, message in seen)
+    assert [p for p, _t, _m in seen] == sorted(p for p, _t, _m in seen)  # progress never goes back
+    for n in range(12, 40):
+        (docs / f"note{n}.md").write_text(f"# Note {n}\n\nTurbine inspection {n}: the blades were fine.\n")
+    monkeypatch.setattr(server_module, "FOLLOW_MAX_S", 0.0)  # a sync that outlasts the follow
+    result = asyncio.run(run())
+    running = result.structured_content
+    assert not result.is_error and running["finishedAt"] is None and running["jobId"]
+    assert wait_for(server, running)["counts"]["added"] == 28
+
+
+def test_error_hints_over_mcp_name_mcp_tools(tmp_path: Path) -> None:
+    server, docs = serve(tmp_path)
+    (docs / "later.md").write_text("# Later\n\nNot indexed yet.\n")
+    err = error(server, "read_file", {"filePath": str(docs / "later.md")})
+    assert err["code"] == "not_found"
+    assert "`sync_start` tool" in err["hint"] and "`minirag sync`" not in err["hint"]
+
+
+def test_read_chunk_neighbors_stays_within_max_chars_and_counts_what_it_left_out(tmp_path: Path) -> None:
+    server, _docs = serve(tmp_path)
+    wait_for(server, ok(server, "ingest_data", {"source": "long-notes", "content": big_note("FLANGE_77", 20 * THRESHOLD)}))
+    default = ok(server, "read_chunk_neighbors", {"source": "long-notes", "chunkIndex": 3, "before": 3, "after": 50})
+    assert sum(len(c["text"]) for c in default["chunks"]) <= 20_000 and default["omittedAfter"] > 0
+    whole = ok(server, "read_chunk_neighbors", {"source": "long-notes", "chunkIndex": 3, "before": 3, "after": 50,
+                                                "maxChars": 200_000})
+    assert whole["omittedBefore"] == whole["omittedAfter"] == 0 and whole["chunks"][0]["chunkIndex"] == 0
+    total = sum(len(c["text"]) for c in whole["chunks"])
+    cap = max(1000, total // 2)
+    part = ok(server, "read_chunk_neighbors", {"source": "long-notes", "chunkIndex": 3, "before": 3, "after": 50,
+                                               "maxChars": cap})
+    indices = [c["chunkIndex"] for c in part["chunks"]]
+    assert 3 in indices and indices == list(range(indices[0], indices[-1] + 1))  # contiguous around the hit
+    assert sum(len(c["text"]) for c in part["chunks"]) <= cap or indices == [3]
+    assert part["omittedBefore"] + part["omittedAfter"] == len(whole["chunks"]) - len(indices) > 0
+    assert error(server, "read_chunk_neighbors", {"source": "long-notes", "chunkIndex": 3, "maxChars": 5})[
+        "code"] == "invalid_argument"
+
+
+def test_query_documents_as_markdown_gives_numbered_cited_hits_with_surrounding_lines(tmp_path: Path) -> None:
+    server, docs = serve(tmp_path)
+    lines = [f"Line {n} talks about tea." for n in range(1, 41)]
+    lines[19] = "The gearbox code QX_7741_FLANGE means the flange is loose."
+    (docs / "manual.md").write_text("# Manual\n\n" + "\n\n".join(lines) + "\n", "utf-8")
+    wait_for(server, ok(server, "sync_start", {}))
+    async def run() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool("query_documents", {"query": "QX_7741_FLANGE", "topK": 3,
+                                                              "format": "markdown", "contextLines": 2},
+                                          raise_on_error=False)
+
+    result = asyncio.run(run())
+    block = result.structured_content["markdown"]
+    assert not result.is_error and result.content[0].text == block
+    assert result.structured_content["resultCount"] >= 1
+    first = block.split("\n2. ")[0]
+    assert re.search(r"^1\. manual\.md:\d+", first, re.M) and "```" in first
+    assert "QX_7741_FLANGE" in first and "Line 19 talks about tea." in first  # a line before the passage
+    plain = ok(server, "query_documents", {"query": "QX_7741_FLANGE", "topK": 3})
+    assert plain["results"][0]["displayPath"] == "manual.md"  # the JSON answer ranks the same hit first
+    assert error(server, "query_documents", {"query": "x", "format": "markdown", "contextLines": 99})[
+        "code"] == "invalid_argument"

@@ -1,6 +1,7 @@
 """Every MCP tool through a real stdio session against `minirag serve`, success and error paths."""
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from appliance.instructions import MAX_INSTRUCTIONS_CHARS, POLICY, build_instruc
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 TOOLS = {"sync_start", "sync_status", "ingest_file", "ingest_data", "ingest_url", "query_documents",
-         "read_chunk_neighbors", "read_file", "list_files", "delete_file", "status", "grep"}
+         "read_chunk_neighbors", "read_file", "list_files", "delete_file", "status", "grep", "list_roots"}
 
 
 def test_instructions_fit_the_budget_with_the_longest_operator_line() -> None:
@@ -136,14 +137,18 @@ def test_grep_uses_the_indexers_file_list(session: Any, corpus: Path) -> None:
 
 def test_grep_survives_a_catastrophic_regex(session: Any, corpus: Path) -> None:
     # (a|aa)+$ backtracks exponentially in both `re` and `regex` on a run of a's that fails at the end.
-    (corpus / "notes/evil.txt").write_text("a" * 60 + "!\n", "utf-8")
+    # grep reads the indexed text, so the file is indexed first (and removed from the index after).
+    evil = corpus / "notes/evil.txt"
+    evil.write_text("a" * 60 + "!\n", "utf-8")
     try:
+        assert session.ok("ingest_file", {"filePath": str(evil)})["added"] == 1
         started = time.monotonic()
         out = session.ok("grep", {"pattern": "(a|aa)+$", "regex": True})
         assert time.monotonic() - started < 15
         assert out["stopped"] in ("regex_timeout", "deadline")
     finally:
-        (corpus / "notes/evil.txt").unlink()
+        session.call("delete_file", {"filePath": str(evil)})
+        evil.unlink()
 
 
 def test_sync_job_runs_in_the_background(session: Any, server_env: dict[str, str]) -> None:
@@ -161,6 +166,12 @@ def test_sync_job_runs_in_the_background(session: Any, server_env: dict[str, str
         time.sleep(0.5)
     assert job["phase"] == "succeeded", job
     assert job["counts"]["seen"] == 4 and job["failures"] == []
+    activity = session.ok("sync_status", {})  # no jobId: the index's sync activity, whoever started it
+    assert activity["running"] is None and activity["lastSync"]["seen"] == 4
+    assert activity["jobs"][0]["jobId"] == job["jobId"] and activity["jobs"][0]["phase"] == "succeeded"
+    with sync_lock(Path(server_env["DB_PATH"])):  # a sync of another process, e.g. the scheduler's
+        assert session.ok("sync_status", {})["running"]["pid"] == os.getpid()
+        assert session.ok("status")["syncRunning"]["pid"] == os.getpid()
     assert session.error("sync_status", {"jobId": "nope"})["code"] == "not_found"
     assert session.error("sync_start", {"path": "guide"})["code"] == "invalid_argument"
 
@@ -186,16 +197,16 @@ def test_unknown_model_is_a_config_error_not_a_crash(server_env: dict[str, str],
         live.close()
 
 
-def test_grep_without_the_regex_package_kills_a_runaway_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_grep_without_the_regex_package_kills_a_runaway_child(monkeypatch: pytest.MonkeyPatch) -> None:
     from appliance import grep as grep_module
-    from appliance.ingest.textfile import read_text
 
     monkeypatch.setattr(grep_module, "_regex_module", None)
-    (tmp_path / "evil.txt").write_text("a" * 64 + "!\nERR_ONE here\n", "utf-8")
-    files = [grep_module.GrepFile(tmp_path / "evil.txt", "evil.txt")]
-    read = lambda p: read_text(p)[0]  # noqa: E731
+    rows = [{"source_id": "/docs/evil.txt", "source_kind": "file", "path": "evil.txt", "title": "", "chunk_index": 0,
+             "text": "a" * 64 + "!\nERR\\_ONE here\n", "body_start": 0, "start_line": 1}]
+    docs = [grep_module.GrepDoc.from_rows(rows)]
     started = time.monotonic()
-    out = grep_module.grep(files, "(a+)+$", is_regex=True, deadline_s=2.0, read=read)
+    out = grep_module.grep(docs, "(a+)+$", is_regex=True, deadline_s=2.0)
     assert time.monotonic() - started < 10 and out.stopped == "regex_timeout"
-    found = grep_module.grep(files, r"ERR_\w+", is_regex=True, read=read)
+    found = grep_module.grep(docs, r"ERR_\w+", is_regex=True)
     assert [(m["lineNumber"], m["line"]) for m in found.matches] == [(2, "ERR_ONE here")] and found.stopped is None
+    assert found.documents_searched == found.files_searched == 1

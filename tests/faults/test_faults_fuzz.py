@@ -359,8 +359,11 @@ PARAMS = {
     "ingest_data": ["content", "source", "format", "title"], "ingest_url": ["url"],
     "query_documents": ["query", "topK", "scope", "docClass"],
     "read_chunk_neighbors": ["filePath", "source", "chunkIndex", "before", "after"],
-    "read_file": ["filePath", "source"], "list_files": ["scope", "limit", "cursor"], "delete_file": ["filePath", "source"],
-    "status": [], "grep": ["pattern", "regex", "caseSensitive", "scope", "maxResults"],
+    "read_file": ["filePath", "source", "offset", "maxChars", "revision", "startLine", "endLine", "pageStart",
+                  "pageEnd"],
+    "list_files": ["scope", "limit", "cursor"], "delete_file": ["filePath", "source"],
+    "status": [], "grep": ["pattern", "regex", "caseSensitive", "scope", "root", "fileGlob", "maxResults"],
+    "list_roots": [],
 }
 
 HUGE = "ж" * 20_000  # over every string bound of the tools; as ingest_data content still ~40 chunks to embed

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import pytest
 from fastmcp import Client
 
-from appliance.config import load_settings
+from appliance.config import load_settings, read_environment
 from appliance.errors import ApplianceError
 from appliance.ingest import fetch
 from appliance.server import Runtime, create_server
@@ -242,7 +242,7 @@ def call_tool(server: Any, name: str, args: dict[str, Any]) -> Any:
 @pytest.fixture(scope="module")
 def mcp_server(layout: Layout, tmp_path_factory: pytest.TempPathFactory) -> Any:
     db = tmp_path_factory.mktemp("mcp") / "db"
-    return create_server(Runtime({"base_dirs": [str(layout.docs)], "db_path": str(db)}))
+    return create_server(Runtime(read_environment(), {"base_dirs": [str(layout.docs)], "db_path": str(db)}))
 
 
 @pytest.mark.parametrize("tool", list(MCP))
@@ -275,8 +275,9 @@ def test_inside_paths_work_and_a_sync_skips_every_escaping_link(layout: Layout, 
     assert app.sync(str(layout.docs / "sub")).unchanged == 1
     assert [f["filePath"] for f in app.list_files(scope=str(layout.docs / "sub"))["files"]] == [
         str(layout.docs / "sub" / "b.md")]
-    server = create_server(Runtime({"base_dirs": [str(layout.docs)], "db_path": str(app.settings.db_path),
-                                    "models_dir": str(models_dir)}))
+    server = create_server(Runtime(read_environment(), {"base_dirs": [str(layout.docs)],
+                                                        "db_path": str(app.settings.db_path),
+                                                        "models_dir": str(models_dir)}))
     for tool, args in (("read_file", {"filePath": a}), ("read_chunk_neighbors", {"filePath": a, "chunkIndex": 0}),
                        ("list_files", {"scope": str(layout.docs)}), ("grep", {"pattern": "Alpha", "scope": a}),
                        ("delete_file", {"filePath": a})):
@@ -306,7 +307,8 @@ def url_app(tmp_path: Path) -> Appliance:
 
 
 def url_server(tmp_path: Path) -> Any:
-    return create_server(Runtime({"base_dirs": [str(tmp_path / "docs")], "db_path": str(tmp_path / "db")}))
+    return create_server(Runtime(read_environment(), {"base_dirs": [str(tmp_path / "docs")],
+                                                      "db_path": str(tmp_path / "db")}))
 
 
 def named_host(url: str) -> str | None:

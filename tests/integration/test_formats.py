@@ -180,20 +180,23 @@ def test_pptx_with_unrecognised_shape_falls_back_to_python_pptx() -> None:
 
 UNMAPPED_FONT_PDF = "kreuzberg/test_documents/pdfs/non_ascii_text.pdf"
 """Its fonts have no Unicode map: every code is the letter's shifted by 29 ("+HUDXVJHEHU" for
-"Herausgeber") and the space glyph is a control character. pdfium reads mojibake (6% of it in
-18+ letter runs), pdfminer reads only "(cid:N)" (no word at all); neither is text."""
+"Herausgeber") and the space glyph is a control character. pdfium reads mojibake, pdfminer reads
+only "(cid:N)"; its pages 1-15 are garbled and OCRed (tests/integration/test_ocr.py)."""
 
 
-def test_unmapped_font_pdf_is_still_unreadable() -> None:
-    """Left out of the glued-word target below; when a converter decodes it, include it there."""
-    text = to_markdown(CORPUS / UNMAPPED_FONT_PDF, ocr=None, max_file_size=MAX).markdown
-    assert "+HUDXVJHEHU" in text and "Herausgeber" not in text
+def test_unmapped_font_pdf_without_ocr_indexes_only_its_readable_pages() -> None:
+    """Without OCR the garbled pages are left out, never indexed as mojibake, and named."""
+    c = to_markdown(CORPUS / UNMAPPED_FONT_PDF, ocr=None, max_file_size=MAX)
+    assert c.metadata["garbled_pages"] == ",".join(str(n) for n in range(1, 16))
+    assert "HUDXVJHEHU" not in c.markdown and "Herausgeber" not in c.markdown
+    assert "Repräsentatives Bürogebäude" in c.markdown  # page 17 has a real text layer
 
 
 @pytest.mark.slow
 def test_every_text_pdf_keeps_its_word_boundaries() -> None:
     """Glued words (runs of 18+ letters) are under 1% of the words of every corpus PDF that has a
-    text layer; scanned PDFs (EXPECTED.tsv) and files that fail by name are left out.
+    text layer; scanned PDFs (EXPECTED.tsv), the PDF whose text comes from OCR (UNMAPPED_FONT_PDF)
+    and files that fail by name are left out.
     scripts/pdf_text_report.py prints the same figures per file, with pdfminer's for comparison."""
     from appliance.errors import ApplianceError
     from appliance.ingest.convert import glued_share

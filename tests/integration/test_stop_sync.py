@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance.scheduler import read_state
+from appliance.state import read_scheduler_state
 from scripts.faults_crash import descendants, generated_text
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -107,11 +107,11 @@ def test_sigterm_stops_the_scheduler_during_a_sync(lab: dict[str, str]) -> None:
     env = dict(os.environ, **lab, SYNC_INTERVAL="3600")
     proc = _start(["scheduler"], env)
     _wait_for_a_write(proc, Path(lab["DB_PATH"]))
-    assert read_state(Path(lab["DB_PATH"]))["state"] == "syncing"
-    assert read_state(Path(lab["DB_PATH"]))["alive"] is True
+    assert read_scheduler_state(Path(lab["DB_PATH"]))["state"] == "syncing"
+    assert read_scheduler_state(Path(lab["DB_PATH"]))["alive"] is True
     elapsed, code, left = _stop(proc, lambda: proc.send_signal(signal.SIGTERM))
     assert code == 0 and elapsed < STOP_BOUND_S and not left
-    state = read_state(Path(lab["DB_PATH"]))
+    state = read_scheduler_state(Path(lab["DB_PATH"]))
     assert state["state"] == "stopped" and state["lastResult"] == "abandoned", state
     _finish_and_check(env)
 

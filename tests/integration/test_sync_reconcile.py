@@ -194,3 +194,28 @@ def test_git_ignored_secrets_stay_out_and_unreadable_rules_are_reported(make_app
     assert sorted(_state(app)) == [str(docs / "readme.md")]  # what the rules might exclude is taken out
     (problem,) = app.status()["ignoreProblems"]
     assert problem == {"root": str(docs), "skipped": str(docs / "proj"), "reason": skip["reason"]}
+
+
+def test_pdf_with_garbled_pages_syncs_without_them_when_ocr_is_unavailable(make_app, tmp_path: Path) -> None:
+    """No OCR (language data missing): the readable pages of a PDF with a garbled page are indexed
+    and the listing names the page left out; a PDF of garbled pages only fails by name, like a
+    scan; the sync goes on either way."""
+    from tests.fixtures.pdf_writer import GARBLED_LINE, write_pdf
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    write_pdf(docs / "mixed.pdf", [["Reindeer herding in the northern valleys of Lapland."] * 3, [GARBLED_LINE] * 3])
+    write_pdf(docs / "garbled.pdf", [[GARBLED_LINE] * 3])
+    (docs / "notes.md").write_text("Glacier hiking in Iceland.\n")
+    app = make_app(docs, OCR_LANGUAGES="xyz")
+    report = app.sync()
+    _adds_up(report)
+    assert report.added == 2
+    (failed,) = report.failed
+    assert failed["code"] == "ocr_unavailable" and "garbled.pdf (1 of 1 pages have a garbled text layer" in failed["reason"]
+    listed = {Path(f["filePath"]).name: f for f in app.list_files()["files"]}
+    assert listed["mixed.pdf"]["state"] == "indexed"
+    assert listed["mixed.pdf"]["reason"].startswith("page 2 not indexed: garbled text layer")
+    assert listed["garbled.pdf"]["state"] == "failed" and "reason" not in listed["notes.md"]
+    text = " ".join(app.read(str(docs / "mixed.pdf"))["content"].split())
+    assert "herding in the northern valleys of Lapland" in text and "HUDXVJHEHU" not in text

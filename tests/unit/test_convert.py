@@ -1,6 +1,8 @@
 """Conversion on files made here: encodings, binary data, names, sizes, front matter, pictures."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -241,3 +243,98 @@ def test_pdfium_text_cleanup() -> None:
 
     assert clean_pdfium_text("ef\ufffeficient\r\nline\x03two\r") == "efficient\nline two"
     assert clean_pdfium_text("المصـــــــر") == "المصر"
+
+
+# Real page text as pdfium reads it, from corpus PDFs (and, for CJK, the corpus's Chinese text file).
+SHIFTED_FONT = ("+HUDXVJHEHU\x1d *HPHLQGHYHUZDOWXQJ6FKXWWHUZDOG\x1eYHUDQWZRUWO\x11I\x81UGHQ,QKDOWGHVDPWOLFKHQ"
+                "7HLOV\x1d+HUU%\x81UJHUPHLVWHU0DUWLQ+ROVFKXKR\x119\x11L\x11$\x11\n*HVDPWKHUVWHOOXQJ\x1d723&20*PE+"
+                "\t&R\x11.*\x0f3ULQW6HUYLFH\x0f+DVHOZDQGHUVWU\x11\x1a\x0f\x1a\x1a\x1a\x17\x196FKXWWHUZDOG\n"
+                "KHL]XQJ EHL GHU 0|UEXUJKDOOH\x11 'LHVH ,QYHVWLWLRQ EHGHXWHW HLQHQ\n")
+"""non_ascii_text.pdf p1: "Herausgeber: Gemeindeverwaltung Schutterwald; verantwortl. für den Inhalt ..."
+in fonts whose codes are the letters' shifted by 29; its spaces, digits and punctuation are controls."""
+NORMAL_PAGES = {
+    "russian": "Первый подход к пониманию прин-\nципов действия психики основан\nна идее, что субъективный опыт\n",
+    "german": "Mit dem offiziellen Spatenstich startet die Gemeinde Schutterwald ein zukunftsweisendes Projekt: "
+              "die Erweiterung des bestehenden Nahwärmenetzes bei der Mörburghalle.\n",
+    "chinese": "这是一个中文测试 你好世界 一 二 三  测试文件\n",
+    "korean": "*\t적립 혜택은 매출전표 접수 시점 기준으로 적용\n*\t삼성카드의 포인트는 빅포인트, 보너스포인트, 서비스포인트로\n",
+    "arabic": "التعرف الضوئي على الحروف إشعار عدم التمییز\n(المصدر: مكتب الصحة والخدمات الإنسانیة من أجل الحقوق المدنیة)\n",
+    "math": "v Wi v s s Cr = ++ (27) \ni vm s Cs r =− (28) \n⎡⎤ =+ + ⎣⎦ mv r Cr (29) \n",
+    "soft hyphens": "sed diam nonumy eir\ufffemod tempor invidunt ut labore et dolore magna aliquyam erat, sed diam volup\ufffetua.",
+    # a Wingdings bullet before each line (redp5110_sampled.pdf p3): one spoilt two-letter word per line
+    "bullets": "r\x01 Database performance and scalability\nr\x01 Advanced SQL knowledge and skills transfer\n"
+               "r\x01 Business intelligence and analytics\nr\x01 DB2 Web Query\n",
+}
+
+
+@pytest.mark.parametrize("name", list(NORMAL_PAGES))
+def test_normal_page_text_is_not_garbled(name: str) -> None:
+    from appliance.ingest.convert import GARBLED_PAGE_SHARE, garbled_share, pdf_page_needs_ocr
+
+    text = NORMAL_PAGES[name]
+    assert garbled_share(text) < GARBLED_PAGE_SHARE / 3
+    assert pdf_page_needs_ocr(text, min_chars=1) == ""
+    if name != "bullets":
+        assert garbled_share(text) == 0.0
+
+
+def test_text_of_unmapped_fonts_is_garbled() -> None:
+    from appliance.ingest.convert import GARBLED_PAGE_SHARE, garbled_share, pdf_page_needs_ocr
+
+    assert garbled_share(SHIFTED_FONT) > 0.6  # only its few pdfium-spaced words are clean
+    assert pdf_page_needs_ocr(SHIFTED_FONT, min_chars=1) == "garbled"
+    # a Unicode chart's code points drawn in a private-use font (full-width-j.pdf): one word in five
+    chart = "FF1D ＝ FULLWIDTH EQUALS SIGN\n≈ <wide> \ue230\ue230\ue233\ue244 =\n"
+    assert 0.1 < garbled_share(chart) < GARBLED_PAGE_SHARE
+    assert garbled_share("\ufffd\ufffd \ufffd") == 1.0 and garbled_share("") == 0.0 and garbled_share(" \n") == 0.0
+
+
+def test_page_needs_ocr_checks_the_amount_of_text_first() -> None:
+    from appliance.ingest.convert import pdf_page_needs_ocr
+
+    assert pdf_page_needs_ocr("", min_chars=1) == "scan"
+    assert pdf_page_needs_ocr("Seite 3", min_chars=100) == "scan"
+    assert pdf_page_needs_ocr(SHIFTED_FONT, min_chars=100) == "garbled"
+    assert pdf_page_needs_ocr("\x03\x11\x0f" * 50, min_chars=1) == "scan"  # controls alone are no text
+
+
+def test_garbled_pdf_page_without_ocr_is_left_out_and_named(tmp_path: Path) -> None:
+    """Without OCR a garbled page is not indexed as garbage: the other pages are, and the
+    metadata (shown by the file listing) names it."""
+    from dataclasses import replace
+
+    from tests.fixtures.pdf_writer import GARBLED_LINE, write_pdf
+
+    from appliance.ingest.convert import pages_left_without_ocr
+
+    pdf = write_pdf(tmp_path / "amtsblatt.pdf", [["Plain words on the first page."], [GARBLED_LINE] * 3])
+    no_tesseract = replace(OcrConfig(), min_chars_per_page=1, tesseract_cmd="/nonexistent/tesseract")
+    for ocr in (None, no_tesseract):
+        c = to_markdown(pdf, ocr=ocr, max_file_size=10 * MB)
+        assert "Plain words on the first page." in c.markdown and "HUDXVJHEHU" not in c.markdown
+        assert c.metadata["garbled_pages"] == "2" and "ocr_pages" not in c.metadata and c.ocr_engine == ""
+        assert "<!-- Page number: 2 -->" in c.markdown
+    note = pages_left_without_ocr(c.metadata) or ""
+    assert note.startswith("page 2 not indexed: garbled text layer") and "tesseract" in note
+    assert pages_left_without_ocr({"pages": "2"}) is None
+
+
+def test_pdf_of_garbled_pages_only_fails_without_ocr(tmp_path: Path) -> None:
+    """Like a scan: nothing usable to index, so the file fails by name with the install hint."""
+    from appliance.errors import OcrUnavailable
+    from tests.fixtures.pdf_writer import GARBLED_LINE, write_pdf
+
+    pdf = write_pdf(tmp_path / "amtsblatt.pdf", [[GARBLED_LINE] * 3, [GARBLED_LINE] * 2])
+    with pytest.raises(OcrUnavailable, match=r"amtsblatt\.pdf \(2 of 2 pages have a garbled text layer"):
+        convert(pdf)
+
+
+def test_converter_library_warnings_stay_off_stderr(shared: Path) -> None:
+    """openpyxl warns about a workbook extension it skips; that is no news for the person watching a sync."""
+    path = shared / "corpus" / "textract" / "xlsx" / "standardized_text.xlsx"
+    code = ("import sys; from pathlib import Path; from appliance.ingest.convert import to_markdown; "
+            "print(len(to_markdown(Path(sys.argv[1]), ocr=None, max_file_size=10**8).markdown))")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0 and int(done.stdout) > 0, done.stderr
+    assert done.stderr == ""

@@ -1,4 +1,5 @@
-"""appliance/lean.py: packages whose __init__ is deferred still work, and really are not loaded.
+"""appliance/lean.py: packages whose __init__ is deferred still work, and really are not loaded;
+a block changes only the imports of the thread inside it.
 
 Import state is per process, so the checks on lancedb and fastembed run in fresh interpreters.
 """
@@ -7,11 +8,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 
-from appliance.lean import deferred_inits, is_deferred, pandas_hidden
+from appliance.lean import _scoped, deferred_inits, is_deferred, pandas_hidden
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,6 +78,36 @@ def test_outside_the_block_imports_are_ordinary(fake_package: str) -> None:
     import leanfake
 
     assert not is_deferred(leanfake) and leanfake.RUNS == 1
+
+
+def test_a_block_changes_only_its_own_threads_imports(fake_package: str) -> None:
+    """Another thread importing while a block is open gets an ordinary import; sys.meta_path is not edited."""
+    finders = list(sys.meta_path)
+    seen: dict[str, object] = {}
+
+    def other_thread() -> None:
+        import leanfake
+
+        seen["deferred"] = is_deferred(leanfake)
+        seen["runs"] = leanfake.RUNS
+
+    with deferred_inits({fake_package}), _scoped(hidden={fake_package}):
+        assert sys.meta_path == finders
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join(30)
+        assert seen == {"deferred": False, "runs": 1}
+    for name in [m for m in sys.modules if m == "leanfake" or m.startswith("leanfake.")]:
+        del sys.modules[name]
+    with _scoped(hidden={fake_package}), pytest.raises(ModuleNotFoundError):
+        import leanfake  # noqa: F401  (this thread's block hides it)
+    with deferred_inits({fake_package}):
+        with deferred_inits({"something_else"}):
+            import leanfake.light  # noqa: F401  (nested blocks keep the outer block's names)
+        assert is_deferred(sys.modules[fake_package])
+    import leanfake
+
+    assert leanfake.RUNS == 2 and sys.meta_path == finders
 
 
 def test_pandas_stays_hidden_only_inside_the_block() -> None:

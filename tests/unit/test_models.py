@@ -88,7 +88,6 @@ def test_manifest_lookup_order(tmp_path, monkeypatch, tiny_files):
     _, files = tiny_files
     text = manifest_toml(tiny_spec(files, REPO), HF_SOURCE)
     monkeypatch.setattr(manifest_mod, "checkout_dir", lambda: tmp_path / "no-checkout")
-    monkeypatch.delenv("MODELS_MANIFEST", raising=False)
     with pytest.raises(ConfigError):
         load_manifest(models_dir=tmp_path / "models")
     (tmp_path / "models").mkdir()
@@ -96,8 +95,9 @@ def test_manifest_lookup_order(tmp_path, monkeypatch, tiny_files):
     assert load_manifest(models_dir=tmp_path / "models").default_id == REPO
     other = tmp_path / "other.toml"
     other.write_text(text.replace(REPO, "test/other"))
-    monkeypatch.setenv("MODELS_MANIFEST", str(other))
-    assert load_manifest(models_dir=tmp_path / "models").default_id == "test/other"
+    assert load_manifest(models_dir=tmp_path / "models", models_manifest=other).default_id == "test/other"
+    missing = tmp_path / "missing.toml"  # a MODELS_MANIFEST that is not there: the next place is looked at
+    assert load_manifest(models_dir=tmp_path / "models", models_manifest=missing).default_id == REPO
 
 
 # ------------------------------------------------------------------- bake
@@ -147,11 +147,19 @@ def test_bake_huggingface_from_local_hub_cache(tmp_path, tiny_files, hf_manifest
     assert forced.status == "baked"
 
 
-def test_bake_huggingface_reads_hf_hub_cache_env(tmp_path, monkeypatch, tiny_files, hf_manifest):
+def test_models_bake_reads_hf_hub_cache_from_the_environment(tmp_path, tiny_files, hf_manifest):
+    from typer.testing import CliRunner
+
+    from appliance.models.cli import models_app
+
     src, _ = tiny_files
-    monkeypatch.setenv("HF_HUB_CACHE", str(_hub_cache(tmp_path, src)))
-    [result] = bake([REPO], tmp_path / "models", manifest=hf_manifest, allow_download=False)
-    assert result.status == "baked"
+    manifest_file = tmp_path / "manifest.toml"
+    manifest_file.write_text(hf_manifest.text)
+    env = {"HF_HUB_CACHE": str(_hub_cache(tmp_path, src)), "MODELS_MANIFEST": str(manifest_file),
+           "MODELS_DIR": str(tmp_path / "models"), "HF_ENDPOINT": "http://127.0.0.1:9"}  # a download would fail
+    baked = CliRunner().invoke(models_app, ["bake", REPO, "--json"], env=env)
+    assert baked.exit_code == 0, baked.output
+    assert json.loads(baked.stdout)[0]["status"] == "baked"
 
 
 def test_bake_huggingface_missing_from_cache_without_download(tmp_path, hf_manifest):
@@ -159,7 +167,7 @@ def test_bake_huggingface_missing_from_cache_without_download(tmp_path, hf_manif
         bake(None, tmp_path / "models", manifest=hf_manifest, hub_cache=tmp_path / "empty", allow_download=False)
 
 
-def test_bake_huggingface_downloads_resolve_urls(tmp_path, monkeypatch, tiny_files, hf_manifest):
+def test_bake_huggingface_downloads_resolve_urls(tmp_path, tiny_files, hf_manifest):
     src, _ = tiny_files
     site = tmp_path / "site"
     for name in BAKED_FILES:
@@ -172,8 +180,8 @@ def test_bake_huggingface_downloads_resolve_urls(tmp_path, monkeypatch, tiny_fil
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
-        [result] = bake(None, tmp_path / "models", manifest=hf_manifest, hub_cache=tmp_path / "empty")
+        [result] = bake(None, tmp_path / "models", manifest=hf_manifest, hub_cache=tmp_path / "empty",
+                        hf_endpoint=f"http://127.0.0.1:{server.server_address[1]}")
     finally:
         server.shutdown()
     assert result.status == "baked"

@@ -14,7 +14,7 @@ import pytest
 
 from appliance import stopping
 from appliance.pipeline import EmbedWritePipeline, Work
-from appliance.scheduler import ALIVE_FILE, STATE_FILE, _hold_alive_lock, process_marker, read_state
+from appliance.state import ALIVE_FILE, SCHEDULER_FILE, hold_alive_lock, process_marker, read_scheduler_state
 
 
 @pytest.fixture(autouse=True)
@@ -79,7 +79,9 @@ def test_stop_kills_a_conversion_that_never_ends(tmp_path: Path, slow_conversion
 
     def consume() -> None:
         try:
-            for item in pool.imap([plain, stuck, plain, plain], in_flight=4):
+            # one file in flight: with more, the threads race for the single worker and the hour-long
+            # file may take it first, so the first (in-order) result never comes
+            for item in pool.imap([plain, stuck, plain, plain], in_flight=1):
                 results.append(item)
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
@@ -109,14 +111,14 @@ def test_stop_kills_a_conversion_that_never_ends(tmp_path: Path, slow_conversion
 
 def _write_state(db: Path, **values: object) -> None:
     db.mkdir(parents=True, exist_ok=True)
-    (db / STATE_FILE).write_text(json.dumps({"schema": 1, "state": "syncing", "nextRunAt": 123.0, **values}))
+    (db / SCHEDULER_FILE).write_text(json.dumps({"schema": 1, "state": "syncing", "nextRunAt": 123.0, **values}))
 
 
 def test_a_dead_schedulers_state_reads_as_stopped_and_interrupted(tmp_path: Path) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     _write_state(tmp_path, pid=dead.pid, **process_marker())
-    state = read_state(tmp_path)
+    state = read_scheduler_state(tmp_path)
     assert state["alive"] is False and state["state"] == "stopped" and state["interrupted"] is True
     assert state["recordedState"] == "syncing" and state["nextRunAt"] is None
 
@@ -124,42 +126,42 @@ def test_a_dead_schedulers_state_reads_as_stopped_and_interrupted(tmp_path: Path
 def test_a_reused_pid_is_not_taken_for_the_scheduler(tmp_path: Path) -> None:
     marker = process_marker() | {"pidStartTicks": process_marker()["pidStartTicks"] - 1}  # another process, same pid
     _write_state(tmp_path, state="idle", pid=os.getpid(), **marker)
-    state = read_state(tmp_path)
+    state = read_scheduler_state(tmp_path)
     assert state["alive"] is False and state["state"] == "stopped" and state["interrupted"] is False
 
 
 def test_a_live_scheduler_reads_as_alive(tmp_path: Path) -> None:
     _write_state(tmp_path, pid=os.getpid(), **process_marker())
-    assert read_state(tmp_path)["alive"] is True
-    assert read_state(tmp_path)["state"] == "syncing"
+    assert read_scheduler_state(tmp_path)["alive"] is True
+    assert read_scheduler_state(tmp_path)["state"] == "syncing"
 
 
 def test_the_alive_lock_answers_across_pid_namespaces(tmp_path: Path) -> None:
     other_container = process_marker() | {"pidNamespace": 1, "host": "elsewhere"}
     _write_state(tmp_path, pid=7, aliveLock=True, **other_container)
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from appliance.scheduler import _hold_alive_lock; "
-                               "fd = _hold_alive_lock(Path(sys.argv[1])); print(fd, flush=True); time.sleep(60)",
+                               "from appliance.state import hold_alive_lock; "
+                               "fd = hold_alive_lock(Path(sys.argv[1])); print(fd, flush=True); time.sleep(60)",
                                str(tmp_path)], stdout=subprocess.PIPE, text=True,
                               env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
     try:
         assert holder.stdout.readline().strip() != "None"
-        assert read_state(tmp_path)["alive"] is True
+        assert read_scheduler_state(tmp_path)["alive"] is True
     finally:
         holder.kill()
         holder.wait()
-    state = read_state(tmp_path)  # the kernel released the lock with the process
+    state = read_scheduler_state(tmp_path)  # the kernel released the lock with the process
     assert state["alive"] is False and state["state"] == "stopped"
     assert (tmp_path / ALIVE_FILE).exists()
 
 
 def test_another_namespaces_pid_without_a_lock_is_unknown(tmp_path: Path) -> None:
     _write_state(tmp_path, state="idle", pid=7, **(process_marker() | {"pidNamespace": 1}))
-    state = read_state(tmp_path)
+    state = read_scheduler_state(tmp_path)
     assert state["alive"] is None and state["state"] == "idle"
 
 
 def test_a_stopped_state_is_left_alone(tmp_path: Path) -> None:
     _write_state(tmp_path, state="stopped", pid=7)
-    assert "alive" not in read_state(tmp_path)
-    assert _hold_alive_lock(tmp_path / "x") is not None
+    assert "alive" not in read_scheduler_state(tmp_path)
+    assert hold_alive_lock(tmp_path / "x") is not None

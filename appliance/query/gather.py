@@ -1,0 +1,63 @@
+"""A search answer as one Markdown block an agent can paste: numbered hits, citations, surrounding lines.
+
+The hits are the JSON answer's, in its order (the same ranking code); only the
+rendering differs. For a hit in a text file, `context_lines` lines of the file
+around the passage come with it (read from disk, so they are the file as it is
+now); other sources give the passage alone. The block stays within the same
+character budget as the JSON reply.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from appliance.citations import hit_place
+from appliance.query.assemble import REPLY_BUDGET_CHARS
+
+MAX_CONTEXT_LINES = 20
+
+ReadLines = Callable[[str], Sequence[str] | None]
+"""A file path -> its lines (None when it cannot be read as text)."""
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any backtick run inside `text`."""
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    return "`" * max(3, longest + 1)
+
+
+def _excerpt(hit: dict[str, Any], context_lines: int, read_lines: ReadLines) -> str:
+    start, end = hit.get("startLine"), hit.get("endLine")
+    if context_lines and hit.get("filePath") and start and end:
+        lines = read_lines(hit["filePath"])
+        if lines and end <= len(lines):
+            first, last = max(1, start - context_lines), min(len(lines), end + context_lines)
+            return "\n".join(lines[first - 1:last])
+    return hit["text"]
+
+
+def render_markdown(answer: dict[str, Any], *, context_lines: int, read_lines: ReadLines,
+                    budget: int = REPLY_BUDGET_CHARS) -> str:
+    """The JSON answer (SearchResult.to_dict()) as numbered Markdown hits, within `budget` characters."""
+    hits = answer["results"]
+    parts = [f"Search results for: {answer['query']}\n"]
+    used = len(parts[0])
+    for rank, hit in enumerate(hits, start=1):
+        where = f"{hit['displayPath']}{hit_place(hit)}"
+        heading = f" — {hit['heading']}" if hit.get("heading") else (f" — {hit['title']}" if hit.get("title") else "")
+        also = (" (also in " + ", ".join(f"{a.get('displayPath') or a.get('source')}{hit_place(a)}"
+                                         for a in hit["alsoIn"]) + ")") if hit.get("alsoIn") else ""
+        body = _excerpt(hit, context_lines, read_lines).strip("\n")
+        fence = _fence(body)
+        block = f"{rank}. {where}{heading}{also}\n{fence}\n{body}\n{fence}\n"
+        if used + len(block) > budget and rank > 1:
+            parts.append(f"({len(hits) - rank + 1} more hits left out to stay within {budget:,} characters; "
+                         "ask with a smaller topK or read them with read_file)\n")
+            break
+        parts.append(block)
+        used += len(block)
+    if not hits:
+        parts.append("No passage matched.\n")
+    return "\n".join(parts)

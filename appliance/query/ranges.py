@@ -1,0 +1,81 @@
+"""Part of a document rebuilt from its chunks: lines startLine-endLine, or pages (slides) pageStart-pageEnd.
+
+read_file uses these so an agent reads the lines or pages around a grep or search hit
+instead of the whole document. Lines are the source file's own (chunks of sources
+with lines record the line each one starts on); pages come from the page (or slide)
+range each chunk records, so a page range is answered with whole chunks: its text may
+begin or end with part of a neighbouring page, and the reply names the pages it spans.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from appliance.errors import InvalidArgument
+
+MAX_POSITION = 10**9
+
+
+def check_range(names: tuple[str, str], start: int | None, end: int | None) -> None:
+    """Both bounds (when given) are integers >= 1 and start <= end; InvalidArgument otherwise."""
+    for name, value in zip(names, (start, end)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or not 1 <= value <= MAX_POSITION):
+            raise InvalidArgument(f"{name} must be an integer from 1 to {MAX_POSITION} (1-based), not {value!r}")
+    if start is not None and end is not None and start > end:
+        raise InvalidArgument(f"{names[0]} ({start}) is after {names[1]} ({end})",
+                              hint=f"Give {names[0]} <= {names[1]}; both are inclusive.")
+
+
+def _body(row: dict[str, Any]) -> str:
+    return row["text"][int(row.get("body_start") or 0):]
+
+
+def line_range(source: str, rows: Sequence[dict[str, Any]], start: int | None, end: int | None) -> dict[str, Any]:
+    """{content, startLine, endLine, totalLines}: the source's lines start..end (inclusive, clipped to its
+    last line), rebuilt from the chunks (in chunk order) that cover them."""
+    last = max((r["end_line"] or r["start_line"] for r in rows if r.get("start_line") is not None), default=None)
+    if last is None:
+        raise InvalidArgument(f"{source} has no line numbers: it was converted (PDF, Office, HTML, …), so its "
+                              "Markdown lines are not the file's",
+                              hint="Read it by pageStart/pageEnd when it has pages, else by offset.")
+    start = start or 1
+    end = min(end or last, last)
+    if start > last:
+        raise InvalidArgument(f"startLine {start} is past the last line of {source} ({last})")
+    lines: dict[int, str] = {}
+    glue = ""
+    for row in rows:
+        first = row.get("start_line")
+        body = _body(row)
+        if first is None or first > end or (row.get("end_line") or first) < start:
+            glue = " " if body[-1:].isspace() else ""
+            continue
+        for number, part in enumerate(body.rstrip().split("\n"), start=first):
+            if start <= number <= end:  # a line cut between two chunks is joined back as it was cut
+                lines[number] = lines[number] + glue + part if lines.get(number) else part
+            glue = ""
+        glue = " " if body[-1:].isspace() else ""
+    content = "\n".join(lines.get(n, "") for n in range(start, end + 1))
+    return {"content": content, "startLine": start, "endLine": end, "totalLines": last}
+
+
+def page_range(source: str, rows: Sequence[dict[str, Any]], start: int | None, end: int | None) -> dict[str, Any]:
+    """{content, pageUnit, pageStart, pageEnd, totalPages}: the text of the chunks on pages (or, for a
+    presentation, slides) start..end, and the pages that text spans."""
+    pages = [(r["page_start"], r["page_end"] or r["page_start"], r) for r in rows if r.get("page_start") is not None]
+    unit = "page"
+    if not pages:
+        pages = [(r["slide"], r["slide"], r) for r in rows if r.get("slide") is not None]
+        unit = "slide"
+    if not pages:
+        raise InvalidArgument(f"{source} has no pages or slides (only PDFs, scans and presentations do)",
+                              hint="Read it by startLine/endLine when it has lines, else by offset.")
+    total = max(b for _a, b, _r in pages)
+    start = start or 1
+    end = min(end or total, total)
+    if start > total:
+        raise InvalidArgument(f"pageStart {start} is past the last {unit} of {source} with text ({total})")
+    chosen = [(a, b, r) for a, b, r in pages if a <= end and b >= start]
+    content = "".join(_body(r) for _a, _b, r in chosen).strip()
+    spans = (min(a for a, _b, _r in chosen), max(b for _a, b, _r in chosen)) if chosen else (start, end)
+    return {"content": content, "pageUnit": unit, "pageStart": spans[0], "pageEnd": spans[1], "totalPages": total}

@@ -1,0 +1,262 @@
+"""The index's small state files: the last sync, the scheduler's record, a running sync's progress.
+
+Each is one JSON file in DB_PATH, replaced atomically and readable by every process
+that shares the index (the MCP server's `status`, the scheduler, the CLI). This
+module imports nothing heavy, so the scheduler and `status` read them without
+loading LanceDB, and neither the service nor the scheduler needs the other to do so.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from appliance.locking import lock_holder
+
+LAST_SYNC_FILE = "last_sync.json"
+SCHEDULER_FILE = "scheduler.json"
+PROGRESS_FILE = "sync_progress.json"
+ALIVE_FILE = ".scheduler.alive"
+"""Locked (shared) by the scheduler for its whole life; the kernel drops the lock when it dies,
+in whatever pid namespace it ran."""
+RUNNING_STATES = ("starting", "idle", "syncing", "waiting", "off")
+
+PUBLISH_EVERY_S = 0.5
+"""A running sync rewrites its progress file at most this often (and at every phase change)."""
+LOG_EVERY_S = 10.0
+"""...and logs one progress line this often (the container's stderr shows it)."""
+
+log = logging.getLogger("appliance.sync")
+
+
+def read_json(db_path: Path, name: str) -> Any:
+    """The file's JSON value, or None when it is missing or unreadable."""
+    try:
+        return json.loads((db_path / name).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def write_json(db_path: Path, name: str, data: Any) -> None:
+    """Replace DB_PATH/name atomically (a reader sees the old file or the new one); OSError on failure."""
+    path = db_path / name
+    tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), "utf-8")
+    os.replace(tmp, path)
+
+
+# ---- a running sync's progress ----------------------------------------------------
+class SyncProgress:
+    """Publishes one sync's progress for every process sharing the index, and forwards it.
+
+    Phases: scanning (walking the roots) → indexing (files converted, chunks embedded
+    and written) → finishing (index refresh). `forward` gets (phase, done, total, path),
+    the CLI's progress bar and the MCP job record take it.
+    """
+
+    def __init__(self, db_path: Path, started_by: str, *, forward: Callable[[str, int, int, str], None] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.db_path = db_path
+        self.forward = forward
+        self.clock = clock
+        now = clock()
+        self.data: dict[str, Any] = {"pid": os.getpid(), "startedBy": started_by, "startedAt": now,
+                                     "phase": "scanning", "filesDone": 0, "filesTotal": 0, "filesSeen": 0,
+                                     "chunksWritten": 0, "currentPath": None, "filesPerSecond": None,
+                                     "etaSeconds": None, "updatedAt": now}
+        self._indexing_since: float | None = None
+        self._published = 0.0
+        self._logged = now
+        self._broken = False
+        self._publish(force=True)
+
+    def scanning(self, seen: int) -> None:
+        self.data["filesSeen"] = seen
+        if self._publish() and self.forward is not None:
+            self.forward("scanning", seen, 0, "")
+
+    def indexing(self, done: int, total: int, path: str | None, chunks: int) -> None:
+        now = self.clock()
+        if self._indexing_since is None:
+            self._indexing_since = now
+        rate = done / (now - self._indexing_since) if done and now > self._indexing_since else None
+        self.data.update(phase="indexing", filesDone=done, filesTotal=total, currentPath=path, chunksWritten=chunks,
+                         filesPerSecond=round(rate, 3) if rate else None,
+                         etaSeconds=round((total - done) / rate) if rate and done >= 2 else None)
+        if self.forward is not None and path is not None:
+            self.forward("indexing", done, total, path)
+        self._publish()
+
+    def finishing(self, chunks: int) -> None:
+        self.data.update(phase="finishing", currentPath=None, chunksWritten=chunks, etaSeconds=None)
+        self._publish(force=True)
+
+    def close(self) -> None:
+        """The sync is over: its progress file goes (status then shows the last sync instead)."""
+        try:
+            (self.db_path / PROGRESS_FILE).unlink(missing_ok=True)
+        except OSError:
+            pass
+
+    def _publish(self, force: bool = False) -> bool:
+        """Write the record when it is due (True), else nothing (False)."""
+        now = self.clock()
+        if now - self._logged >= LOG_EVERY_S:
+            self._logged = now
+            log.info("%s", progress_line(self.data, now))
+        if not force and now - self._published < PUBLISH_EVERY_S:
+            return False
+        self._published = now
+        if self._broken:
+            return True
+        self.data["updatedAt"] = now
+        try:
+            write_json(self.db_path, PROGRESS_FILE, self.data)
+        except OSError:
+            self._broken = True  # an unwritable index: the sync itself reports that
+        return True
+
+
+def progress_line(data: dict[str, Any], now: float | None = None) -> str:
+    """One human line for a running sync's progress record."""
+    elapsed = (now or time.time()) - float(data.get("startedAt") or 0)
+    if data.get("phase") == "scanning":
+        return f"sync ({data.get('startedBy')}): scanning, {data.get('filesSeen', 0):,} files seen, {elapsed:.0f} s"
+    if data.get("phase") == "finishing":
+        return f"sync ({data.get('startedBy')}): finishing, {data.get('chunksWritten', 0):,} chunks written"
+    done, total = int(data.get("filesDone") or 0), int(data.get("filesTotal") or 0)
+    parts = [f"sync ({data.get('startedBy')}): {done:,}/{total:,} files"
+             + (f" ({100 * done // total}%)" if total else ""),
+             f"{data.get('chunksWritten', 0):,} chunks written"]
+    if data.get("filesPerSecond"):
+        parts.append(f"{data['filesPerSecond']:.2f} files/s")
+    if data.get("etaSeconds") is not None:
+        eta = int(data["etaSeconds"])
+        parts.append(f"about {eta // 60} min {eta % 60} s left" if eta >= 60 else f"about {eta} s left")
+    if data.get("currentPath"):
+        parts.append(f"at {data['currentPath']}")
+    return ", ".join(parts)
+
+
+def running_sync(db_path: Path) -> dict[str, Any] | None:
+    """The sync holding DB_PATH's lock, with its progress when it publishes any; None when none runs.
+
+    The progress file counts only when the lock holder wrote it: a file left by a killed
+    sync, or a holder from an older version that publishes nothing, shows no stale figures.
+    """
+    holder = lock_holder(db_path)
+    if holder is None:
+        return None
+    progress = read_json(db_path, PROGRESS_FILE)
+    if isinstance(progress, dict) and progress.get("pid") == holder.get("pid"):
+        return {**progress, **holder}
+    return holder
+
+
+# ---- the last finished sync ---------------------------------------------------------
+def read_last_sync(db_path: Path) -> dict[str, Any] | None:
+    data = read_json(db_path, LAST_SYNC_FILE)
+    return data if isinstance(data, dict) else None
+
+
+def save_last_sync(db_path: Path, report: dict[str, Any]) -> None:
+    """Record a finished sync's report (with `finishedAt`); OSError when the index is not writable."""
+    write_json(db_path, LAST_SYNC_FILE, report)
+
+
+# ---- the scheduler's record -----------------------------------------------------------
+def read_scheduler_state(db_path: Path) -> dict[str, Any] | None:
+    """The scheduler's last recorded state, or None when it never ran here.
+
+    `alive` says whether that scheduler still runs (None: cannot be told from here). A
+    record left by one that was killed is shown as `state: stopped`, with the state it
+    recorded in `recordedState` and `interrupted: true` when it died during a sync.
+    """
+    state = read_json(db_path, SCHEDULER_FILE)
+    if not isinstance(state, dict) or state.get("state") not in RUNNING_STATES:
+        return state
+    alive = _alive(db_path, state)
+    state["alive"] = alive
+    if alive is False:
+        state.update(recordedState=state["state"], state="stopped", nextRunAt=None,
+                     interrupted=state["state"] in ("starting", "syncing"))
+    return state
+
+
+def process_marker(pid: int | None = None) -> dict[str, Any]:
+    """What tells this process from a later one given the same pid: boot, pid namespace, start time."""
+    pid = pid or os.getpid()
+    return {"host": socket.gethostname(), "bootId": _read("/proc/sys/kernel/random/boot_id"),
+            "pidNamespace": _pid_namespace(), "pidStartTicks": _start_ticks(pid)}
+
+
+def hold_alive_lock(db_path: Path) -> int | None:
+    """Take ALIVE_FILE (shared) for the life of this process; None when the index is unwritable."""
+    try:
+        db_path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(db_path / ALIVE_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a reader's probe holds it for microseconds
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _alive(db_path: Path, state: dict[str, Any]) -> bool | None:
+    held = _alive_lock_held(db_path)
+    if held is not None and state.get("aliveLock"):
+        return held  # the lock answers across pid namespaces, and a reused pid cannot fake it
+    pid, mine = state.get("pid"), process_marker()
+    if not isinstance(pid, int) or state.get("bootId") != mine["bootId"]:
+        return False if state.get("bootId") and mine["bootId"] else None  # rebooted, or no record
+    if state.get("pidNamespace") != mine["pidNamespace"]:
+        return None  # another container's pid means nothing here
+    return _start_ticks(pid) is not None and _start_ticks(pid) == state.get("pidStartTicks")
+
+
+def _alive_lock_held(db_path: Path) -> bool | None:
+    """True while a scheduler holds ALIVE_FILE, False when none does, None when there is no such file."""
+    try:
+        fd = os.open(db_path / ALIVE_FILE, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        os.close(fd)  # also drops a lock we got
+    return False
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def _pid_namespace() -> int | None:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (start time in clock ticks since boot), None when no such process."""
+    stat = _read(f"/proc/{pid}/stat")
+    try:
+        return int(stat.rsplit(")", 1)[1].split()[19]) if stat else None
+    except (IndexError, ValueError):
+        return None

@@ -1,0 +1,23 @@
+"""CLI commands in hints become MCP tools (or an operator's command) for agents."""
+from __future__ import annotations
+
+from appliance.agent_hints import for_agents
+
+
+def test_a_command_with_an_mcp_equivalent_names_the_tool() -> None:
+    assert for_agents("Run `minirag sync` (or ingest the file) first; `minirag list` shows what is indexed.") == \
+        "Run the `sync_start` tool (or ingest the file) first; the `list_files` tool shows what is indexed."
+
+
+def test_a_command_an_agent_cannot_run_is_marked_as_the_operators() -> None:
+    out = for_agents("run `minirag sync --clean` to rebuild")
+    assert out == "run `minirag sync --clean` (an operator's command on the appliance's host, not an MCP tool) to rebuild"
+    assert "operator" in for_agents("bake it with `minirag models bake`")
+
+
+def test_structures_are_reworded_throughout_and_other_text_is_left_alone() -> None:
+    data = {"code": "not_found", "hint": "`minirag status` says why", "n": 3,
+            "warnings": ["see `minirag read`", "plain text"]}
+    assert for_agents(data) == {"code": "not_found", "hint": "the `status` tool says why", "n": 3,
+                                "warnings": ["see the `read_file` tool", "plain text"]}
+    assert for_agents("minirag sync without backticks") == "minirag sync without backticks"

@@ -1,0 +1,43 @@
+"""The Markdown rendering of a search answer: citations, context lines, fences and the budget."""
+from __future__ import annotations
+
+from appliance.citations import hit_place
+from appliance.query.gather import render_markdown
+
+
+def hit(**fields: object) -> dict:
+    return {"displayPath": "a.md", "text": "the passage", "filePath": "/docs/a.md", **fields}
+
+
+def test_text_file_hits_bring_their_surrounding_lines() -> None:
+    lines = [f"line {n}" for n in range(1, 11)]
+    out = render_markdown({"query": "q", "results": [hit(startLine=5, endLine=6, heading="Intro")]},
+                          context_lines=1, read_lines=lambda path: lines)
+    assert "1. a.md:5 — Intro\n```\nline 4\nline 5\nline 6\nline 7\n```" in out
+
+
+def test_paged_hits_cite_their_page_and_keep_the_passage() -> None:
+    out = render_markdown({"query": "q", "results": [hit(pageStart=3, pageEnd=4, filePath="/docs/b.pdf",
+                                                         displayPath="b.pdf", alsoIn=[{"displayPath": "b.docx"}])]},
+                          context_lines=3, read_lines=lambda path: None)
+    assert out.splitlines()[2] == "1. b.pdf pp.3-4 (also in b.docx)" and "the passage" in out
+
+
+def test_a_passage_with_backticks_gets_a_longer_fence() -> None:
+    out = render_markdown({"query": "q", "results": [hit(text="run ```make``` now")]}, context_lines=0,
+                          read_lines=lambda path: None)
+    assert "````\nrun ```make``` now\n````" in out
+
+
+def test_the_block_stays_within_its_budget_and_says_what_it_left_out() -> None:
+    results = [hit(text="x" * 500) for _ in range(10)]
+    out = render_markdown({"query": "q", "results": results}, context_lines=0, read_lines=lambda p: None, budget=2000)
+    assert len(out) < 2300 and "more hits left out" in out and "\n4. " not in out
+    assert render_markdown({"query": "q", "results": []}, context_lines=0, read_lines=lambda p: None).endswith(
+        "No passage matched.\n")
+
+
+def test_places() -> None:
+    assert hit_place({"startLine": 12}) == ":12"
+    assert hit_place({"pageStart": 2}) == " p.2" and hit_place({"slide": 4}) == " slide 4"
+    assert hit_place({"sheet": "Budget"}) == " sheet Budget" and hit_place({}) == ""

@@ -1,0 +1,66 @@
+"""Who gets through http_server.TokenGate, and the status page's sign-in sessions (no model, no server)."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from appliance.http_server import TokenGate
+from appliance.status_page import Sessions
+
+TOKEN = "unit-test-token-0123456789"
+
+
+async def _ok(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"through"})
+
+
+@pytest.fixture
+def gated() -> tuple[TestClient, Sessions]:
+    sessions = Sessions()
+    return TestClient(TokenGate(_ok, TOKEN, sessions), base_url="http://127.0.0.1:8080"), sessions
+
+
+def test_the_bearer_token_opens_everything(gated: tuple[TestClient, Sessions]) -> None:
+    client, _ = gated
+    for path in ("/mcp", "/", "/api/status", "/anything"):
+        assert client.get(path, headers={"Authorization": f"Bearer {TOKEN}"}).text == "through"
+        for wrong in ({}, {"Authorization": f"Bearer {TOKEN}x"}, {"Authorization": TOKEN}):
+            assert client.get(path, headers=wrong).status_code == 401
+
+
+def test_a_session_opens_the_page_and_its_api_only(gated: tuple[TestClient, Sessions]) -> None:
+    client, sessions = gated
+    cookie = {"Cookie": f"minirag_session_8080={sessions.open()}"}
+    assert client.get("/", headers=cookie).status_code == 200
+    assert client.get("/api/search?q=x", headers=cookie).status_code == 200
+    assert client.post("/mcp", headers=cookie).status_code == 401
+    assert client.get("/", headers={"Cookie": "minirag_session_8080=forged"}).status_code == 401
+    assert client.get("/", headers={"Cookie": cookie["Cookie"].replace("8080", "9090")}).status_code == 401
+
+
+def test_unauthorized_answers_are_named(gated: tuple[TestClient, Sessions]) -> None:
+    client, _ = gated
+    page = client.get("/")
+    assert page.status_code == 401 and 'id="login-form"' in page.text
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    api = client.get("/api/status")
+    assert api.status_code == 401 and api.json()["error"]["code"] == "unauthorized"
+    assert api.headers["www-authenticate"].startswith("Bearer")
+    for path in ("/login", "/static/page.js", "/static/page.css"):  # the form and its assets: no data
+        assert client.get(path).status_code == 200
+
+
+def test_sessions_expire_are_bounded_and_close() -> None:
+    now = [1000.0]
+    sessions = Sessions(ttl=60, limit=3, clock=lambda: now[0])
+    first = sessions.open()
+    assert sessions.valid(first) and not sessions.valid("") and not sessions.valid(None)
+    now[0] += 61
+    assert not sessions.valid(first)
+    ids = [sessions.open() for _ in range(4)]
+    assert not sessions.valid(ids[0]) and all(sessions.valid(i) for i in ids[1:])
+    sessions.close(ids[1])
+    assert not sessions.valid(ids[1])

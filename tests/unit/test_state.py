@@ -1,0 +1,85 @@
+"""The index's state files: a running sync's progress as other processes read it."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from appliance.locking import sync_lock
+from appliance.state import (LOG_EVERY_S, PROGRESS_FILE, SyncProgress, progress_line, read_json, running_sync,
+                             save_last_sync, read_last_sync)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_is_published_throttled_and_readable_only_while_its_sync_holds_the_lock(tmp_path: Path) -> None:
+    clock = Clock()
+    forwarded: list[tuple[str, int, int, str]] = []
+    with sync_lock(tmp_path):
+        progress = SyncProgress(tmp_path, "scheduler", forward=lambda *a: forwarded.append(a), clock=clock)
+        first = read_json(tmp_path, PROGRESS_FILE)
+        assert first["phase"] == "scanning" and first["pid"] == os.getpid() and first["startedBy"] == "scheduler"
+        clock.now += 0.1
+        progress.indexing(1, 10, "/docs/a.pdf", 4)
+        assert read_json(tmp_path, PROGRESS_FILE)["phase"] == "scanning"  # within the publishing interval
+        clock.now += 1.0
+        progress.indexing(3, 10, "/docs/c.pdf", 12)
+        seen = running_sync(tmp_path)
+        assert seen is not None
+        assert (seen["phase"], seen["filesDone"], seen["filesTotal"], seen["chunksWritten"]) == ("indexing", 3, 10, 12)
+        assert seen["currentPath"] == "/docs/c.pdf" and seen["filesPerSecond"] == pytest.approx(3.0)
+        assert seen["etaSeconds"] == 2  # 7 files left at 3 files/s
+        assert forwarded[-1] == ("indexing", 3, 10, "/docs/c.pdf")
+        progress.finishing(40)
+        assert running_sync(tmp_path)["phase"] == "finishing"
+        progress.close()
+        assert not (tmp_path / PROGRESS_FILE).exists()
+    assert running_sync(tmp_path) is None
+
+
+def test_a_progress_file_left_by_a_dead_sync_is_not_shown(tmp_path: Path) -> None:
+    (tmp_path / PROGRESS_FILE).write_text(json.dumps({"pid": 999999, "phase": "indexing", "filesDone": 5}))
+    assert running_sync(tmp_path) is None  # no lock holder at all
+    with sync_lock(tmp_path):
+        seen = running_sync(tmp_path)
+        assert seen is not None and seen["pid"] == os.getpid() and "phase" not in seen
+
+
+def test_one_progress_line_is_logged_every_interval(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    caplog.set_level(logging.INFO, logger="appliance.sync")
+    progress = SyncProgress(tmp_path, "cli", clock=clock)
+    for done in range(1, 40):
+        clock.now += 1.0
+        progress.indexing(done, 100, f"/docs/{done}.md", done * 3)
+    lines = [r.getMessage() for r in caplog.records if r.name == "appliance.sync"]
+    assert len(lines) == 39 // int(LOG_EVERY_S)
+    assert lines[0].startswith("sync (cli): 10/100 files (10%), 30 chunks written") and "files/s" in lines[0]
+    assert "left" in lines[0] and lines[0].endswith("at /docs/10.md")
+
+
+def test_progress_lines_read_well_in_every_phase() -> None:
+    assert progress_line({"phase": "scanning", "startedBy": "mcp", "filesSeen": 1234, "startedAt": 0}, 5) == \
+        "sync (mcp): scanning, 1,234 files seen, 5 s"
+    line = progress_line({"phase": "indexing", "startedBy": "cli", "filesDone": 5, "filesTotal": 0,
+                          "chunksWritten": 0, "etaSeconds": 125}, 10)
+    assert line == "sync (cli): 5/0 files, 0 chunks written, about 2 min 5 s left"
+
+
+def test_an_unwritable_index_does_not_stop_the_sync_from_reporting(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "dir"
+    progress = SyncProgress(missing, "cli")  # cannot write: no error, the sync itself reports the index
+    progress.indexing(1, 2, "/x", 1)
+    progress.close()
+    assert read_last_sync(missing) is None
+    save_last_sync(tmp_path, {"added": 1, "finishedAt": 5.0})
+    assert read_last_sync(tmp_path) == {"added": 1, "finishedAt": 5.0}
