@@ -257,6 +257,7 @@ def _tools(server: Any) -> list[Any]:
     return asyncio.run(run())
 
 
+@pytest.mark.slow  # six `minirag` runs
 def test_cli_roots_grep_and_read_ranges(indexed: tuple[Any, Path, Appliance]) -> None:
     _server, base, _app = indexed
     env = {k: v for k, v in os.environ.items() if k not in ("BASE_DIR", "BASE_DIRS", "MODEL_NAME")}

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.adapters.conftest import MINIRAG
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,6 +93,7 @@ class RawStdio:
         return self.frames
 
 
+@pytest.mark.slow  # a server subprocess, over an index synced by `minirag sync`
 def test_declaring_and_listing_the_tools_loads_no_index_model_or_converter_library(
         server_env: dict[str, str]) -> None:
     server = RawStdio([sys.executable, "-c", PROBE, "cold"], server_env)
@@ -106,6 +109,7 @@ def test_declaring_and_listing_the_tools_loads_no_index_model_or_converter_libra
     assert loaded["heavy"] == ["lancedb", "fastembed"]  # markitdown waits for a conversion
 
 
+@pytest.mark.slow  # a server subprocess
 def test_the_warm_up_loads_the_index_and_model_without_a_tool_call(server_env: dict[str, str]) -> None:
     server = RawStdio([sys.executable, "-c", PROBE, "warm"], server_env)
     try:
@@ -124,6 +128,7 @@ def test_the_warm_up_loads_the_index_and_model_without_a_tool_call(server_env: d
     assert loaded == {"heavy": ["lancedb", "fastembed"], "warmed": True}
 
 
+@pytest.mark.slow  # a `minirag serve` subprocess
 def test_the_first_query_of_a_cold_server_is_answered_once(server_env: dict[str, str]) -> None:
     """Over real stdio with the real model: the query sent right after the handshake gets the
     same answer as a later one, and every request exactly one reply."""
