@@ -588,8 +588,11 @@ class Appliance:
         report.chunks += len(rows)
 
     def _embedded_text(self, chunk: Chunk, title: str | None) -> str:
-        """Chunk 0 carries the title into the vector once, when it fits the window."""
-        if chunk.index != 0 or not title or title in chunk.text:
+        """Every chunk carries its document's title into its vector (when its text lacks it and
+        it fits the window): a passage cut from the middle of a document is often about what
+        the title names without naming it (scripts/embedding_text_experiments.py measures it).
+        The stored text stays the document's."""
+        if not title or title in chunk.text:
             return chunk.text
         text = f"# {title}\n{chunk.text}"
         return text if self.embedder.count_tokens(text) <= self.embedder.window else chunk.text
