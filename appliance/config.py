@@ -13,9 +13,10 @@ usable, ``status`` answers with the error, and ``settings()`` (every other opera
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal, Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, PrivateAttr, ValidationError, ValidationInfo
 from pydantic_core import PydanticUseDefault
@@ -353,10 +354,7 @@ def read_environment(env: Mapping[str, str] | None = None) -> Environment:
 
     Only a composition root calls this without `env`. Never raises: see `Environment.problems`.
     """
-    if env is None:
-        values = EnvSettingsSource(Environment)()
-    else:
-        values = {name: env[name] for name in VARIABLES if name in env}
+    values = EnvSettingsSource(Environment)() if env is None else {name: env[name] for name in VARIABLES if name in env}
     try:
         return Environment(**values)
     except ValidationError as exc:

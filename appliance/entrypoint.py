@@ -26,6 +26,7 @@ needs it, so `healthcheck` and the pass-through stay as light as they were.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -35,8 +36,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from appliance.config import Environment
@@ -110,9 +112,9 @@ def _on_hangup(supervisor: subprocess.Popen[bytes]) -> None:
     watch = select.poll()
     watch.register(0, 0)  # no events asked for: only POLLHUP/POLLERR wake us, never data for the server
     try:
-        if any(events & (select.POLLHUP | select.POLLERR) for _fd, events in watch.poll()):
-            if supervisor.poll() is None:
-                supervisor.send_signal(signal.SIGTERM)
+        hung_up = any(events & (select.POLLHUP | select.POLLERR) for _fd, events in watch.poll())
+        if hung_up and supervisor.poll() is None:
+            supervisor.send_signal(signal.SIGTERM)
     except (OSError, ValueError):
         pass
 
@@ -154,10 +156,8 @@ def run_daemon(environment: Environment) -> int:
         _err(f"error: {exc}")
         return 2
     os.environ["MCP_HTTP_ADDRESS"] = address  # for supervisord's %(ENV_MCP_HTTP_ADDRESS)s
-    try:
+    with contextlib.suppress(OSError):
         DAEMON_MARKER.write_text(address)
-    except OSError:
-        pass
     conf = environment.minirag_supervisor_dir / DAEMON_CONF
     os.execv(_supervisord(), [_supervisord(), "-n", "-c", str(conf)])
     return 1  # not reached
@@ -180,7 +180,7 @@ def run_sync(args: list[str], environment: Environment) -> int:
 def _roots(environment: Environment) -> list[Path]:
     try:
         return list(environment.settings().roots)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any bad configuration: the healthcheck falls back to the default root
         return [Path(environment.base_dir if environment.base_dir is not None else "/docs")]
 
 

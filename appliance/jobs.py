@@ -17,8 +17,9 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from appliance.errors import ApplianceError, NotFound, SyncBusy
 from appliance.stopping import Stopped

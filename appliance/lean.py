@@ -43,9 +43,10 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from types import ModuleType
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 LANCEDB_DEFERRED = frozenset({"lance_namespace_urllib3_client"})
 """Packages whose `__init__` waits while lancedb is imported (see the module docstring)."""

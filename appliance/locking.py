@@ -5,9 +5,9 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from appliance.errors import SyncBusy, storage_error
 

@@ -261,11 +261,11 @@ def fetch_allowed() -> bool:
 
 __all__ = [
     "OFFLINE_ENV",
-    "offline_env",
     "apply_offline_env",
-    "install",
-    "installed",
     "fetch_allowed",
     "fetch_permit",
+    "install",
+    "installed",
     "lookup_permit",
+    "offline_env",
 ]

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ class Work:
     def embed_with(self, embed: Callable[[list[str]], np.ndarray | Sequence[Any]]) -> None:
         """Give every row the vector of its text."""
         vectors = embed(self.texts) if self.texts else []
-        for row, vector in zip(self.rows, vectors):
+        for row, vector in zip(self.rows, vectors, strict=True):
             row["vector"] = vector
 
 
@@ -85,7 +86,7 @@ class EmbedWritePipeline:
             self._stopping = self._abandon = True
             self._cond.notify_all()
 
-    def __enter__(self) -> "EmbedWritePipeline":
+    def __enter__(self) -> EmbedWritePipeline:
         stopping.add_hook(self.stop)
         return self
 

@@ -7,14 +7,16 @@ loading LanceDB, and neither the service nor the scheduler needs the other to do
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from appliance.locking import lock_holder
 
@@ -98,10 +100,8 @@ class SyncProgress:
 
     def close(self) -> None:
         """The sync is over: its progress file goes (status then shows the last sync instead)."""
-        try:
+        with contextlib.suppress(OSError):
             (self.db_path / PROGRESS_FILE).unlink(missing_ok=True)
-        except OSError:
-            pass
 
     def _publish(self, force: bool = False) -> bool:
         """Write the record when it is due (True), else nothing (False)."""

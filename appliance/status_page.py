@@ -31,9 +31,10 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 import anyio
@@ -236,7 +237,8 @@ def add_routes(mcp: Any, runtime: Runtime, token: str, sessions: Sessions) -> No
         name = request.path_params["name"]
         if name not in STATIC:
             return Response("Not Found", status_code=404, media_type="text/plain", headers=SECURITY_HEADERS)
-        return Response(assets[name], media_type=STATIC[name], headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"})
+        return Response(assets[name], media_type=STATIC[name],
+                        headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"})
 
     @mcp.custom_route("/login", methods=["GET", "POST"], include_in_schema=False)
     async def login(request: Request) -> Response:

@@ -22,12 +22,12 @@ than a few budgets, never on a growing string, and each chunk is verified with o
 """
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
-from dataclasses import dataclass, field
-from typing import Sequence
-
 from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from appliance.ingest.markdown_blocks import (
     LOCATION_MARKER,
@@ -235,7 +235,7 @@ def section_text(chunks: Sequence[Chunk]) -> str:
     keep = [ln for ln in context_lines if ln.strip() and ln.strip() != CODE_SPLIT_MARKER]
     head = ([first.heading] if first.heading else []) + keep
     body = "".join(c.body for c in ordered).strip()
-    return "\n".join(head + [body]) if head else body
+    return "\n".join([*head, body]) if head else body
 
 
 def reconstruct(chunks: Sequence[Chunk]) -> str:
@@ -263,7 +263,7 @@ def _is_transcript(lines: LineIndex) -> list[int | None] | None:
             hits.append(s)
     if len(hits) < TRANSCRIPT_MIN_LINES or len(hits) < TRANSCRIPT_LINE_SHARE * nonblank:
         return None
-    forward = sum(1 for a, b in zip(hits, hits[1:]) if b >= a)
+    forward = sum(1 for a, b in itertools.pairwise(hits) if b >= a)
     if forward < TRANSCRIPT_MONOTONE_SHARE * (len(hits) - 1):
         return None
     return stamps
@@ -627,7 +627,7 @@ def _elide(parts: list[str], cap: int, counter: _Counter) -> str:
     if counter.cached(full) <= cap:
         return full
     for keep in range(len(parts) - 2, 0, -1):
-        text = " > ".join([parts[0], _ELLIPSIS] + parts[-keep:])
+        text = " > ".join([parts[0], _ELLIPSIS, *parts[-keep:]])
         if counter.cached(text) <= cap:
             return text
     room = cap - counter.cached(" " + _ELLIPSIS)

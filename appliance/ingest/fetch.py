@@ -33,8 +33,8 @@ import time
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path, PurePosixPath
+from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from appliance import netguard
@@ -407,7 +407,8 @@ def _one_hop(
     except TimeoutError:
         raise UrlTimeout(f"Fetching {where} took longer than {timeout_s:g} s") from None
     except ssl.SSLCertVerificationError as exc:
-        raise UrlFetchFailed(f"Fetching {where} failed: TLS certificate not valid for {target.host!r} ({exc.verify_message})") from None
+        raise UrlFetchFailed(f"Fetching {where} failed: TLS certificate not valid for {target.host!r} "
+                             f"({exc.verify_message})") from None
     except PermissionError as exc:
         raise UrlIngestDisabled(f"URL ingestion is disabled: {exc}") from None
     except (OSError, http.client.HTTPException, zlib.error) as exc:
@@ -558,7 +559,7 @@ def _renamed(exc: ApplianceError, old: str, new: str) -> ApplianceError:
     """The same error with the temporary file's path replaced by the URL."""
     try:
         return type(exc)(str(exc).replace(old, new), exc.hint)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a subclass built from other arguments: keep the original
         return exc
 
 
@@ -574,7 +575,7 @@ __all__ = [
     "UrlTimeout",
     "UrlTooLarge",
     "address_refusal",
-    "fetch_url",
     "fetch_to_converted",
+    "fetch_url",
     "page_to_converted",
 ]

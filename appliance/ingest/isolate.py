@@ -25,6 +25,7 @@ the caller can embed early files while later ones are still converting.
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import queue
@@ -32,9 +33,9 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from appliance import stopping
 from appliance.errors import ApplianceError, ConversionFailed
@@ -52,17 +53,15 @@ def _limit_memory(memory_bytes: int) -> None:
     if memory_bytes and memory_bytes > 0:
         import resource
 
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         limit = memory_bytes if hard == resource.RLIM_INFINITY else min(memory_bytes, hard)
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 def _worker_main(conn, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
     """Loop in the worker: receive a path, send back ("ok", Converted) or ("err", error)."""
-    try:
+    with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # own process group: a kill takes tesseract children along
-    except OSError:
-        pass
     os.environ["OMP_THREAD_LIMIT"] = "1"
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -137,29 +136,21 @@ class _Worker:
             try:
                 os.killpg(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
         self.proc.join(timeout=5)
-        try:
+        with contextlib.suppress(OSError):
             self.conn.close()
-        except OSError:
-            pass
 
     def stop(self) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.conn.send(None)
-        except (OSError, ValueError):
-            pass
         self.proc.join(timeout=2)
         if self.proc.is_alive():
             self.kill()
         else:
-            try:
+            with contextlib.suppress(OSError):
                 self.conn.close()
-            except OSError:
-                pass
 
 
 def _size(path: Path) -> int:
@@ -260,9 +251,9 @@ class ConvertPool:
             )
         try:
             w.conn.send(str(path))
-        except (OSError, ValueError):
+        except (OSError, ValueError) as exc:
             self._retire(w, replace=True, kill=True)
-            raise WorkerCrashed(f"{path}: the converter process was gone before the file was sent")
+            raise WorkerCrashed(f"{path}: the converter process was gone before the file was sent") from exc
         w.tasks += 1
         deadline = time.monotonic() + self.timeout_s
         while True:
@@ -389,14 +380,12 @@ class ConvertPool:
         self._idle.put(None)
         return workers
 
-    def __enter__(self) -> "ConvertPool":
+    def __enter__(self) -> ConvertPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass

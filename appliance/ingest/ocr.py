@@ -18,9 +18,9 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from appliance.errors import ConversionFailed, OcrUnavailable
 from appliance.ingest.failures import ImageTooLarge
@@ -106,7 +106,7 @@ def ocr_status(cfg: OcrConfig | None) -> tuple[str, str | None]:
 
 def require_ocr(cfg: OcrConfig | None, what: str) -> OcrConfig:
     """Return cfg when OCR can run; otherwise raise OcrUnavailable naming `what` and the fix."""
-    state, hint = ocr_status(cfg)
+    _state, hint = ocr_status(cfg)
     if hint is not None or cfg is None:
         raise OcrUnavailable(f"{what} needs OCR, which is unavailable: {hint}", hint=hint or APT_HINT)
     return cfg
@@ -185,9 +185,9 @@ def _check_pixels(width: int, height: int, cfg: OcrConfig, name: str) -> None:
 
 def ocr_image_file(path: Path, cfg: OcrConfig) -> list[str]:
     """Recognise every frame of an image file (all pages of a multi-page TIFF)."""
-    from PIL import Image, ImageSequence, UnidentifiedImageError
-
     import warnings
+
+    from PIL import Image, ImageSequence, UnidentifiedImageError
 
     Image.MAX_IMAGE_PIXELS = cfg.max_pixels  # Pillow's own bomb check, belt and braces
     texts: list[str] = []

@@ -15,9 +15,9 @@ import sys
 import tempfile
 import urllib.request
 import zipfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 from appliance.errors import ApplianceError, ModelCorrupt, ModelMissing
 from appliance.models.manifest import MANIFEST_NAME, Manifest, ModelSpec, default_cache_dir, load_manifest
@@ -66,8 +66,9 @@ def check_baked(spec: ModelSpec, models_dir: Path, *, full: bool = True) -> Path
     path = model_dir(models_dir, spec)
     if not path.is_dir():
         raise ModelMissing(f"Model {spec.id} is not baked: {path} does not exist",
-                           hint=f"Run `minirag models bake {spec.id}` (or `make models`), then `minirag models verify`.")
-    for name, expected in sorted(spec.files.items()):
+                           hint=f"Run `minirag models bake {spec.id}` (or `make models`), "
+                                "then `minirag models verify`.")
+    for name in sorted(spec.files):
         file = path / name
         if not file.is_file():
             raise ModelMissing(f"Model {spec.id} is incomplete: {file} is missing",
@@ -79,12 +80,14 @@ def check_baked(spec: ModelSpec, models_dir: Path, *, full: bool = True) -> Path
         if full or entry is None:
             actual = sha256_file(file)
         elif entry.get("size") != file.stat().st_size:
-            raise ModelCorrupt(f"Model {spec.id}: {file} has {file.stat().st_size} bytes, baked with {entry.get('size')}",
+            raise ModelCorrupt(f"Model {spec.id}: {file} has {file.stat().st_size} bytes, "
+                               f"baked with {entry.get('size')}",
                                hint=f"Re-bake it: {_fix(spec)}, then `minirag models verify`.")
         else:
             actual = entry.get("sha256")
         if actual != expected:
-            raise ModelCorrupt(f"Model {spec.id}: {file} does not match the manifest (sha256 {actual}, expected {expected})",
+            raise ModelCorrupt(f"Model {spec.id}: {file} does not match the manifest "
+                               f"(sha256 {actual}, expected {expected})",
                                hint=f"Re-bake it: {_fix(spec)}, then `minirag models verify`.")
     return path
 
@@ -194,7 +197,8 @@ def _materialise_huggingface(spec: ModelSpec, out: Path, hub_cache: Path | None,
             continue
         if not allow_download:
             raise ModelMissing(f"Model {spec.id}: {cached} is not in the hub cache and downloading is off",
-                               hint="Bake on a connected host, or copy the files and run `minirag models import --from DIR`.")
+                               hint="Bake on a connected host, or copy the files and run "
+                                    "`minirag models import --from DIR`.")
         url = f"{endpoint}/{source['repo']}/resolve/{source['revision']}/{repo_path}"
         _download_url(url, out / name)
         actual = sha256_file(out / name)
@@ -243,7 +247,8 @@ def _check_output(spec: ModelSpec, out: Path) -> None:
     if wrong:
         listing = "; ".join(f"{name} = {digest}" for name, digest in wrong.items())
         raise BakeFailed(f"Baking {spec.id} produced files that differ from the manifest: {listing}",
-                         hint="A changed converter or library version changed the bytes; review it and update models/manifest.toml.")
+                         hint="A changed converter or library version changed the bytes; "
+                              "review it and update models/manifest.toml.")
 
 
 def _replace_dir(tmp: Path, final: Path) -> None:

@@ -5,7 +5,6 @@ graph builder is generic over BERT sizes so the tiny test fixture reuses it.
 """
 from __future__ import annotations
 
-import io
 import json
 import struct
 from dataclasses import dataclass, field
@@ -173,7 +172,7 @@ def _layer_norm(nodes: list, inits: list, x: str, name: str, tensors: dict[str, 
     return name + ".out"
 
 
-def build_encoder(tensors: dict[str, np.ndarray], shape: EncoderShape) -> "onnx.ModelProto":  # noqa: F821
+def build_encoder(tensors: dict[str, np.ndarray], shape: EncoderShape) -> onnx.ModelProto:  # noqa: F821
     """A BERT encoder graph over `tensors` (image naming), standard ONNX ops only.
 
     Inputs input_ids / attention_mask / token_type_ids are int64 [batch, seq];
@@ -271,7 +270,7 @@ def build_encoder(tensors: dict[str, np.ndarray], shape: EncoderShape) -> "onnx.
     return model
 
 
-def save_model(model: "onnx.ModelProto", path: Path) -> None:  # noqa: F821
+def save_model(model: onnx.ModelProto, path: Path) -> None:  # noqa: F821
     """Serialize deterministically (protobuf with a fixed field order)."""
     path.write_bytes(model.SerializeToString(deterministic=True))
 
@@ -306,7 +305,7 @@ def _char_class(codepoints: list[int]) -> str:
 
 
 def build_tokenizer(pieces: list[str], scores: np.ndarray, norm_map: dict[int, tuple[int, ...]],
-                    special_ids: dict[str, int]) -> "tokenizers.Tokenizer":  # noqa: F821
+                    special_ids: dict[str, int]) -> tokenizers.Tokenizer:  # noqa: F821
     """The image's SentencePiece Unigram as a `tokenizers` Tokenizer.
 
     Normalization per MODELS.md: delete what the map sends to nothing, map what it
@@ -315,7 +314,7 @@ def build_tokenizer(pieces: list[str], scores: np.ndarray, norm_map: dict[int, t
     """
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-    vocab = [(piece, float(score)) for piece, score in zip(pieces, scores.tolist())]
+    vocab = [(piece, float(score)) for piece, score in zip(pieces, scores.tolist(), strict=True)]
     tok = Tokenizer(models.Unigram(vocab, unk_id=special_ids["<unk>"], byte_fallback=False))
     deleted = [cp for cp, out in norm_map.items() if not out]
     to_space = [cp for cp, out in norm_map.items() if out == (0x20,) and cp != 0x20]
