@@ -10,7 +10,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,6 +20,9 @@ from appliance.config import Environment, read_environment
 from appliance.errors import ApplianceError
 from appliance.models.cli import models_app
 from appliance.paging import READ_PAGE_CHARS
+
+if TYPE_CHECKING:
+    from appliance.service import Appliance
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None,
                   help="Offline document search for AI agents. With no command: the MCP server on stdio.")
@@ -41,7 +44,7 @@ def _environment(ctx: typer.Context) -> Environment:
 
 
 def _appliance(ctx: typer.Context, base_dir: list[str] | None, db_path: str | None, models_dir: str | None,
-               model_name: str | None, **changes: Any):  # type: ignore[no-untyped-def]
+               model_name: str | None, **changes: Any) -> Appliance:
     from dataclasses import replace
 
     settings = _environment(ctx).settings(base_dirs=base_dir, db_path=db_path, models_dir=models_dir,

@@ -20,7 +20,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, PrivateAttr, ValidationError, ValidationInfo
 from pydantic_core import PydanticUseDefault
-from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from appliance.errors import ConfigError
 from appliance.models.manifest import default_models_dir
@@ -270,8 +276,10 @@ class Environment(BaseSettings):
     _problems: dict[str, ConfigError] = PrivateAttr(default_factory=dict)
 
     @classmethod
-    def settings_customise_sources(  # type: ignore[no-untyped-def, override]
-            cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):
+    def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
         # Only the values read_environment() passes: os.environ (or a given mapping) is read there, once.
         return (init_settings,)
 
@@ -345,7 +353,7 @@ class Environment(BaseSettings):
         return tuple(roots)
 
 
-VARIABLES = tuple(field.alias for field in Environment.model_fields.values())
+VARIABLES = tuple(field.alias or name for name, field in Environment.model_fields.items())
 """The name of every environment variable the appliance reads."""
 
 
@@ -354,7 +362,8 @@ def read_environment(env: Mapping[str, str] | None = None) -> Environment:
 
     Only a composition root calls this without `env`. Never raises: see `Environment.problems`.
     """
-    values = EnvSettingsSource(Environment)() if env is None else {name: env[name] for name in VARIABLES if name in env}
+    values: dict[str, Any] = (EnvSettingsSource(Environment)() if env is None
+                              else {name: env[name] for name in VARIABLES if name in env})
     try:
         return Environment(**values)
     except ValidationError as exc:

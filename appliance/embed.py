@@ -70,7 +70,7 @@ def _rstrip_ones(mask: list[int]) -> list[int]:
 def _pad_token(model_path: Path) -> str:
     config = json.loads((model_path / "tokenizer_config.json").read_text(encoding="utf-8"))
     pad = config.get("pad_token", "<pad>")
-    return pad["content"] if isinstance(pad, dict) else pad
+    return str(pad["content"] if isinstance(pad, dict) else pad)
 
 
 def _fastembed_cache_dir() -> str:
@@ -159,7 +159,7 @@ class Embedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """(dim,) float32, L2-normalised; the query prefix is applied here."""
-        return self._embed([self.spec.query_prefix + text])[0]
+        return self._embed([self.spec.query_prefix + text]).reshape(-1)  # the one row
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), dim) float32 for many queries at once (batched like passages)."""

@@ -95,12 +95,12 @@ def run_stdio(args: list[str], environment: Callable[[], Environment]) -> int:
         threading.Thread(target=_on_hangup, args=(supervisor,), name="stdin-hangup", daemon=True).start()
     _wait_reaping(server, lambda: stop_at[0] + STOP_WAIT_S if stop_at else None)
     stop_at[:1] = stop_at[:1] or [time.monotonic()]  # the client left: stop the scheduler now
-    for proc in (supervisor, server):
+    for proc, program in ((supervisor, "supervisord"), (server, "minirag")):
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             _wait_reaping(proc, lambda: stop_at[0] + STOP_WAIT_S)
             if proc.poll() is None:
-                _err(f"warning: {Path(str(proc.args[0])).name} did not stop within {STOP_WAIT_S:g} s; killing it")
+                _err(f"warning: {program} did not stop within {STOP_WAIT_S:g} s; killing it")
                 proc.kill()
                 _wait_reaping(proc, lambda: None)
     return _exit_code(server)
@@ -160,7 +160,6 @@ def run_daemon(environment: Environment) -> int:
         DAEMON_MARKER.write_text(address)
     conf = environment.minirag_supervisor_dir / DAEMON_CONF
     os.execv(_supervisord(), [_supervisord(), "-n", "-c", str(conf)])
-    return 1  # not reached
 
 
 def run_sync(args: list[str], environment: Environment) -> int:
@@ -174,7 +173,6 @@ def run_sync(args: list[str], environment: Environment) -> int:
                 _err(f"hint: docker run --rm -v /path/to/docs:{root}:ro -v minirag-index:/index IMAGE sync")
                 return 1
     os.execv(_minirag(), [_minirag(), "sync", *args])
-    return 1  # not reached
 
 
 def _roots(environment: Environment) -> list[Path]:
@@ -231,7 +229,6 @@ def main(argv: list[str] | None = None, environment: Environment | None = None) 
     if mode == "healthcheck":
         return healthcheck()
     os.execv(_minirag(), [_minirag(), *args])
-    return 1  # not reached
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
     from appliance.config import Environment
     from appliance.runtime import Runtime
     from appliance.status_page import Sessions
@@ -81,12 +84,12 @@ class TokenGate:
     """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`; the status
     page and its endpoints also take a signed-in session's cookie (see appliance.status_page)."""
 
-    def __init__(self, app: Any, token: str, sessions: Sessions | None = None) -> None:
+    def __init__(self, app: ASGIApp, token: str, sessions: Sessions | None = None) -> None:
         self.app = app
         self.expected = f"Bearer {token}".encode()
         self.sessions = sessions
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)  # lifespan
             return
@@ -111,7 +114,7 @@ class TokenGate:
                                 (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
 
-    def _bearer(self, scope: dict[str, Any]) -> bool:
+    def _bearer(self, scope: Scope) -> bool:
         given = b""
         for name, value in scope.get("headers", ()):
             if name == b"authorization":
@@ -119,13 +122,13 @@ class TokenGate:
                 break
         return hmac.compare_digest(given, self.expected)
 
-    def _signed_in(self, scope: dict[str, Any]) -> bool:
+    def _signed_in(self, scope: Scope) -> bool:
         from appliance.status_page import session_cookie
 
         return self.sessions is not None and self.sessions.valid(session_cookie(scope))
 
 
-def build_app(runtime: Runtime, token: str) -> Any:
+def build_app(runtime: Runtime, token: str) -> Starlette:
     """The Starlette app: the MCP tools at /mcp and the status page at /, behind TokenGate when a token is set."""
     from starlette.middleware import Middleware
 

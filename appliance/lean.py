@@ -45,6 +45,7 @@ import sys
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any
 
@@ -68,7 +69,7 @@ class _DeferredInit(importlib.abc.Loader):
     def __init__(self, real: importlib.abc.Loader) -> None:
         self.real = real
 
-    def create_module(self, spec):  # type: ignore[no-untyped-def]
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self.real.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
@@ -85,14 +86,14 @@ class _DeferredInit(importlib.abc.Loader):
                     if module.__spec__ is not None:
                         module.__spec__.loader = real
                     try:
-                        real.exec_module(module)  # type: ignore[attr-defined]
+                        real.exec_module(module)
                     except BaseException:
                         sys.modules.pop(module.__name__, None)  # as a failed import would leave it
                         raise
             return getattr(module, name)  # missing even after the real __init__: AttributeError as usual
 
-        __getattr__.__deferred__ = True  # type: ignore[attr-defined]
-        module.__getattr__ = __getattr__  # type: ignore[attr-defined]
+        __getattr__.__deferred__ = True  # type: ignore[attr-defined]  # the mark is_deferred() looks for
+        module.__dict__["__getattr__"] = __getattr__
 
 
 class _ScopedFinder(importlib.abc.MetaPathFinder):

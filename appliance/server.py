@@ -37,8 +37,17 @@ from appliance.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_
 from appliance.runtime import Runtime, result_text, tool_data
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Sequence
+
+    import mcp_types as mt
+    from fastmcp.server.middleware import CallNext, MiddlewareContext
+    from fastmcp.tools import Tool
+
     from appliance.config import Environment
     from appliance.service import Appliance
+
+    Call = Callable[[type[BaseModel], Callable[[Appliance], Any]], Awaitable[ToolResult]]
+    """create_server's `call`: run a service operation in a thread, its result validated against a model."""
 
 log = logging.getLogger("appliance.server")
 
@@ -96,7 +105,8 @@ async def _render(model: type[BaseModel], work: Callable[[], Any]) -> ToolResult
 def _hints_for_agents(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
     """Reword CLI commands in status warnings and job errors (never in document text) for an agent."""
     if model is m.Status:
-        return for_agents(data)
+        reworded: dict[str, Any] = for_agents(data)
+        return reworded
     if data.get("error"):
         data["error"] = for_agents(data["error"])
     for job in data.get("jobs") or ():
@@ -129,7 +139,7 @@ def _progress_token(ctx: Context) -> Any:
     return (rc.meta or {}).get("progressToken") if rc is not None else None
 
 
-async def _follow(ctx: Context, job_id: str, call: Callable[..., Any]) -> ToolResult:
+async def _follow(ctx: Context, job_id: str, call: Call) -> ToolResult:
     """Send the job's progress as notifications until it ends (its final record) or FOLLOW_MAX_S passes
     (the running job)."""
     deadline = anyio.current_time() + FOLLOW_MAX_S
@@ -148,7 +158,8 @@ async def _follow(ctx: Context, job_id: str, call: Callable[..., Any]) -> ToolRe
 class ErrorsAsValues(Middleware):
     """Arguments that fail the input schema, and anything that slips past a tool, become error values."""
 
-    async def on_call_tool(self, context, call_next):  # type: ignore[no-untyped-def]
+    async def on_call_tool(self, context: MiddlewareContext[mt.CallToolRequestParams],
+                           call_next: CallNext[mt.CallToolRequestParams, ToolResult]) -> ToolResult:
         try:
             return await call_next(context)
         except ArgumentsInvalid as exc:
@@ -171,7 +182,8 @@ class WarmUpAfterListing(Middleware):
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    async def on_list_tools(self, context, call_next):  # type: ignore[no-untyped-def]
+    async def on_list_tools(self, context: MiddlewareContext[mt.ListToolsRequest],
+                            call_next: CallNext[mt.ListToolsRequest, Sequence[Tool]]) -> Sequence[Tool]:
         result = await call_next(context)
         self.runtime.warm_up()
         return result
@@ -194,7 +206,7 @@ def create_server(runtime: Runtime) -> FastMCP:
     mcp = FastMCP("minirag", instructions=runtime.instructions(), version=__version__,
                   mask_error_details=True, middleware=[ErrorsAsValues(), WarmUpAfterListing(runtime)])
 
-    def call(model: type[BaseModel], work: Callable[[Appliance], Any]) -> Any:
+    def call(model: type[BaseModel], work: Callable[[Appliance], Any]) -> Awaitable[ToolResult]:
         return _render(model, lambda: work(runtime.appliance()))
 
     def tool(annotations: ToolAnnotations, model: type[BaseModel]) -> Callable[[Callable[..., Any]], Any]:
@@ -398,9 +410,11 @@ def create_server(runtime: Runtime) -> FastMCP:
 
 def _one_target(file_path: str | None, source: str | None) -> tuple[str, bool]:
     """(target, is_source): a file path, or a data/url source id taken as given."""
-    if (file_path is None) == (source is None):
-        raise InvalidArgument("Give exactly one of filePath or source")
-    return (file_path, False) if file_path is not None else (source, True)  # type: ignore[return-value]
+    if file_path is not None and source is None:
+        return file_path, False
+    if source is not None and file_path is None:
+        return source, True
+    raise InvalidArgument("Give exactly one of filePath or source")
 
 
 def _ingest_url(app: Appliance, url: str) -> Any:

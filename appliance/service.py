@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from appliance import __version__
 from appliance.config import TOP_K_CAP, Settings
@@ -45,7 +45,7 @@ from appliance.ingest.discover import (
 )
 from appliance.ingest.isolate import ConvertPool
 from appliance.ingest.ocr import OcrConfig, ocr_status
-from appliance.ingest.snapshots import Kept, dedupe_sequence, snapshot_members
+from appliance.ingest.snapshots import Kept, Member, dedupe_sequence, snapshot_members
 from appliance.keywords import keywords_field, language, query_terms
 from appliance.locking import lock_holder, sync_lock
 from appliance.paging import MAX_PAGE_CHARS, READ_PAGE_CHARS, text_page
@@ -64,6 +64,9 @@ from appliance.query.hybrid import cap_distance, cap_files, fuse, group_cut
 from appliance.records import Chunk, Converted
 from appliance.state import SyncProgress, read_last_sync, read_scheduler_state, running_sync, save_last_sync
 from appliance.store import IDENTITY_FILE, Identity, Index, SourceRow, in_list, sql_str
+
+if TYPE_CHECKING:
+    from appliance.jobs import SyncJobs
 
 Progress = Callable[[str, int, int, str], None]
 """progress(phase, done, total, current_path)"""
@@ -503,7 +506,7 @@ class Appliance:
         whole, in date order, in one write, so its de-duplication stays exact.
         """
         plans = {f.path: (f, *self._classify(f, known.get(str(f.path)), force or str(f.path) in redo)) for f in files}
-        members: dict[Path, Any] = {}
+        members: dict[Path, Member] = {}
         if self.settings.snapshot_dedupe:
             every = snapshot_members([*plans, *(Path(g) for g in gone)])
             touched = {m.group for p, m in every.items() if p not in plans or plans[p][1] == "index"}
@@ -535,7 +538,7 @@ class Appliance:
         if not todo:
             return
         todo.sort(key=lambda item: str(item[0].path))
-        waiting = {}
+        waiting: dict[str, int] = {}
         for f, _ in todo:
             if f.path in members:
                 waiting[members[f.path].group] = waiting.get(members[f.path].group, 0) + 1
@@ -1010,6 +1013,8 @@ class Appliance:
                 if text == name:
                     return path
             if text.startswith(("/", "~")):
+                given: Path | None
+                real: Path | None
                 try:
                     given = Path(os.path.normpath(Path(text).expanduser()))
                     real = given.resolve()
@@ -1026,8 +1031,9 @@ class Appliance:
         counts of ingest_data and URL items (which belong to no root)."""
         from appliance.ingest.discover import root_names
 
-        roots = [{"name": name, "path": str(path), "exists": path.is_dir(), "indexedFiles": None, "failedFiles": None}
-                 for name, path in zip(root_names(self.settings.roots), self.settings.roots, strict=True)]
+        roots: list[dict[str, Any]] = [
+            {"name": name, "path": str(path), "exists": path.is_dir(), "indexedFiles": None, "failedFiles": None}
+            for name, path in zip(root_names(self.settings.roots), self.settings.roots, strict=True)]
         out: dict[str, Any] = {"roots": roots, "dataSources": None, "urlSources": None}
         try:
             sources = self.index.source_rows()
@@ -1067,10 +1073,11 @@ class Appliance:
         return {"running": running_sync(self.settings.db_path), "lastSync": read_last_sync(self.settings.db_path),
                 "jobs": [job.to_dict() for job in self._jobs().recent()]}
 
-    def _jobs(self) -> Any:
+    def _jobs(self) -> SyncJobs:
         from appliance.jobs import SyncJobs
 
-        return self.__dict__.setdefault("_sync_jobs", SyncJobs())
+        jobs: SyncJobs = self.__dict__.setdefault("_sync_jobs", SyncJobs())
+        return jobs
 
     # ---- ingests bounded in time (the MCP server's ingest_data / ingest_url) ----
     def ingest_data_bounded(self, source_id: str, content: str, fmt: str = "markdown", *,

@@ -35,6 +35,8 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
 from pathlib import Path
 
 from appliance import stopping
@@ -58,7 +60,7 @@ def _limit_memory(memory_bytes: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
-def _worker_main(conn, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
+def _worker_main(conn: Connection, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
     """Loop in the worker: receive a path, send back ("ok", Converted) or ("err", error)."""
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # own process group: a kill takes tesseract children along
@@ -105,7 +107,7 @@ def _worker_main(conn, ocr: OcrConfig | None, max_file_size: int, memory_bytes: 
 
 
 class _Worker:
-    def __init__(self, ctx, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
+    def __init__(self, ctx: SpawnContext, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
         self.conn, child = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(
             target=_worker_main,
@@ -318,7 +320,7 @@ class ConvertPool:
         through runs of small files, so one slow file does not leave the caller idle.
         """
         limit = in_flight or self.workers * 2
-        pending: deque[tuple[Path, int, Future]] = deque()
+        pending: deque[tuple[Path, int, Future[Converted]]] = deque()
         held = 0
         it = iter(paths)
         upcoming: tuple[Path, int] | None = None

