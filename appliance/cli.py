@@ -22,7 +22,7 @@ from appliance.models.cli import models_app
 from appliance.paging import READ_PAGE_CHARS
 
 if TYPE_CHECKING:
-    from appliance.service import Appliance
+    from appliance.service import Appliance, Progress, RunReport
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None,
                   help="Offline document search for AI agents. With no command: the MCP server on stdio.")
@@ -76,7 +76,7 @@ def _reported(as_json: bool) -> Iterator[None]:
 
 
 @contextmanager
-def _progress(enabled: bool) -> Iterator[Any]:
+def _progress(enabled: bool) -> Iterator[Progress | None]:
     """A progress bar on a terminal; one line every ~10 s when piped (cron, `docker run … sync`);
     silent under --json."""
     if not enabled:
@@ -108,7 +108,7 @@ def _progress(enabled: bool) -> Iterator[Any]:
         yield update
 
 
-def _print_run(report: Any, as_json: bool) -> None:
+def _print_run(report: RunReport, as_json: bool) -> None:
     data = report.to_dict()
     for item in data["failed"]:
         typer.echo(f"warn: {item['path']}: {item['reason']}", err=True)

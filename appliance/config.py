@@ -125,7 +125,7 @@ def _var(info: ValidationInfo) -> str:
     return (info.field_name or "").upper()
 
 
-def _set(value: Any) -> Any:
+def _set(value: object) -> object:
     """A value without surrounding blanks; a blank one means unset (the field's default)."""
     if isinstance(value, str):
         value = value.strip()
@@ -134,7 +134,7 @@ def _set(value: Any) -> Any:
     return value
 
 
-def _nonempty(value: Any) -> Any:
+def _nonempty(value: object) -> object:
     """An empty value means unset; any other is taken as it is."""
     if value == "":
         raise PydanticUseDefault()
@@ -144,7 +144,7 @@ def _nonempty(value: Any) -> Any:
 def _number(kind: type) -> BeforeValidator:
     noun = "an integer" if kind is int else "a number"
 
-    def parse(value: Any, info: ValidationInfo) -> Any:
+    def parse(value: object, info: ValidationInfo) -> object:
         value = _set(value)
         if not isinstance(value, str):
             return value
@@ -166,7 +166,7 @@ def _must(test: Callable[[Any], bool], what: str) -> AfterValidator:
 
 
 def _choice(choices: tuple[str, ...], what: str) -> BeforeValidator:
-    def parse(value: Any, info: ValidationInfo) -> Any:
+    def parse(value: object, info: ValidationInfo) -> object:
         if isinstance(value, str):
             value = _set(value.lower())
             if value not in choices:
@@ -176,7 +176,7 @@ def _choice(choices: tuple[str, ...], what: str) -> BeforeValidator:
     return BeforeValidator(parse)
 
 
-def _flag(value: Any, info: ValidationInfo) -> Any:
+def _flag(value: object, info: ValidationInfo) -> object:
     if not isinstance(value, str):
         return value
     raw = value.strip().lower()
@@ -187,7 +187,7 @@ def _flag(value: Any, info: ValidationInfo) -> Any:
     raise _Invalid(f"{_var(info)} must be one of 1/true/yes/on or 0/false/no/off, not {raw!r}")
 
 
-def _path_list(value: Any) -> Any:
+def _path_list(value: object) -> object:
     value = _set(value)
     if not isinstance(value, str):
         return value

@@ -12,11 +12,14 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from appliance import stopping
+
+if TYPE_CHECKING:
+    from appliance.store import SourceRow
 
 
 @dataclass
@@ -24,7 +27,7 @@ class Work:
     """Rows of some sources, to be embedded (`texts[i]` gives `rows[i]` its vector) and
     then written in one write with the sources' records."""
 
-    sources: list[Any]
+    sources: list[SourceRow]
     rows: list[dict[str, Any]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
 
@@ -90,7 +93,7 @@ class EmbedWritePipeline:
         stopping.add_hook(self.stop)
         return self
 
-    def __exit__(self, exc_type: Any, *_: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         try:
             if exc_type is not None:
                 if issubclass(exc_type, stopping.Stopped):
