@@ -46,7 +46,7 @@ class Replica:
     def serves(self, columns: Sequence[str]) -> bool:
         return all(c in self.rows.column_names for c in columns)
 
-    def nearest(self, vector: Sequence[float], limit: int, columns: Sequence[str]) -> list[dict[str, Any]]:
+    def nearest(self, vector: Sequence[float] | np.ndarray, limit: int, columns: Sequence[str]) -> list[dict[str, Any]]:
         """The `limit` nearest rows by cosine distance, nearest first (ties in row order), with `_distance`."""
         if limit < 1 or not len(self.matrix):
             return []

@@ -832,7 +832,7 @@ class Appliance:
 
         under = self.resolve(scope, require_absolute=require_absolute)[0] if scope else None
         known = {s.source_id: s for s in self.index.source_rows()}
-        files = []
+        files: list[dict[str, Any]] = []
         for item in walk(self.settings.roots, self.extensions(), under=under, report_skips=include_ignored):
             if isinstance(item, Skipped):
                 files.append({"filePath": printable(item.path), "state": item.code, "reason": item.reason})

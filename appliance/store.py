@@ -24,6 +24,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Concatenate, Literal, NoReturn, ParamSpec, TypeVar, overload
 
+import numpy as np
+
 from appliance.lean import pandas_hidden
 
 with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing here uses it
@@ -497,7 +499,7 @@ class Index:
 
     # ---- reading -------------------------------------------------------
     @_guarded
-    def vector_search(self, vector: Sequence[float], limit: int, where: str | None,
+    def vector_search(self, vector: Sequence[float] | np.ndarray, limit: int, where: str | None,
                       columns: list[str]) -> list[dict[str, Any]]:
         chunks = self.chunks()
         if chunks is None:
