@@ -408,7 +408,7 @@ class Appliance:
                     title: str | None = None) -> RunReport:
         """Index content the caller holds under a source id of its choosing."""
         source_id = self._checked_data(source_id, content, fmt)
-        converted = convert.convert_data(content, fmt, title=title)  # type: ignore[arg-type]
+        converted = convert.convert_data(content, fmt, title=title)
         digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
         return self._ingest_converted(source_id, "data", converted, digest, len(content))
 
