@@ -69,6 +69,10 @@ MAX_LOGIN_BYTES = 8192
 SESSION_TTL_S = 12 * 3600.0
 MAX_SESSIONS = 256
 """Sessions kept at once; the oldest goes first."""
+MAX_FAILURES = 10
+FAILURE_WINDOW_S = 60.0
+"""Wrong tokens (sign-in or bearer) one address may send per window before it is answered 429."""
+MAX_TRACKED_CLIENTS = 4096
 STATUS_FOR_CODE = {"invalid_argument": 400, "path_outside_roots": 400, "unauthorized": 401, "not_found": 404,
                    "sync_busy": 409, "payload_too_large": 413, "internal_error": 500, "timeout": 504}
 """HTTP status of an error code; any other ApplianceError (index, model, configuration) is 503."""
@@ -111,6 +115,53 @@ class Sessions:
         if session_id:
             with self._lock:
                 self._expiry.pop(self._key(session_id), None)
+
+
+class Throttle:
+    """Failed sign-ins and wrong bearer tokens per client address: past MAX_FAILURES within
+    FAILURE_WINDOW_S, that address is answered 429 (with Retry-After) until its oldest failure
+    is out of the window. A token of MIN_TOKEN_CHARS can't be guessed anyway; this keeps a
+    guessing client from costing the server work and from filling its log."""
+
+    def __init__(self, limit: int = MAX_FAILURES, window: float = FAILURE_WINDOW_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit, self.window, self.clock = limit, window, clock
+        self._failures: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def retry_after(self, client: str) -> float:
+        """Seconds until `client` may try again; 0 when it may now."""
+        with self._lock:
+            recent = self._recent(client)
+            return recent[0] + self.window - self.clock() if len(recent) >= self.limit else 0.0
+
+    def failed(self, client: str) -> None:
+        with self._lock:
+            recent = self._recent(client)
+            recent.append(self.clock())
+            self._failures[client] = recent[-self.limit:]
+            if len(self._failures) > MAX_TRACKED_CLIENTS:  # forget the client whose last failure is oldest
+                del self._failures[min(self._failures, key=lambda c: self._failures[c][-1])]
+
+    def _recent(self, client: str) -> list[float]:
+        since = self.clock() - self.window
+        return [t for t in self._failures.get(client, ()) if t > since]
+
+
+def client_address(scope: Scope) -> str:
+    client = scope.get("client") or ("unknown", 0)
+    return str(client[0])
+
+
+def too_many(retry_after: float, *, form: bool = False) -> Response:
+    """429 for a throttled address: the sign-in form with the message, or a named JSON error."""
+    seconds = max(1, int(retry_after + 0.999))
+    error = named_error("too_many_attempts", f"Too many wrong tokens from this address; try again in {seconds} s",
+                        "Check MCP_AUTH_TOKEN: the server was started with a different one.")
+    response = login_page(f"too_many_attempts: {error['message']}.", status=429) if form else \
+        JSONResponse({"error": error}, status_code=429, headers=SECURITY_HEADERS)
+    response.headers["Retry-After"] = str(seconds)
+    return response
 
 
 def cookie_name(scope: Scope) -> str:
@@ -239,7 +290,7 @@ class Routes(Protocol):
                      include_in_schema: bool = True) -> Callable[[Handler], Handler]: ...
 
 
-def add_routes(mcp: Routes, runtime: Runtime, token: str, sessions: Sessions) -> None:
+def add_routes(mcp: Routes, runtime: Runtime, token: str, sessions: Sessions, throttle: Throttle) -> None:
     """The page, its assets, sign-in and sign-out, and the JSON endpoints, as custom routes of `mcp`
     (the FastMCP server whose HTTP app serves them)."""
     assets = {name: _asset(name) for name in (*STATIC, "index.html", "login.html")}
@@ -262,6 +313,10 @@ def add_routes(mcp: Routes, runtime: Runtime, token: str, sessions: Sessions) ->
             return RedirectResponse("/", status_code=303)
         if request.method == "GET":
             return login_page(status=200)
+        client = client_address(request.scope)
+        wait = throttle.retry_after(client)
+        if wait > 0:
+            return too_many(wait, form=True)
         body = b""
         async for piece in request.stream():
             body += piece
@@ -269,6 +324,7 @@ def add_routes(mcp: Routes, runtime: Runtime, token: str, sessions: Sessions) ->
                 return login_page("payload_too_large: the sign-in form carried more than a token", status=413)
         given = (parse_qs(body.decode("utf-8", "replace")).get("token") or [""])[0].strip()
         if not hmac.compare_digest(given.encode("utf-8", "surrogatepass"), token.encode()):
+            throttle.failed(client)
             return login_page("unauthorized: wrong token. Enter the MCP_AUTH_TOKEN this server was started with.")
         response = RedirectResponse("/", status_code=303, headers=SECURITY_HEADERS)
         response.set_cookie(cookie_name(request.scope), sessions.open(), max_age=int(SESSION_TTL_S), path="/",
