@@ -312,7 +312,9 @@ def _grep_in_child(docs: Iterable[GrepDoc], compiled: re.Pattern[str], max_resul
     lines: list[bytes] = []
     head = {"pattern": compiled.pattern, "flags": compiled.flags & re.IGNORECASE, "max": max_results}
     feeder = threading.Thread(target=_feed, args=(proc.stdin, head, docs, deadline, in_flight, result), daemon=True)
-    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
+    stdout = proc.stdout
+    assert stdout is not None  # stdout=PIPE
+    reader = threading.Thread(target=lambda: lines.extend(stdout), daemon=True)
     feeder.start()
     reader.start()
     try:

@@ -43,7 +43,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from importlib.machinery import ModuleSpec
 from types import ModuleType
@@ -99,7 +99,7 @@ class _DeferredInit(importlib.abc.Loader):
 class _ScopedFinder(importlib.abc.MetaPathFinder):
     """Hides or defers the names the current thread's block asks for; otherwise leaves the import alone."""
 
-    def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
+    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
         top = name.partition(".")[0]
         if top in _scope.hidden:
             raise ModuleNotFoundError(f"{top} is hidden while the index libraries load", name=name)

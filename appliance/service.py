@@ -479,16 +479,16 @@ class Appliance:
 
     def _classify(self, f: FoundFile, old: SourceRow | None, force: bool) -> tuple[str, str]:
         """(what to do, content hash): unchanged, refresh, failed, error (unreadable) or index."""
-        fresh = (old is not None and not old.error_code and old.scheme == SCHEME_VERSION
-                 and old.model_id == self.spec.id)
-        if not force and fresh and self.settings.change_detection == "stat" \
-                and old.mtime_ns == f.mtime_ns and old.size == f.size:  # type: ignore[union-attr]
-            return "unchanged", old.content_hash  # type: ignore[union-attr]
+        fresh = (old if old is not None and not old.error_code and old.scheme == SCHEME_VERSION
+                 and old.model_id == self.spec.id else None)  # the row, when it is current
+        if not force and fresh is not None and self.settings.change_detection == "stat" \
+                and fresh.mtime_ns == f.mtime_ns and fresh.size == f.size:
+            return "unchanged", fresh.content_hash
         try:
             digest = content_hash(f.path)
         except OSError as exc:
             return "error", exc.strerror or str(exc)
-        if not force and fresh and old.content_hash == digest:  # type: ignore[union-attr]
+        if not force and fresh is not None and fresh.content_hash == digest:
             return "refresh", digest
         if not force and old is not None and old.error_code and old.content_hash == digest \
                 and old.mtime_ns == f.mtime_ns:
@@ -520,10 +520,12 @@ class Appliance:
             if kind == "unchanged":
                 report.unchanged += 1
             elif kind == "refresh":
-                self.index.record_sources([_replace_stat(old, f)])  # type: ignore[arg-type]
+                assert old is not None  # _classify refreshes only a known row
+                self.index.record_sources([_replace_stat(old, f)])
                 report.refreshed += 1
             elif kind == "failed":
-                report.failed.append({"path": str(path), "code": old.error_code, "reason": old.error})  # type: ignore[union-attr]
+                assert old is not None  # _classify reports a failure again only for a known row
+                report.failed.append({"path": str(path), "code": old.error_code, "reason": old.error})
             elif kind == "error":
                 report.failed.append({"path": str(path), "code": "unreadable", "reason": digest})
                 if old is None or old.error_code != "unreadable" or (old.mtime_ns, old.size) != (f.mtime_ns, f.size):

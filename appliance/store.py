@@ -460,7 +460,7 @@ class Index:
                     if table is not None:
                         self._optimize(table)
 
-    def _optimize(self, table) -> None:  # type: ignore[no-untyped-def]
+    def _optimize(self, table: Table) -> None:
         """Compact and fold new rows into the indexes; losing this race to another process is no failure.
 
         Two processes that both just wrote compact the same fragments; the one that loses

@@ -17,16 +17,13 @@ import logging
 import re
 import warnings
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from appliance.errors import ConversionFailed, FileTooLarge, OcrUnavailable, UnsupportedFile
 from appliance.ingest.failures import EncryptedDocument, MislabelledFile
 from appliance.ingest.markdown_blocks import PAGE_MARKER, SHEET_MARKER
-
-if TYPE_CHECKING:
-    from markitdown import DocumentConverter, DocumentConverterResult, StreamInfo
 from appliance.ingest.ocr import (
     OCR_ENGINE,
     OcrConfig,
@@ -38,6 +35,9 @@ from appliance.ingest.ocr import (
 from appliance.ingest.textfile import read_text
 from appliance.ingest.titles import choose_title
 from appliance.records import Converted
+
+if TYPE_CHECKING:
+    from markitdown import DocumentConverter, DocumentConverterResult, StreamInfo
 
 # The converters' libraries warn about what a document holds that they skip (openpyxl: "Unknown
 # extension is not supported", pdfminer: font and colour-space notes), once per file, on stderr:
@@ -353,7 +353,7 @@ def _pptx_plain(path: Path) -> str:
     (e.g. a shape type python-pptx does not recognise). Same slide markers as markitdown."""
     from pptx import Presentation
 
-    def texts(shapes) -> list[str]:  # type: ignore[no-untyped-def]
+    def texts(shapes: Iterable[Any]) -> list[str]:  # python-pptx shapes of every kind, duck-typed as below
         out: list[str] = []
         for shape in shapes:
             try:
@@ -689,7 +689,7 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
 
 def load_converters() -> None:
     """Import markitdown's converters now (a worker does so before its memory limit applies)."""
-    import markitdown.converters  # noqa: F401
+    import markitdown.converters  # noqa: F401 - imported for its side effect: loading the parsers
 
 
 def to_markdown(path: Path, *, ocr: OcrConfig | None, max_file_size: int) -> Converted:

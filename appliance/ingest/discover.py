@@ -109,7 +109,8 @@ def resolve_in_roots(path: str | Path, roots: Sequence[Path], *, cwd: Path | Non
         real = candidate.resolve()
     except RuntimeError:  # pathlib's report of ELOOP
         raise InvalidArgument(f"Cannot resolve {candidate}: symbolic links form a loop") from None
-    if contained_root(real, roots) is None:
+    real_root = contained_root(real, roots)
+    if real_root is None:
         raise PathOutsideRoots(f"Path outside the configured document roots: {candidate}")
     try:
         exists = candidate.exists()
@@ -123,7 +124,7 @@ def resolve_in_roots(path: str | Path, roots: Sequence[Path], *, cwd: Path | Non
     lexical_root = contained_root(candidate, roots)
     if lexical_root is not None:
         return candidate, lexical_root
-    return real, contained_root(real, roots)  # type: ignore[return-value]
+    return real, real_root
 
 
 class RulesUnreadable(Exception):

@@ -423,7 +423,7 @@ class ConvertPool:
                     res: Converted | ApplianceError = fut.result()
                 except ApplianceError as exc:
                     res = exc
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - whatever a conversion raised is that file's failure
                     res = ConversionFailed(f"{p}: {type(exc).__name__}: {exc}")
                 if self._aborted:  # the conversions were killed, not failed: nothing to report
                     raise stopping.Stopped(stopping.reason() or "stopping")

@@ -21,9 +21,13 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from appliance.errors import ConversionFailed, OcrUnavailable
 from appliance.ingest.failures import ImageTooLarge
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 OCR_ENGINE = "tesseract"
 
@@ -137,7 +141,7 @@ def _tesseract(data: bytes, args: list[str], cfg: OcrConfig) -> str:
     return proc.stdout.decode("utf-8", "replace")
 
 
-def _png(image) -> bytes:  # type: ignore[no-untyped-def]
+def _png(image: Image.Image) -> bytes:
     buf = io.BytesIO()
     image.save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
@@ -162,7 +166,7 @@ def page_rotation(data: bytes, cfg: OcrConfig, dpi: int | None = None) -> int:
     return int(rot.group(1)) % 360
 
 
-def ocr_pil(image, cfg: OcrConfig, dpi: int | None = None) -> str:  # type: ignore[no-untyped-def]
+def ocr_pil(image: Image.Image, cfg: OcrConfig, dpi: int | None = None) -> str:
     """Recognise one PIL image (fed to tesseract as PNG on stdin), turned upright first."""
     if image.mode not in ("L", "RGB", "1"):
         image = image.convert("RGB")
