@@ -11,7 +11,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -66,6 +66,7 @@ from appliance.state import SyncProgress, read_last_sync, read_scheduler_state, 
 from appliance.store import IDENTITY_FILE, Identity, Index, SourceRow, in_list, sql_str
 
 if TYPE_CHECKING:
+    from appliance.grep import GrepDoc, GrepResult
     from appliance.jobs import SyncJobs
 
 Progress = Callable[[str, int, int, str], None]
@@ -916,7 +917,7 @@ class Appliance:
     # ---- exact match and background sync (the MCP server's grep / sync_start / sync_status) ----
     def grep(self, pattern: str, *, regex: bool = False, case_sensitive: bool = False, scope: str | None = None,
              root: str | None = None, file_glob: str | None = None, max_results: int = 100,
-             require_absolute: bool = False) -> Any:
+             require_absolute: bool = False) -> GrepResult:
         """Matching lines in the indexed text of every indexed document: files of every format
         (PDF, Office, EPUB, OCRed scans, text), ingest_data items and fetched pages.
 
@@ -951,7 +952,7 @@ class Appliance:
         result.coverage = coverage
         return result
 
-    def _grep_documents(self, sources: Sequence[SourceRow]) -> Iterable[Any]:
+    def _grep_documents(self, sources: Sequence[SourceRow]) -> Iterator[GrepDoc]:
         """The documents' texts from their stored chunks, read a bounded batch at a time."""
         from appliance.grep import GREP_COLUMNS, GrepDoc, describe
 
