@@ -23,6 +23,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
     from appliance.config import Environment
     from appliance.runtime import Runtime
     from appliance.status_page import Sessions, Throttle
@@ -81,7 +84,7 @@ class TokenGate:
     """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`; the status
     page and its endpoints also take a signed-in session's cookie (see appliance.status_page)."""
 
-    def __init__(self, app: Any, token: str, sessions: Sessions | None = None,
+    def __init__(self, app: ASGIApp, token: str, sessions: Sessions | None = None,
                  throttle: Throttle | None = None) -> None:
         from appliance.status_page import Throttle
 
@@ -90,7 +93,7 @@ class TokenGate:
         self.sessions = sessions
         self.throttle = throttle or Throttle()
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)  # lifespan
             return
@@ -129,20 +132,20 @@ class TokenGate:
         await send({"type": "http.response.body", "body": body})
 
     @staticmethod
-    def _authorization(scope: dict[str, Any]) -> bytes | None:
+    def _authorization(scope: Scope) -> bytes | None:
         """The Authorization header's value; None when there is none (that is not a wrong token)."""
         for name, value in scope.get("headers", ()):
             if name == b"authorization":
                 return bytes(value)
         return None
 
-    def _signed_in(self, scope: dict[str, Any]) -> bool:
+    def _signed_in(self, scope: Scope) -> bool:
         from appliance.status_page import session_cookie
 
         return self.sessions is not None and self.sessions.valid(session_cookie(scope))
 
 
-def build_app(runtime: Runtime, token: str) -> Any:
+def build_app(runtime: Runtime, token: str) -> Starlette:
     """The Starlette app: the MCP tools at /mcp and the status page at /, behind TokenGate when a token is set."""
     from starlette.middleware import Middleware
 

@@ -9,8 +9,9 @@ version; the index rebuilds it when a commit moves the version on.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +31,7 @@ class Replica:
     by_parent: dict[str, list[int]]
 
     @classmethod
-    def from_arrow(cls, version: int, table: pa.Table) -> "Replica":
+    def from_arrow(cls, version: int, table: pa.Table) -> Replica:
         vectors = table.column("vector").combine_chunks()
         dim = vectors.type.list_size
         matrix = np.asarray(vectors.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
@@ -45,7 +46,7 @@ class Replica:
     def serves(self, columns: Sequence[str]) -> bool:
         return all(c in self.rows.column_names for c in columns)
 
-    def nearest(self, vector: Sequence[float], limit: int, columns: Sequence[str]) -> list[dict[str, Any]]:
+    def nearest(self, vector: Sequence[float] | np.ndarray, limit: int, columns: Sequence[str]) -> list[dict[str, Any]]:
         """The `limit` nearest rows by cosine distance, nearest first (ties in row order), with `_distance`."""
         if limit < 1 or not len(self.matrix):
             return []
@@ -54,12 +55,13 @@ class Replica:
         distances = 1.0 - self.matrix @ (query / norm if norm > 0 else query)
         top = np.argpartition(distances, limit - 1)[:limit] if limit < len(distances) else np.arange(len(distances))
         top = top[np.lexsort((top, distances[top]))]
-        out = self.rows.select(list(columns)).take(pa.array(top)).to_pylist()
-        for row, i in zip(out, top):
+        out: list[dict[str, Any]] = self.rows.select(list(columns)).take(pa.array(top)).to_pylist()
+        for row, i in zip(out, top, strict=True):
             row["_distance"] = float(distances[i])
         return out
 
     def in_sections(self, parent_ids: Sequence[str], columns: Sequence[str]) -> list[dict[str, Any]]:
         """Every row whose parent_id is one of `parent_ids`."""
         positions = sorted(i for p in set(parent_ids) for i in self.by_parent.get(p, ()))
-        return self.rows.select(list(columns)).take(pa.array(positions, pa.int64())).to_pylist()
+        rows: list[dict[str, Any]] = self.rows.select(list(columns)).take(pa.array(positions, pa.int64())).to_pylist()
+        return rows

@@ -31,9 +31,10 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
 import anyio
@@ -45,7 +46,11 @@ from appliance.errors import ApplianceError, InvalidArgument
 from appliance.paging import READ_PAGE_CHARS
 
 if TYPE_CHECKING:
+    from starlette.types import Scope
+
     from appliance.runtime import Runtime
+
+Handler = Callable[[Request], Awaitable[Response]]
 
 log = logging.getLogger("appliance.http")
 
@@ -143,7 +148,7 @@ class Throttle:
         return [t for t in self._failures.get(client, ()) if t > since]
 
 
-def client_address(scope: dict[str, Any]) -> str:
+def client_address(scope: Scope) -> str:
     client = scope.get("client") or ("unknown", 0)
     return str(client[0])
 
@@ -159,16 +164,17 @@ def too_many(retry_after: float, *, form: bool = False) -> Response:
     return response
 
 
-def cookie_name(scope: dict[str, Any]) -> str:
+def cookie_name(scope: Scope) -> str:
     """The session cookie's name: per port, since browsers share cookies between a host's ports."""
     server = scope.get("server") or (None, None)
     return f"minirag_session_{server[1] or 0}"
 
 
-def session_cookie(scope: dict[str, Any]) -> str | None:
+def session_cookie(scope: Scope) -> str | None:
     """The session id the request's Cookie header carries, or None."""
     name = cookie_name(scope)
-    for key, value in scope.get("headers", ()):
+    headers: Iterable[tuple[bytes, bytes]] = scope.get("headers", ())
+    for key, value in headers:
         if key != b"cookie":
             continue
         for part in value.decode("latin-1").split(";"):
@@ -267,13 +273,24 @@ def _search(runtime: Runtime, query: str, top_k: int) -> dict[str, Any]:
 
 def _read(runtime: Runtime, params: dict[str, str], offset: int) -> dict[str, Any]:
     path, source = params.get("path") or None, params.get("source") or None
-    if (path is None) == (source is None):
+    if path is not None and source is None:
+        target, is_source = path, False
+    elif source is not None and path is None:
+        target, is_source = source, True
+    else:
         raise InvalidArgument("Give exactly one of path or source", hint="Open a document from a search hit.")
-    return runtime.appliance().read(path or source, source is not None, require_absolute=True, offset=offset,
+    return runtime.appliance().read(target, is_source, require_absolute=True, offset=offset,
                                     max_chars=READ_PAGE_CHARS, revision=params.get("revision") or None)
 
 
-def add_routes(mcp: Any, runtime: Runtime, token: str, sessions: Sessions, throttle: Throttle) -> None:
+class Routes(Protocol):
+    """What add_routes needs of the FastMCP server (fastmcp itself stays server.py's import)."""
+
+    def custom_route(self, path: str, methods: list[str], name: str | None = None,
+                     include_in_schema: bool = True) -> Callable[[Handler], Handler]: ...
+
+
+def add_routes(mcp: Routes, runtime: Runtime, token: str, sessions: Sessions, throttle: Throttle) -> None:
     """The page, its assets, sign-in and sign-out, and the JSON endpoints, as custom routes of `mcp`
     (the FastMCP server whose HTTP app serves them)."""
     assets = {name: _asset(name) for name in (*STATIC, "index.html", "login.html")}
@@ -287,7 +304,8 @@ def add_routes(mcp: Any, runtime: Runtime, token: str, sessions: Sessions, throt
         name = request.path_params["name"]
         if name not in STATIC:
             return Response("Not Found", status_code=404, media_type="text/plain", headers=SECURITY_HEADERS)
-        return Response(assets[name], media_type=STATIC[name], headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"})
+        return Response(assets[name], media_type=STATIC[name],
+                        headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"})
 
     @mcp.custom_route("/login", methods=["GET", "POST"], include_in_schema=False)
     async def login(request: Request) -> Response:

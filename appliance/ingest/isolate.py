@@ -25,15 +25,18 @@ the caller can embed early files while later ones are still converting.
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from appliance import stopping
 from appliance.errors import ApplianceError, ConversionFailed
@@ -51,17 +54,15 @@ def _limit_memory(memory_bytes: int) -> None:
     if memory_bytes and memory_bytes > 0:
         import resource
 
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         limit = memory_bytes if hard == resource.RLIM_INFINITY else min(memory_bytes, hard)
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
-def _worker_main(conn, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
+def _worker_main(conn: Connection, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
     """Loop in the worker: receive a path, send back ("ok", Converted) or ("err", error)."""
-    try:
+    with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # own process group: a kill takes tesseract children along
-    except OSError:
-        pass
     os.environ["OMP_THREAD_LIMIT"] = "1"
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -105,7 +106,7 @@ def _worker_main(conn, ocr: OcrConfig | None, max_file_size: int, memory_bytes: 
 
 
 class _Worker:
-    def __init__(self, ctx, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
+    def __init__(self, ctx: SpawnContext, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
         self.conn, child = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(
             target=_worker_main,
@@ -136,29 +137,21 @@ class _Worker:
             try:
                 os.killpg(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
         self.proc.join(timeout=5)
-        try:
+        with contextlib.suppress(OSError):
             self.conn.close()
-        except OSError:
-            pass
 
     def stop(self) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.conn.send(None)
-        except (OSError, ValueError):
-            pass
         self.proc.join(timeout=2)
         if self.proc.is_alive():
             self.kill()
         else:
-            try:
+            with contextlib.suppress(OSError):
                 self.conn.close()
-            except OSError:
-                pass
 
 
 def _size(path: Path) -> int:
@@ -328,9 +321,9 @@ class ConvertPool:
             )
         try:
             w.conn.send(str(path))
-        except (OSError, ValueError):
+        except (OSError, ValueError) as exc:
             self._retire(w, replace=True, kill=True)
-            raise WorkerCrashed(f"{path}: the converter process was gone before the file was sent")
+            raise WorkerCrashed(f"{path}: the converter process was gone before the file was sent") from exc
         w.tasks += 1
         deadline = time.monotonic() + self.timeout_s
         while True:
@@ -395,7 +388,7 @@ class ConvertPool:
         through runs of small files, so one slow file does not leave the caller idle.
         """
         limit = in_flight or self.workers * 2
-        pending: deque[tuple[Path, int, Future]] = deque()
+        pending: deque[tuple[Path, int, Future[Converted]]] = deque()
         held = 0
         it = iter(paths)
         upcoming: tuple[Path, int] | None = None
@@ -430,7 +423,7 @@ class ConvertPool:
                     res: Converted | ApplianceError = fut.result()
                 except ApplianceError as exc:
                     res = exc
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - whatever a conversion raised is that file's failure
                     res = ConversionFailed(f"{p}: {type(exc).__name__}: {exc}")
                 if self._aborted:  # the conversions were killed, not failed: nothing to report
                     raise stopping.Stopped(stopping.reason() or "stopping")
@@ -463,14 +456,12 @@ class ConvertPool:
         self._turns.close()
         return workers
 
-    def __enter__(self) -> "ConvertPool":
+    def __enter__(self) -> ConvertPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass

@@ -12,8 +12,10 @@ scripts/fusion_experiments.py (README, "Retrieval quality").
 """
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from appliance.keywords import language
 
@@ -46,18 +48,18 @@ def fuse(vector_rows: Sequence[dict[str, Any]], keyword_rows: Sequence[dict[str,
     sims = _minmax([1.0 - float(r["_distance"]) for r in vector_rows])
     bm25 = _minmax([float(r["_score"]) for r in keyword_rows])
     merged: dict[str, Candidate] = {}
-    for rank, (row, v) in enumerate(zip(vector_rows, sims)):
+    for rank, (row, v) in enumerate(zip(vector_rows, sims, strict=True)):
         merged[row["id"]] = Candidate(row["id"], row, float(row["_distance"]), rank, None, v)
-    keyword_ranks = {row["id"]: (rank, row, b) for rank, (row, b) in enumerate(zip(keyword_rows, bm25))}
+    keyword_ranks = {row["id"]: (rank, row, b) for rank, (row, b) in enumerate(zip(keyword_rows, bm25, strict=True))}
     for cid, (rank, row, _) in keyword_ranks.items():
         if cid not in merged:
             merged[cid] = Candidate(cid, row, None, None, rank, 0.0)
     abstain = query_language is not None and weight < 1.0
     fused = []
     for c in merged.values():
-        rank, _, b = keyword_ranks.get(c.id, (None, None, 0.0))
+        keyword_rank, _, b = keyword_ranks.get(c.id, (None, None, 0.0))
         other = abstain and (lang := language(c.row.get("text") or "")) is not None and lang != query_language
-        fused.append(Candidate(c.id, c.row, c.distance, c.vector_rank, rank,
+        fused.append(Candidate(c.id, c.row, c.distance, c.vector_rank, keyword_rank,
                                c.score if other else (1.0 - weight) * c.score + weight * b))
     order = {c.id: i for i, c in enumerate(merged.values())}
     return sorted(fused, key=lambda c: (-c.score, order[c.id]))
@@ -75,7 +77,7 @@ def group_cut(candidates: Sequence[Candidate], mode: str | None) -> list[Candida
     distances = sorted(c.distance for c in candidates if c.distance is not None)
     if len(distances) < 3:
         return list(candidates)
-    gaps = [b - a for a, b in zip(distances, distances[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(distances)]
     mean_gap = sum(gaps) / len(gaps)
     boundaries = [distances[i] for i, g in enumerate(gaps) if mean_gap > 0 and g > 2 * mean_gap]
     groups = 1 if mode == "similar" else 2
