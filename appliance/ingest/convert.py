@@ -524,11 +524,12 @@ def _convert_pdf(path: Path, ocr: OcrConfig | None) -> Converted:
     garbage ("garbled_pages"); the file listing names both.
     """
     import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_c
 
     try:
         raw = pdf_page_texts(path)
     except pdfium.PdfiumError as exc:
-        if "password" in str(exc).lower():
+        if exc.err_code == pdfium_c.FPDF_ERR_PASSWORD:
             raise EncryptedDocument(f"{path}: the PDF is encrypted with a password") from None
         raise ConversionFailed(f"{path}: damaged PDF ({exc})") from None
     page_texts = [clean_pdfium_text(t) for t in raw]
@@ -670,8 +671,9 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
     except (ConversionFailed, UnsupportedFile, MemoryError):
         raise  # MemoryError: the worker reports it as the memory limit and is replaced
     except Exception as exc:  # noqa: BLE001 - third-party parsers raise anything
-        name = type(exc).__name__
-        if "MissingDependency" in name:
+        from markitdown import MissingDependencyException
+
+        if isinstance(exc, MissingDependencyException):
             raise ConversionFailed(
                 f"{path}: the {ext} converter is not installed ({str(exc).splitlines()[0]})",
                 hint="Install the package named in the message (for .xls: xlrd).",
