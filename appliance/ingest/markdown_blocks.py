@@ -252,9 +252,9 @@ def front_matter_lines(text: str) -> tuple[int, int] | None:
     return 0, m.group(0).rstrip("\r\n").count("\n")
 
 
-@lru_cache(maxsize=2)
+@lru_cache(maxsize=1)
 def parse(text: str) -> Parsed:
-    """The blocks of `text`, cached for the last two texts: the data-image stripper and the
+    """The blocks of `text`, cached for the last text: the data-image stripper and the
     title chooser read the same text, and so may the chunker (treat the result as read-only)."""
     lines = LineIndex.of(text)
     fm = front_matter_lines(text)
