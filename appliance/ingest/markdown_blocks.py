@@ -187,6 +187,12 @@ def _content(state: StateBlock, line: int) -> str:
     return state.src[state.bMarks[line] + state.tShift[line]:state.eMarks[line]]
 
 
+def _first(state: StateBlock, line: int) -> str:
+    """The first character of the line after its indentation ("" for a blank line)."""
+    pos = state.bMarks[line] + state.tShift[line]
+    return state.src[pos] if pos < state.eMarks[line] else ""
+
+
 def _piped_table(state: StateBlock, start: int, end: int, silent: bool) -> bool:
     """GFM's table rule for tables whose header and data rows start with "|": the table ends
     at the first line that does not, where GFM would take any following text line as a row
@@ -195,11 +201,11 @@ def _piped_table(state: StateBlock, start: int, end: int, silent: bool) -> bool:
     GFM checks the header, the separator and the first row; the other rows are only
     counted, since nothing here reads cells (splitting them was a quarter of the parse).
     """
-    if not _content(state, start).startswith("|"):
+    if _first(state, start) != "|":
         return False
     stop, last = start + 2, min(end, start + 3) if silent else end
     while (stop < last and state.sCount[stop] >= state.blkIndent and not state.is_code_block(stop)
-           and _content(state, stop).startswith("|")):
+           and _first(state, stop) == "|"):
         stop += 1
     before = len(state.tokens)
     if not _gfm_table(state, start, min(stop, start + 3), silent):
@@ -218,8 +224,9 @@ def _one_line_setext(state: StateBlock, start: int, end: int, silent: bool) -> b
     text converted from PDFs and scans a paragraph above a rule of "=" signs, or a formula's "="
     on a line of its own, is no heading."""
     under = start + 1
-    if (under >= end or state.sCount[under] < state.blkIndent or state.is_code_block(under)
-            or not _UNDERLINE.fullmatch(_content(state, under)) or len(_content(state, under).rstrip()) < 3):
+    if (under >= end or _first(state, under) not in ("=", "-") or state.sCount[under] < state.blkIndent
+            or state.is_code_block(under) or not _UNDERLINE.fullmatch(_content(state, under))
+            or len(_content(state, under).rstrip()) < 3):
         return False  # decided before CommonMark's rule scans the whole paragraph for an underline
     before = len(state.tokens)
     if not _commonmark_setext(state, start, end, silent):
@@ -291,18 +298,19 @@ def parse(text: str) -> Parsed:
 
 def _with_paragraphs(lines: LineIndex, special: list[Block]) -> list[Block]:
     """`special` with the lines between them as paragraphs, split at blank lines."""
+    filled = [bool(line.strip()) for line in lines.text.split("\n")]
     out: list[Block] = []
     i = 0
-    n = len(lines)
+    n = len(filled)
     for b in special + [Block("end", n, n)]:
         if b.first < i:
             continue  # nested inside a block already taken
         while i < b.first:
-            if not lines.line(i).strip():
+            if not filled[i]:
                 i += 1
                 continue
             j = i
-            while j + 1 < b.first and lines.line(j + 1).strip():
+            while j + 1 < b.first and filled[j + 1]:
                 j += 1
             out.append(Block("para", i, j))
             i = j + 1
