@@ -107,17 +107,36 @@ class IndexUnwritable(ApplianceError):
 CONFLICT_ATTEMPTS = 10
 """How often a write that lost a commit race is tried before IndexBusy (jittered backoff, ~15 s in all)."""
 _RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+,?")
-_CONFLICT = re.compile(r"commit conflict|CommitConflict|preempted by concurrent|concurrent (?:transaction|writer)"
-                       r"|Please retry", re.IGNORECASE)
+
+# LanceDB (Rust) raises its failures as plain RuntimeError/OSError/ValueError: no exception
+# class, no errno attribute, no error code (checked with lancedb 0.40: a full disk, a read-only
+# mount and a lost commit race all arrive as RuntimeError). Its errors are told apart here, and
+# only here, by the parts Rust renders verbatim: the `lance error:` prefix of the library's own
+# error type, the names of its commit-conflict variants, and the OS error number std::io::Error
+# appends ("(os error 28)"). Every decision below is then made on that number or flag.
+_LANCE_ORIGIN = re.compile(r"\blance error\b|\bLanceError\b", re.IGNORECASE)
+_LANCE_CONFLICT = re.compile(r"commit conflict|CommitConflict|preempted by concurrent|concurrent (?:transaction|writer)"
+                             r"|Please retry", re.IGNORECASE)
+_RUST_OS_ERROR = re.compile(r"\bos error (\d+)\b")
+
+
+def _from_lance(exc: BaseException) -> bool:
+    return bool(_LANCE_ORIGIN.search(str(exc)))
+
+
+def os_errno(exc: BaseException) -> int | None:
+    """The OS error number of a failure: OSError.errno, or the one LanceDB's Rust io error carries."""
+    number = getattr(exc, "errno", None)
+    if isinstance(number, int):
+        return number
+    m = _RUST_OS_ERROR.search(str(exc)) if isinstance(exc, OSError) or _from_lance(exc) else None
+    return int(m.group(1)) if m else None
 
 
 def is_commit_conflict(exc: BaseException) -> bool:
-    """True for LanceDB's retryable commit conflict: another process committed first.
-
-    LanceDB raises it as a plain RuntimeError/OSError whose text names the conflict
-    ("Retryable commit conflict for version 43: ... preempted by concurrent transaction").
-    """
-    return not isinstance(exc, ApplianceError) and bool(_CONFLICT.search(str(exc)))
+    """True for LanceDB's retryable commit conflict: another process committed first
+    ("Retryable commit conflict for version 43: ... preempted by concurrent transaction")."""
+    return not isinstance(exc, ApplianceError) and bool(_LANCE_CONFLICT.search(str(exc)))
 
 
 def _not_ours(db_path: Path, limit: int = 5000) -> tuple[Path, int, int] | None:
@@ -160,8 +179,8 @@ def storage_error(exc: BaseException, where: str, db_path: Path | None = None) -
     """The named error for a failed read or write of `where` ("the index at /index"), or None
     when the exception is no storage failure.
 
-    Python raises OSError with an errno; LanceDB raises RuntimeError/OSError/ValueError
-    whose text carries the OS error or "lance error", so both are looked at.
+    Decided on the OS error number (`os_errno`) and, for LanceDB's own errors, on their
+    origin and conflict variant (see the note above `os_errno`).
     """
     if isinstance(exc, ApplianceError):
         return exc
@@ -169,17 +188,17 @@ def storage_error(exc: BaseException, where: str, db_path: Path | None = None) -
         return IndexBusy(f"{where[:1].upper() + where[1:]} was changed by another process at the same moment, "
                          f"{CONFLICT_ATTEMPTS} times in a row: {_RUST_LOCATION.sub('', str(exc)).strip()}")
     text = _RUST_LOCATION.sub("", " ".join(str(exc).split())).strip()
-    number = getattr(exc, "errno", None)
+    number = os_errno(exc)
     subject = where[:1].upper() + where[1:]
-    if number in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in text or "os error 28" in text:
+    if number in (errno.ENOSPC, errno.EDQUOT):
         return DiskFull(f"The disk holding {where} is full: {text}")
-    if number == errno.EROFS or "Read-only file system" in text or "os error 30" in text:
+    if number == errno.EROFS:
         return IndexUnwritable(f"{subject} is on a read-only filesystem: {text}")
-    if number in (errno.EACCES, errno.EPERM) or "Permission denied" in text or "os error 13" in text:
+    if number in (errno.EACCES, errno.EPERM):
         if db_path is not None:
             return permission_error(db_path, text)
         return IndexUnwritable(f"Permission denied on {where}: {text}")
-    if isinstance(exc, OSError) or "lance error" in text.lower() or "LanceError" in text:
+    if isinstance(exc, OSError) or _from_lance(exc):
         return IndexCorrupt(f"{subject} is damaged or unreadable: {text}")
     return None
 

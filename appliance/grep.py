@@ -11,32 +11,21 @@ section heading. A line holding Markdown escapes or `*` emphasis is also tried a
 reads it (markitdown writes GASKET\\_MEMO for a DOCX's GASKET_MEMO).
 
 Regular expressions come from an untrusted caller, so a catastrophic pattern
-must not hang the server: with the optional `regex` package every line gets
-its own timeout; without it the scan runs in a child process that is killed
-at the deadline. Either way the result says the search was cut short.
+must not hang the server: they run on the `regex` package, which gives every line
+its own timeout, and the result says when the search was cut short.
 """
 from __future__ import annotations
 
-import contextlib
-import json
 import re
-import subprocess
-import sys
-import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
-from typing import IO, Any
+from typing import Any
+
+import regex as _regex_module
 
 from appliance.errors import InvalidArgument
-
-_regex_module: ModuleType | None
-try:  # optional: per-match timeouts; the subprocess fallback covers its absence
-    import regex as _regex_module
-except ImportError:  # pragma: no cover - depends on the environment
-    _regex_module = None
 
 MAX_RESULTS_CAP = 500
 MAX_PATTERN_CHARS = 1000
@@ -176,12 +165,9 @@ def grep(docs: Iterable[GrepDoc], pattern: str, *, is_regex: bool = False, case_
     started = time.monotonic()
     result = GrepResult(pattern=pattern, is_regex=is_regex)
     search = _timed_search(compiled) if is_regex else compiled.search
-    if search is None:
-        _grep_in_child(docs, compiled, max_results, started + deadline_s, result)
-    else:
-        # a literal found in no line is found nowhere in the text: one pass in C skips most documents
-        anywhere = None if is_regex else lambda doc: _anywhere(compiled, doc.text)
-        _scan(docs, search, max_results, started + deadline_s, result, anywhere)
+    # a literal found in no line is found nowhere in the text: one pass in C skips most documents
+    anywhere = None if is_regex else lambda doc: _anywhere(compiled, doc.text)
+    _scan(docs, search, max_results, started + deadline_s, result, anywhere)
     result.seconds = time.monotonic() - started
     return result
 
@@ -190,15 +176,16 @@ class _LineTimeout(Exception):
     pass
 
 
-def _timed_search(compiled: re.Pattern[str]) -> Callable[[str], Any] | None:
-    """A search with a per-line timeout, or None when the `regex` package cannot take the pattern."""
-    if _regex_module is None:
-        return None
+def _timed_search(compiled: re.Pattern[str]) -> Callable[[str], Any]:
+    """A search with a per-line timeout (the `regex` package); InvalidArgument for a pattern only
+    the standard library accepts."""
     try:
         flags = _regex_module.IGNORECASE if compiled.flags & re.IGNORECASE else 0
         timed = _regex_module.compile(compiled.pattern, flags)
-    except Exception:  # noqa: BLE001 - a pattern only the standard library accepts: the child process takes it
-        return None
+    except _regex_module.error as exc:
+        raise InvalidArgument(
+            f"The regular expression is not supported by the timed matcher: {exc}",
+            hint="Rewrite the pattern, or pass regex=false to search for the text literally.") from None
 
     def search(line: str) -> Any:
         try:
@@ -297,88 +284,3 @@ def _match(doc: GrepDoc, line_offset: int, line: str, column: int, shown_column:
         begin = max(0, min(shown_column - MAX_LINE_CHARS // 4, len(line) - MAX_LINE_CHARS))
         line = ("…" if begin else "") + line[begin:begin + MAX_LINE_CHARS] + "…"
     return {**doc.source, **doc.locate(line_offset + column), "line": line}
-
-
-# ---- fallback without the `regex` package: a child process killed at the deadline ----
-# The parent streams the documents' texts to the child's stdin (one JSON line each) from a
-# thread; the child answers each document's matching lines by offset, then "doc" when done
-# with it. The parent keeps the places of documents in flight to locate the matches.
-
-def _grep_in_child(docs: Iterable[GrepDoc], compiled: re.Pattern[str], max_results: int, deadline: float,
-                   result: GrepResult) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "appliance.grep"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    in_flight: dict[int, GrepDoc] = {}
-    lines: list[bytes] = []
-    head = {"pattern": compiled.pattern, "flags": compiled.flags & re.IGNORECASE, "max": max_results}
-    feeder = threading.Thread(target=_feed, args=(proc.stdin, head, docs, deadline, in_flight, result), daemon=True)
-    stdout = proc.stdout
-    assert stdout is not None  # stdout=PIPE
-    reader = threading.Thread(target=lambda: lines.extend(stdout), daemon=True)
-    feeder.start()
-    reader.start()
-    try:
-        proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        if result.stopped is None:
-            result.stopped = "regex_timeout"
-    feeder.join()
-    reader.join()
-    for raw in lines:
-        try:
-            item = json.loads(raw.decode("utf-8", "replace"))
-        except ValueError:
-            continue  # the last line of a killed child may be cut mid-write
-        kind = item.get("kind")
-        if kind == "match" and item["doc"] in in_flight:
-            result.matches.append(_match(in_flight[item["doc"]], item["at"], item["line"], item["column"],
-                                         item["shown"]))
-        elif kind == "doc" and item["doc"] in in_flight:
-            result.count(in_flight.pop(item["doc"]))
-        elif kind == "done":
-            result.truncated = item["truncated"]
-
-
-def _feed(stdin: IO[bytes], head: dict[str, Any], docs: Iterable[GrepDoc], deadline: float,
-          in_flight: dict[int, GrepDoc], result: GrepResult) -> None:
-    try:
-        stdin.write((json.dumps(head) + "\n").encode())
-        for n, doc in enumerate(_until(docs, deadline, result)):
-            in_flight[n] = doc
-            stdin.write((json.dumps({"doc": n, "text": doc.text, "converted": doc.converted}) + "\n").encode("ascii"))
-    except (BrokenPipeError, OSError, ValueError):
-        pass  # the child stopped (enough matches) or was killed
-    finally:
-        with contextlib.suppress(OSError):
-            stdin.close()
-
-
-def _child_main() -> None:
-    job = json.loads(sys.stdin.readline())
-    compiled = re.compile(job["pattern"], job["flags"])
-    found = 0
-    truncated = False
-
-    def say(item: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(item) + "\n")  # ASCII: a lone surrogate in a line survives
-        sys.stdout.flush()
-
-    for raw in sys.stdin:
-        doc = json.loads(raw)
-        for at, line, column, shown in _matching_lines(doc["text"], compiled.search, float("inf"),
-                                                       converted=doc["converted"]):
-            if found >= job["max"]:
-                truncated = True
-                break
-            found += 1
-            say({"kind": "match", "doc": doc["doc"], "at": at, "line": line, "column": column, "shown": shown})
-        say({"kind": "doc", "doc": doc["doc"]})
-        if truncated:
-            break
-    say({"kind": "done", "truncated": truncated})
-
-
-if __name__ == "__main__":
-    _child_main()

@@ -115,12 +115,6 @@ class _ScopedFinder(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, _ScopedFinder())
 
 
-def is_deferred(module: ModuleType) -> bool:
-    """True while `module`'s real `__init__` has not run yet."""
-    hook = module.__dict__.get("__getattr__")
-    return getattr(hook, "__deferred__", False)
-
-
 @contextmanager
 def _scoped(hidden: Iterable[str] = (), deferred: Iterable[str] = ()) -> Iterator[None]:
     outer = (_scope.hidden, _scope.deferred)
@@ -129,11 +123,6 @@ def _scoped(hidden: Iterable[str] = (), deferred: Iterable[str] = ()) -> Iterato
         yield
     finally:
         _scope.hidden, _scope.deferred = outer
-
-
-def deferred_inits(names: Iterable[str]) -> AbstractContextManager[None]:
-    """Within the block, this thread's first import of each named package defers its `__init__` (see above)."""
-    return _scoped(deferred=names)
 
 
 def pandas_hidden() -> AbstractContextManager[None]:

@@ -420,11 +420,7 @@ def _one_target(file_path: str | None, source: str | None) -> tuple[str, bool]:
 def _ingest_url(app: Appliance, url: str) -> Any:
     if not app.settings.allow_url_ingest:
         raise UrlIngestDisabled(f"URL ingest is disabled on this server, so {url} was not fetched")
-    ingest_url = getattr(app, "ingest_url_bounded", None)  # the fetcher (appliance/ingest/fetch.py) plugs in here
-    if ingest_url is None:
-        raise UrlIngestDisabled("URL ingest is enabled, but this build has no URL fetcher yet",
-                                hint="Ingest the page's text with ingest_data instead.")
-    return ingest_url(url)
+    return app.ingest_url_bounded(url)
 
 
 def serve_stdio(environment: Environment, overrides: dict[str, Any]) -> None:

@@ -3,7 +3,7 @@
 `request(reason)` is safe to call from a signal handler. It marks the process as
 stopping and, on a thread of its own (a signal handler must not take locks the
 interrupted code may hold), runs the stop hooks of everything registered with
-`on_stop`: the conversion pool kills its worker processes (a slow PDF is not
+`add_hook`: the conversion pool kills its worker processes (a slow PDF is not
 waited for), the embed/write pipeline abandons the chunks still waiting for the
 model and lets only the LanceDB write in flight finish. The sync then unwinds
 with `Stopped`; what it did not write, the next sync does (a write interrupted
@@ -19,8 +19,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from typing import NoReturn
 
 _requested = threading.Event()
@@ -78,16 +78,6 @@ def remove_hook(hook: Callable[[], None]) -> None:
         _cond.notify_all()
 
 
-@contextmanager
-def on_stop(hook: Callable[[], None]) -> Iterator[None]:
-    """`hook` runs when a stop is requested while the block runs (at once if one already was)."""
-    add_hook(hook)
-    try:
-        yield
-    finally:
-        remove_hook(hook)
-
-
 def wait_quiet(seconds: float) -> bool:
     """Wait until every registered block has ended; False when `seconds` passed first."""
     deadline = time.monotonic() + seconds
@@ -135,9 +125,3 @@ def on_signals(handler: Callable[[int], None] | None = None,
 
     for sig in signals:
         signal.signal(sig, handle)
-
-
-def reset() -> None:
-    """Forget a requested stop (tests run several syncs in one process)."""
-    _requested.clear()
-    _reason.clear()

@@ -372,14 +372,6 @@ class Index:
         (table.merge_insert("source_id").when_matched_update_all().when_not_matched_insert_all().execute(data))
 
     @_writes
-    def update_chunk_metadata(self, source_id: str, values: dict[str, Any]) -> None:
-        """Change per-chunk fields of one source without re-embedding."""
-        chunks = self.chunks()
-        if chunks is not None:
-            with self._lock:
-                chunks.update(where=f"source_id = {sql_str(source_id)}", values=values)
-
-    @_writes
     def delete_sources(self, ids: Sequence[str]) -> None:
         with self._lock:
             for table in (self.chunks(), self.sources()):

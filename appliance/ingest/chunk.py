@@ -15,7 +15,7 @@ source, so joining them in order gives the document back (`reconstruct`).
 
 The kind of document is read from the Markdown itself: a transcript (regular timestamp
 lines), a slide deck (markitdown's slide markers), a document with headings (two or
-more ATX headings) or, failing all of them, a generic document.
+more, as `markdown_blocks` reads them) or, failing all of them, a generic document.
 
 Cost stays close to linear in the document size: tokens are counted on pieces no longer
 than a few budgets, never on a growing string, and each chunk is verified with one count.

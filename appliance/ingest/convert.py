@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from appliance.errors import ConversionFailed, FileTooLarge, OcrUnavailable, UnsupportedFile
 from appliance.ingest.failures import EncryptedDocument, MislabelledFile
-from appliance.ingest.markdown_blocks import PAGE_MARKER, SHEET_MARKER
+from appliance.ingest.markdown_blocks import PAGE_MARKER, SHEET_MARKER, code_lines, front_matter_lines
 from appliance.ingest.ocr import (
     OCR_ENGINE,
     OcrConfig,
@@ -109,7 +109,6 @@ def check_size(path: Path, max_file_size: int) -> int:
 
 # ---------------------------------------------------------------- post-processing
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _DATA_IMAGE = re.compile(r"!\[([^\]\n]*)\]\(\s*<?data:[^)\n]*\)")
 
 
@@ -120,22 +119,15 @@ def strip_data_images(markdown: str) -> str:
     """
     if "data:" not in markdown:
         return markdown
-    out: list[str] = []
-    fence: str | None = None
-    for line in markdown.split("\n"):
-        m = _FENCE.match(line)
-        if m:
-            marker = m.group(1)
-            if fence is None:
-                fence = marker[0] * 3
-            elif marker.startswith(fence) and not line.strip()[len(marker):].strip():
-                fence = None
-            out.append(line)
-            continue
-        if fence is None and "data:" in line:
-            line = _DATA_IMAGE.sub(lambda mm: mm.group(1).strip(), line)
-        out.append(line)
-    return "\n".join(out)
+    lines = markdown.split("\n")
+    code = iter([*code_lines(markdown), (len(lines), len(lines))])
+    first, last = next(code)
+    for i, line in enumerate(lines):
+        if i > last:
+            first, last = next(code)
+        if i < first and "data:" in line:
+            lines[i] = _DATA_IMAGE.sub(lambda mm: mm.group(1).strip(), line)
+    return "\n".join(lines)
 
 
 def _tidy(markdown: str) -> str:
@@ -144,20 +136,17 @@ def _tidy(markdown: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip("\n")
 
 
-_FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
-
-
 def front_matter(markdown: str) -> dict[str, str]:
     """`type` and `tags` from a YAML front-matter block, as raw strings (tags comma-joined).
 
     A small reader for the shapes people write (`tags: [a, b]`, `tags: a, b`, a `- item`
     list); the block itself stays in the text.
     """
-    m = _FRONT_MATTER.match(markdown)
-    if not m:
+    span = front_matter_lines(markdown)
+    if span is None:
         return {}
     meta: dict[str, str] = {}
-    lines = m.group(1).splitlines()
+    lines = markdown.split("\n")[span[0] + 1:span[1]]
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -529,11 +518,12 @@ def _convert_pdf(path: Path, ocr: OcrConfig | None) -> Converted:
     garbage ("garbled_pages"); the file listing names both.
     """
     import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_c
 
     try:
         raw = pdf_page_texts(path)
     except pdfium.PdfiumError as exc:
-        if "password" in str(exc).lower():
+        if exc.err_code == pdfium_c.FPDF_ERR_PASSWORD:
             raise EncryptedDocument(f"{path}: the PDF is encrypted with a password") from None
         raise ConversionFailed(f"{path}: damaged PDF ({exc})") from None
     page_texts = [clean_pdfium_text(t) for t in raw]
@@ -676,8 +666,9 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
     except (ConversionFailed, UnsupportedFile, MemoryError):
         raise  # MemoryError: the worker reports it as the memory limit and is replaced
     except Exception as exc:  # noqa: BLE001 - third-party parsers raise anything
-        name = type(exc).__name__
-        if "MissingDependency" in name:
+        from markitdown import MissingDependencyException
+
+        if isinstance(exc, MissingDependencyException):
             raise ConversionFailed(
                 f"{path}: the {ext} converter is not installed ({str(exc).splitlines()[0]})",
                 hint="Install the package named in the message (for .xls: xlrd).",

@@ -1,15 +1,33 @@
-"""Line-level reading of converted Markdown for the chunker.
+"""The one reading of converted Markdown: blocks, fences, headings, titles, front matter.
 
-Pure functions over a string: where each line starts, which lines form a fenced
-code block (only when the fence is really closed), a table (header row, separator
-row and at least one data row), an ATX heading or a slide marker, and which lines
-look like transcript turns.  Nothing here counts tokens.
+markdown-it-py (CommonMark plus GFM tables) parses the document once per text; the
+chunker, the title chooser and the data-image stripper all read that parse instead of
+tracking fences by hand.  Our rules on top of CommonMark, for Markdown that converters
+wrote from PDFs, scans and Office files as much as for Markdown people wrote:
+
+* a fenced code block counts only when it is really closed (an unclosed fence is a
+  line of text, so a stray ``` in a converted document cannot swallow the rest);
+* headings are ATX headings and one-line setext headings, at the top level (not inside
+  lists or quotes); a paragraph over a line of "=" is no heading;
+* a table is a GFM table whose rows start with "|", with at least one data row, outside
+  block quotes; it ends at the first line without a "|";
+* a YAML front-matter block at the very top is text, never a heading or rule.
+
+Also here: where each line starts (`LineIndex`), markitdown's slide markers, our page
+and sheet markers, and which lines look like transcript turns.  Nothing counts tokens.
 """
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from markdown_it import MarkdownIt
+from markdown_it.rules_block import StateBlock
+from markdown_it.rules_block.fence import fence as _commonmark_fence
+from markdown_it.rules_block.lheading import lheading as _commonmark_setext
+from markdown_it.rules_block.table import table as _gfm_table
 
 # --- line index ------------------------------------------------------------------
 
@@ -49,11 +67,8 @@ class LineIndex:
         return bisect_right(self.starts, offset)
 
 
-# --- block grammar ----------------------------------------------------------------
+# --- markers ----------------------------------------------------------------------
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_HEADING_CLOSE = re.compile(r"(?:^|[ \t]+)#+$")
 _SLIDE = re.compile(r"^\s*<!--\s*Slide number:\s*(\d+)\s*-->\s*$")
 PAGE_MARKER = "<!-- Page number: {n} -->"
 """Put by the converter before the text of each page of a paged source (PDF, multi-frame image)."""
@@ -61,9 +76,17 @@ SHEET_MARKER = "<!-- Sheet name: {name} -->"
 """Put by the converter before each sheet's `## Name` heading of a workbook."""
 LOCATION_MARKER = re.compile(r"^[ \t]*<!-- (Page number|Sheet name): ([^\n]*?) -->[ \t]*$", re.M)
 """Page and sheet markers: the chunker records them per chunk and blanks their lines."""
-_TABLE_ROW = re.compile(r"^ {0,3}\|")
-_TABLE_SEP = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?\s*$")
-_LONG_LINE = 20_000  # lines longer than this are never headings, separators or markers
+_LONG_LINE = 20_000  # a heading longer than this is text, not a section title
+
+
+def slide_number(line: str) -> int | None:
+    if len(line) > 200:
+        return None
+    m = _SLIDE.match(line)
+    return int(m.group(1)) if m else None
+
+
+# --- the parse -------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -72,7 +95,8 @@ class Block:
 
     kind: "para" (lines up to a blank line), "table" (first line is the header row,
     the second the separator), "code" (a fenced block with a real closing fence),
-    "heading" (one ATX heading line) or "slide" (one markitdown slide marker).
+    "heading" (an ATX heading line or a setext heading with its underline) or "slide"
+    (one markitdown slide marker).
     """
 
     kind: str
@@ -83,124 +107,233 @@ class Block:
     number: int = 0
 
 
-def heading_of(line: str) -> tuple[int, str] | None:
-    """(level, title) when `line` is an ATX heading."""
-    if len(line) > _LONG_LINE or not line.lstrip(" ").startswith("#"):
-        return None
-    m = _HEADING.match(line)
+@dataclass(slots=True)
+class Parsed:
+    """What the document holds, by line (0-based): its blocks in order, the lines of its
+    closed fenced code blocks at any depth, and its front-matter block."""
+
+    blocks: list[Block]
+    code: list[tuple[int, int]] = field(default_factory=list)
+    front_matter: tuple[int, int] | None = None
+
+    def first_h1(self) -> str | None:
+        return next((b.title for b in self.blocks if b.kind == "heading" and b.level == 1), None)
+
+
+_FENCE_LINE = re.compile(r"^(?:[ \t]*>)*[ \t]*(`{3,}|~{3,})[ \t]*$", re.M)
+
+
+def _closers(state: StateBlock) -> dict[str, tuple[list[int], list[int]]]:
+    """Per fence character: the lines that could close a fence, and from each of them on
+    the longest such marker (so "is there a closer after line n" is one bisect)."""
+    cached = state.env.get("closers")
+    if cached is None:
+        src = state.src
+        lines: dict[str, list[tuple[int, int]]] = {"`": [], "~": []}
+        starts = LineIndex.of(src).starts
+        for m in _FENCE_LINE.finditer(src):
+            lines[m.group(1)[0]].append((bisect_right(starts, m.start()) - 1, len(m.group(1))))
+        cached = {}
+        for char, found in lines.items():
+            longest = [n for _, n in found]
+            for k in range(len(longest) - 2, -1, -1):
+                longest[k] = max(longest[k], longest[k + 1])
+            cached[char] = ([i for i, _ in found], longest)
+        state.env["closers"] = cached
+    return cached
+
+
+def _closed_fence(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """CommonMark's fence rule, taking only fences that close before their container ends.
+
+    Cost stays linear: an opener with no possible closing line after it fails at once, and
+    an opener inside the span of a failed one (same container, not shorter) fails too,
+    instead of scanning to the container's end again.
+    """
+    pos = state.bMarks[start] + state.tShift[start]
+    marker = state.src[pos:pos + 1]
+    if marker not in ("`", "~") or state.is_code_block(start):
+        return False
+    line = state.src[pos:state.eMarks[start]]
+    length = len(line) - len(line.lstrip(marker))
+    lines, longest = _closers(state)[marker]
+    k = bisect_right(lines, start)
+    if k == len(lines) or longest[k] < length:
+        return False  # no line after this one can close it
+    key = (marker, end, state.blkIndent)
+    failed = state.env.setdefault("failed", {}).get(key)
+    if failed is not None and start < failed[0] and length >= failed[1]:
+        return False
+    if silent:
+        return _commonmark_fence(state, start, end, True)
+    before = len(state.tokens)
+    if not _commonmark_fence(state, start, end, False):
+        return False
+    token = state.tokens[-1]
+    assert token.map is not None  # a block token always carries its line range
+    last = token.map[1] - 1
+    if last > start and not state.is_code_block(last):
+        a, b = state.bMarks[last] + state.tShift[last], state.eMarks[last]
+        close = state.src[a:b].rstrip(" \t")
+        if len(close) >= length and close.strip(marker) == "":
+            return True
+    stop = token.map[1]
+    state.env["failed"][key] = (stop, min(length, failed[1]) if failed and failed[0] == stop else length)
+    del state.tokens[before:]
+    state.line = start
+    return False
+
+
+def _content(state: StateBlock, line: int) -> str:
+    return state.src[state.bMarks[line] + state.tShift[line]:state.eMarks[line]]
+
+
+def _first(state: StateBlock, line: int) -> str:
+    """The first character of the line after its indentation ("" for a blank line)."""
+    pos = state.bMarks[line] + state.tShift[line]
+    return state.src[pos] if pos < state.eMarks[line] else ""
+
+
+def _piped_table(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """GFM's table rule for tables whose header and data rows start with "|": the table ends
+    at the first line that does not, where GFM would take any following text line as a row
+    (markitdown writes a PDF's text lines right after its tables).
+
+    GFM checks the header, the separator and the first row; the other rows are only
+    counted, since nothing here reads cells (splitting them was a quarter of the parse).
+    """
+    if _first(state, start) != "|":
+        return False
+    stop, last = start + 2, min(end, start + 3) if silent else end
+    while (stop < last and state.sCount[stop] >= state.blkIndent and not state.is_code_block(stop)
+           and _first(state, stop) == "|"):
+        stop += 1
+    before = len(state.tokens)
+    if not _gfm_table(state, start, min(stop, start + 3), silent):
+        return False
+    if not silent:
+        state.tokens[before].map = [start, stop]
+        state.line = stop
+    return True
+
+
+_UNDERLINE = re.compile(r"(?:=+|-+)[ \t]*")
+
+
+def _one_line_setext(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """Setext headings of one line of text over an underline of at least three characters: in
+    text converted from PDFs and scans a paragraph above a rule of "=" signs, or a formula's "="
+    on a line of its own, is no heading."""
+    under = start + 1
+    if (under >= end or _first(state, under) not in ("=", "-") or state.sCount[under] < state.blkIndent
+            or state.is_code_block(under) or not _UNDERLINE.fullmatch(_content(state, under))
+            or len(_content(state, under).rstrip()) < 3):
+        return False  # decided before CommonMark's rule scans the whole paragraph for an underline
+    before = len(state.tokens)
+    if not _commonmark_setext(state, start, end, silent):
+        return False
+    if state.tokens[before].map == [start, start + 2]:
+        return True
+    del state.tokens[before:]
+    state.line = start
+    return False
+
+
+def _parser() -> MarkdownIt:
+    md = MarkdownIt("commonmark").enable("table")
+    md.block.ruler.at("fence", _closed_fence, {"alt": ["paragraph", "reference", "blockquote", "list"]})
+    md.block.ruler.at("table", _piped_table, {"alt": ["paragraph", "reference"]})
+    md.block.ruler.at("lheading", _one_line_setext)
+    md.core.ruler.enableOnly(["normalize", "block"])  # blocks only: inline content stays raw
+    return md
+
+
+_MD = _parser()
+_FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
+
+
+def front_matter_lines(text: str) -> tuple[int, int] | None:
+    """[first, last] lines of a YAML front-matter block opening the text, or None."""
+    m = _FRONT_MATTER.match(text)
     if not m:
         return None
-    title = _HEADING_CLOSE.sub("", m.group(2) or "").strip()
-    return len(m.group(1)), title
+    return 0, m.group(0).rstrip("\r\n").count("\n")
 
 
-def slide_number(line: str) -> int | None:
-    if len(line) > 200:
-        return None
-    m = _SLIDE.match(line)
-    return int(m.group(1)) if m else None
+@lru_cache(maxsize=1)
+def parse(text: str) -> Parsed:
+    """The blocks of `text`, cached for the last text: the data-image stripper and the
+    title chooser read the same text, and so may the chunker (treat the result as read-only)."""
+    lines = LineIndex.of(text)
+    fm = front_matter_lines(text)
+    src = text.replace("\r", " ")  # lines end at "\n" only, as in LineIndex; markdown-it would split at \r
+    if fm is not None:
+        src = "\n" * (fm[1] + 1) + src[lines.bounds(fm[1])[1] + 1:] if fm[1] + 1 < len(lines) else ""
+    tokens = _MD.parse(src, {})
+    special: list[Block] = []
+    code: list[tuple[int, int]] = []
+    quoted = 0
+    for k, tok in enumerate(tokens):
+        kind = tok.type
+        if kind == "blockquote_open":
+            quoted += 1
+        elif kind == "blockquote_close":
+            quoted -= 1
+        elif kind == "fence" and tok.map:
+            code.append((tok.map[0], tok.map[1] - 1))
+            if not quoted:
+                special.append(Block("code", tok.map[0], tok.map[1] - 1))
+        elif kind == "heading_open" and tok.level == 0 and tok.map:
+            title = tokens[k + 1].content
+            if len(title) <= _LONG_LINE:
+                special.append(Block("heading", tok.map[0], tok.map[1] - 1, level=int(tok.tag[1]), title=title))
+        elif kind == "table_open" and not quoted and tok.map and tok.map[1] - tok.map[0] >= 3:
+            special.append(Block("table", tok.map[0], tok.map[1] - 1))
+        elif kind == "html_block" and tok.level == 0 and tok.map:
+            number = slide_number(lines.line(tok.map[0]))
+            if number is not None:
+                special.append(Block("slide", tok.map[0], tok.map[0], number=number))
+    special.sort(key=lambda b: b.first)
+    return Parsed(_with_paragraphs(lines, special), code, fm)
 
 
-def is_table_row(line: str) -> bool:
-    return bool(_TABLE_ROW.match(line))
-
-
-def is_table_separator(line: str) -> bool:
-    return len(line) <= _LONG_LINE and "-" in line and bool(_TABLE_SEP.match(line))
-
-
-def _fence_of(line: str) -> tuple[str, int, str] | None:
-    if len(line) > _LONG_LINE:
-        return None
-    m = _FENCE.match(line)
-    if not m:
-        return None
-    marker, info = m.group(1), m.group(2)
-    if marker[0] == "`" and "`" in info:  # not a fence by CommonMark rules
-        return None
-    return marker[0], len(marker), info.strip()
-
-
-def _closing_fences(lines: LineIndex) -> dict[str, list[tuple[int, int]]]:
-    """Lines that can close a fence: bare fence markers, by character, in order."""
-    out: dict[str, list[tuple[int, int]]] = {"`": [], "~": []}
-    for i in range(len(lines)):
-        f = _fence_of(lines.line(i))
-        if f and not f[2]:
-            out[f[0]].append((i, f[1]))
+def _with_paragraphs(lines: LineIndex, special: list[Block]) -> list[Block]:
+    """`special` with the lines between them as paragraphs, split at blank lines."""
+    filled = [bool(line.strip()) for line in lines.text.split("\n")]
+    out: list[Block] = []
+    i = 0
+    n = len(filled)
+    for b in [*special, Block("end", n, n)]:
+        if b.first < i:
+            continue  # nested inside a block already taken
+        while i < b.first:
+            if not filled[i]:
+                i += 1
+                continue
+            j = i
+            while j + 1 < b.first and filled[j + 1]:
+                j += 1
+            out.append(Block("para", i, j))
+            i = j + 1
+        if b.kind != "end":
+            out.append(b)
+            i = b.last + 1
     return out
 
 
 def parse_blocks(lines: LineIndex) -> list[Block]:
     """Split the document into blocks; blank lines separate blocks and belong to none."""
-    closers = _closing_fences(lines)
-    n = len(lines)
-    blocks: list[Block] = []
+    return list(parse(lines.text).blocks)
 
-    def close_of(i: int, char: str, length: int) -> int | None:
-        seq = closers[char]
-        k = bisect_right(seq, (i, 1 << 30))
-        while k < len(seq):
-            j, ln = seq[k]
-            if ln >= length:
-                return j
-            k += 1
-        return None
 
-    def starts_block(i: int) -> bool:
-        line = lines.line(i)
-        if heading_of(line) or slide_number(line) is not None:
-            return True
-        f = _fence_of(line)
-        if f and close_of(i, f[0], f[1]) is not None:
-            return True
-        return table_end(i) is not None
+def first_h1(markdown: str) -> str | None:
+    """The raw text of the first top-level level-1 heading (ATX or setext), or None."""
+    return parse(markdown).first_h1()
 
-    def table_end(i: int) -> int | None:
-        if i + 2 >= n:
-            return None
-        if not (is_table_row(lines.line(i)) and is_table_separator(lines.line(i + 1))
-                and is_table_row(lines.line(i + 2))):
-            return None
-        j = i + 2
-        while j + 1 < n and is_table_row(lines.line(j + 1)):
-            j += 1
-        return j
 
-    i = 0
-    while i < n:
-        line = lines.line(i)
-        if not line.strip():
-            i += 1
-            continue
-        f = _fence_of(line)
-        if f:
-            j = close_of(i, f[0], f[1])
-            if j is not None:
-                blocks.append(Block("code", i, j))
-                i = j + 1
-                continue
-        h = heading_of(line)
-        if h:
-            blocks.append(Block("heading", i, i, level=h[0], title=h[1]))
-            i += 1
-            continue
-        s = slide_number(line)
-        if s is not None:
-            blocks.append(Block("slide", i, i, number=s))
-            i += 1
-            continue
-        t = table_end(i)
-        if t is not None:
-            blocks.append(Block("table", i, t))
-            i = t + 1
-            continue
-        j = i
-        while j + 1 < n and lines.line(j + 1).strip() and not starts_block(j + 1):
-            j += 1
-        blocks.append(Block("para", i, j))
-        i = j + 1
-    return blocks
+def code_lines(markdown: str) -> list[tuple[int, int]]:
+    """[first, last] lines of every closed fenced code block, at any depth, in order."""
+    return parse(markdown).code
 
 
 # --- transcripts -------------------------------------------------------------------

@@ -214,11 +214,6 @@ def ocr_image_file(path: Path, cfg: OcrConfig) -> list[str]:
     return texts
 
 
-def pdf_text_chars(path: Path, window: int = 32) -> list[int]:
-    """Non-whitespace characters in each page's text layer (pypdfium2), in windows."""
-    return [sum(1 for c in text if not c.isspace()) for text in pdf_page_texts(path, window)]
-
-
 def pdf_page_texts(path: Path, window: int = 32) -> list[str]:
     """Each page's text layer as pdfium reads it (plain text, no layout), in windows."""
     import pypdfium2 as pdfium

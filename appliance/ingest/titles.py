@@ -1,6 +1,6 @@
 """Choosing a document's title.
 
-Order for files: converter metadata (HTML <title>, EPUB dc:title) -> the first `# H1`
+Order for files: converter metadata (HTML <title>, EPUB dc:title) -> the first H1 (its first line)
 unless it is boilerplate -> the filename stem when it is informative -> the first H1
 (even boilerplate) -> the stem. Data sources (path=None) get a title only from
 metadata or their own H1: a source id identifies a document without describing it.
@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from pathlib import Path
+
+from appliance.ingest.markdown_blocks import first_h1
 
 # Section names, compared case-insensitively after numbering and punctuation are stripped.
 BOILERPLATE_HEADINGS: frozenset[str] = frozenset(
@@ -56,8 +58,6 @@ GENERIC_STEM_WORDS: frozenset[str] = frozenset(
     }
 )
 
-_H1 = re.compile(r"^ {0,3}#(?!#)[ \t]*(.*?)[ \t]*#*[ \t]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _NUMBERING = re.compile(
     r"^\s*(?:(?:section|chapter|раздел|глава|kapitel|abschnitt)\s+)?"
     r"(?:[0-9]+(?:[.)][0-9]+)*[.)]?|[ivxlcdm]+[.)]|[a-zа-я][.)])\s+",
@@ -66,26 +66,6 @@ _NUMBERING = re.compile(
 _IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
 _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
-
-
-def first_h1(markdown: str) -> str | None:
-    """The text of the first ATX `# ` heading outside fenced code, or None."""
-    fence: str | None = None
-    for line in markdown.splitlines():
-        m = _FENCE.match(line)
-        if m:
-            marker = m.group(1)
-            if fence is None:
-                fence = marker[0] * 3
-            elif marker.startswith(fence):
-                fence = None
-            continue
-        if fence is not None:
-            continue
-        h = _H1.match(line)
-        if h and (line.lstrip().startswith("# ") or line.strip() == "#"):
-            return h.group(1).strip()
-    return None
 
 
 def _plain(heading: str) -> str:
@@ -146,6 +126,8 @@ def choose_title(*, metadata_title: str | None, markdown: str, path: Path | None
         if meta:
             return meta
     h1_raw = first_h1(markdown)
+    if h1_raw:  # a line break inside the heading (PowerPoint's vertical tab, U+2028) ends the title
+        h1_raw = h1_raw.splitlines()[0]
     h1 = _plain(h1_raw) if h1_raw is not None else None
     if h1 and not is_boilerplate_heading(h1_raw or ""):
         return h1

@@ -195,18 +195,3 @@ def test_unknown_model_is_a_config_error_not_a_crash(server_env: dict[str, str],
         assert live.error("query_documents", {"query": "anything"})["code"] in ("config_error", "model_missing")
     finally:
         live.close()
-
-
-def test_grep_without_the_regex_package_kills_a_runaway_child(monkeypatch: pytest.MonkeyPatch) -> None:
-    from appliance import grep as grep_module
-
-    monkeypatch.setattr(grep_module, "_regex_module", None)
-    rows = [{"source_id": "/docs/evil.txt", "source_kind": "file", "path": "evil.txt", "title": "", "chunk_index": 0,
-             "text": "a" * 64 + "!\nERR\\_ONE here\n", "body_start": 0, "start_line": 1}]
-    docs = [grep_module.GrepDoc.from_rows(rows)]
-    started = time.monotonic()
-    out = grep_module.grep(docs, "(a+)+$", is_regex=True, deadline_s=2.0)
-    assert time.monotonic() - started < 10 and out.stopped == "regex_timeout"
-    found = grep_module.grep(docs, r"ERR_\w+", is_regex=True)
-    assert [(m["lineNumber"], m["line"]) for m in found.matches] == [(2, "ERR_ONE here")] and found.stopped is None
-    assert found.documents_searched == found.files_searched == 1

@@ -170,6 +170,17 @@ def test_data_uri_pictures_become_their_alt_text() -> None:
     assert "![kept](data:image/png;base64,AAAA)" in out
 
 
+def test_data_uri_pictures_are_kept_in_any_closed_fence_and_stripped_after_an_unclosed_one() -> None:
+    md = (  # the hand tracker this replaced got all three wrong
+        "> ~~~\n> ![in quote](data:image/png;base64,BBBB)\n> ~~~\n"
+        "- step\n  ````md\n  ```\n  ![quoted](data:image/png;base64,AAAA)\n  ````\n"
+        "```python\nstray fence, never closed\n![gone](data:image/png;base64,CCCC)\n"
+    )
+    out = strip_data_images(md)
+    assert "![quoted](data:image/png;base64,AAAA)" in out and "![in quote](data:image/png;base64,BBBB)" in out
+    assert "data:image/png;base64,CCCC" not in out and "\ngone\n" in out
+
+
 # -- ingest_data ---------------------------------------------------------------------------
 def test_convert_data_html_title_from_content() -> None:
     c = convert_data("<html><head><title>Price list</title></head><body><p>Item <b>42</b></p></body></html>", "html")

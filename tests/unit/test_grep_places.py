@@ -85,3 +85,17 @@ def test_file_globs_follow_gitignore_rules() -> None:
     for bad in ("", "!*.md", "a\x00b"):
         with pytest.raises(InvalidArgument):
             path_glob(bad)
+
+
+def test_a_runaway_regex_is_stopped_per_line_and_the_scan_says_so() -> None:
+    import time
+
+    rows = [{"source_id": "/docs/evil.txt", "source_kind": "file", "path": "evil.txt", "title": "", "chunk_index": 0,
+             "text": "a" * 60 + "!\nERR\\_ONE here\n", "body_start": 0, "start_line": 1}]
+    docs = [GrepDoc.from_rows(rows)]
+    started = time.monotonic()
+    out = grep(docs, "(a|aa)+$", is_regex=True, deadline_s=5.0)  # exponential backtracking
+    assert time.monotonic() - started < 4 and out.stopped == "regex_timeout"
+    found = grep(docs, r"ERR_\w+", is_regex=True)
+    assert [(m["lineNumber"], m["line"]) for m in found.matches] == [(2, "ERR_ONE here")] and found.stopped is None
+    assert found.documents_searched == found.files_searched == 1

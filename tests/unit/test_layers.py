@@ -16,6 +16,7 @@ OWNERS = {
     "fastembed": {"embed"},
     "onnxruntime": {"models.e5_onnx"},
     "markitdown": {"ingest.convert"},
+    "markdown_it": {"ingest.markdown_blocks"},
     "pypdfium2": {"ingest.convert", "ingest.ocr"},
     "rapidocr": {"ingest.ocr"},
     "rapidocr_onnxruntime": {"ingest.ocr"},

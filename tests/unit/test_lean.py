@@ -13,9 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from appliance.lean import _scoped, deferred_inits, is_deferred, pandas_hidden
+from appliance.lean import _scoped, pandas_hidden
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def is_deferred(module) -> bool:  # type: ignore[no-untyped-def]
+    """True while `module`'s real `__init__` has not run yet: lean marks the `__getattr__` it stands in with."""
+    return getattr(module.__dict__.get("__getattr__"), "__deferred__", False)
 
 
 def _run(code: str, *args: str) -> str:
@@ -46,7 +51,7 @@ def fake_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: igno
 def test_a_deferred_init_runs_on_the_first_missing_attribute(fake_package: str) -> None:
     import os
 
-    with deferred_inits({fake_package}):
+    with _scoped(deferred={fake_package}):
         from leanfake.light import VALUE  # a submodule by its full name: the package's __init__ waits
     assert VALUE == 42
     pkg = sys.modules[fake_package]
@@ -65,7 +70,7 @@ def test_a_deferred_init_runs_on_the_first_missing_attribute(fake_package: str) 
 def test_a_failing_deferred_init_raises_and_leaves_no_module(fake_package: str,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LEANFAKE_FAIL", "1")
-    with deferred_inits({fake_package}):
+    with _scoped(deferred={fake_package}):
         import leanfake.light  # noqa: F401
     with pytest.raises(RuntimeError, match="broken init"):
         from leanfake import Heavy  # noqa: F401
@@ -73,7 +78,7 @@ def test_a_failing_deferred_init_raises_and_leaves_no_module(fake_package: str,
 
 
 def test_outside_the_block_imports_are_ordinary(fake_package: str) -> None:
-    with deferred_inits({"something_else"}):
+    with _scoped(deferred={"something_else"}):
         pass
     import leanfake
 
@@ -91,7 +96,7 @@ def test_a_block_changes_only_its_own_threads_imports(fake_package: str) -> None
         seen["deferred"] = is_deferred(leanfake)
         seen["runs"] = leanfake.RUNS
 
-    with deferred_inits({fake_package}), _scoped(hidden={fake_package}):
+    with _scoped(deferred={fake_package}), _scoped(hidden={fake_package}):
         assert sys.meta_path == finders
         worker = threading.Thread(target=other_thread)
         worker.start()
@@ -101,8 +106,8 @@ def test_a_block_changes_only_its_own_threads_imports(fake_package: str) -> None
         del sys.modules[name]
     with _scoped(hidden={fake_package}), pytest.raises(ModuleNotFoundError):
         import leanfake  # noqa: F401  (this thread's block hides it)
-    with deferred_inits({fake_package}):
-        with deferred_inits({"something_else"}):
+    with _scoped(deferred={fake_package}):
+        with _scoped(deferred={"something_else"}):
             import leanfake.light  # noqa: F401  (nested blocks keep the outer block's names)
         assert is_deferred(sys.modules[fake_package])
     import leanfake
@@ -124,7 +129,8 @@ def test_the_index_loads_without_the_namespace_rest_client_and_works_locally(tmp
         import appliance.store  # noqa: F401  (imports lancedb inside pandas_hidden())
         import lancedb, pyarrow as pa
         from lancedb.index import FTS, BTree
-        from appliance.lean import is_deferred
+        def is_deferred(module):
+            return getattr(module.__dict__.get("__getattr__"), "__deferred__", False)
 
         def client_loaded():
             return sorted(m for m in sys.modules if m.startswith("lance_namespace_urllib3_client.api"))

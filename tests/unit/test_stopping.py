@@ -17,11 +17,17 @@ from appliance.pipeline import EmbedWritePipeline, Work
 from appliance.state import ALIVE_FILE, SCHEDULER_FILE, hold_alive_lock, process_marker, read_scheduler_state
 
 
+def _forget_stop() -> None:
+    """Forget a requested stop: these tests run several stops in one process."""
+    stopping._requested.clear()
+    stopping._reason.clear()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_stop():
-    stopping.reset()
+    _forget_stop()
     yield
-    stopping.reset()
+    _forget_stop()
 
 
 def test_stop_abandons_queued_work_but_finishes_the_write_in_flight() -> None:
