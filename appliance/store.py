@@ -538,13 +538,11 @@ class Index:
         if chunks is None or not ids:
             return {}
         replica = self._current_replica(chunks, ["id"])
+        query = unit(vector)
         if replica is not None:
-            positions = [replica.by_id[i] for i in ids if i in replica.by_id]
-            sims = replica.matrix[positions] @ unit(vector)
-            return dict(zip(replica.rows.column("id").take(pa.array(positions, pa.int64())).to_pylist(),
-                            sims.tolist()))
+            return {i: float(replica.matrix[replica.by_id[i]] @ query) for i in ids if i in replica.by_id}
         rows = self.chunk_rows(in_list("id", ids), ["id", "vector"])
-        return {r["id"]: float(unit(r["vector"]) @ unit(vector)) for r in rows}
+        return {r["id"]: float(unit(r["vector"]) @ query) for r in rows}
 
     @_guarded
     def section_rows(self, parent_ids: Sequence[str], columns: list[str]) -> list[dict[str, Any]]:
