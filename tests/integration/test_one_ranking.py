@@ -25,11 +25,11 @@ TOP_K = 5
 
 @pytest.fixture(scope="module")
 def synced(tmp_path_factory: pytest.TempPathFactory, models_dir: Path, real_embedder) -> SimpleNamespace:  # type: ignore[no-untyped-def]
-    """80 SciFact abstracts, alternately in docs/a and docs/b, synced once."""
+    """40 SciFact abstracts, alternately in docs/a and docs/b, synced once."""
     root = tmp_path_factory.mktemp("ranking")
     docs = root / "docs"
     lines = (shared_path() / "eval/retrieval/scifact/corpus.jsonl").open(encoding="utf-8")
-    for n, line in zip(range(80), lines):
+    for n, line in zip(range(40), lines):
         doc = json.loads(line)
         folder = docs / ("a" if n % 2 == 0 else "b")
         folder.mkdir(parents=True, exist_ok=True)
