@@ -263,6 +263,20 @@ def _bm25(chunks, terms: str, limit: int, where: Filter | None,  # type: ignore[
     return sorted(rows, key=lambda r: (-r["_score"], r["id"]))[:limit]
 
 
+def _masked(search, limit: int, where: Filter | None, columns: list[str], key: str) -> Side:  # type: ignore[no-untyped-def]
+    """One side through LanceDB: the unfiltered candidates give the scale; the filtered ones are
+    those among them that `where` keeps when that is all of them or nothing deeper matches, else
+    a prefiltered search (so a filter never truncates: deeper chunks inside it are found)."""
+    whole = search(None, sorted(set(columns) | set(Filter.COLUMNS)) if where is not None else columns)
+    side = Side.whole(whole, key)
+    if where is None:
+        return side
+    inside = [r for r in whole if where.keeps(r)]
+    if len(inside) < limit <= len(whole):
+        inside = search(where, columns)
+    return Side(inside, side.best, side.floor)
+
+
 class Index:
     """Read and write access to one DB_PATH. Safe to share between threads."""
 
@@ -524,8 +538,7 @@ class Index:
             found = whole if where is None else replica.best(sims, limit, replica.mask(where))
             top = sims[whole] if len(whole) else np.zeros(1)
             return Side(replica.rows_at(found, columns, sims), float(top.max()), float(top.min()))
-        side = Side.whole(_nearest(chunks, vector, limit, None, columns), "_distance")
-        return side if where is None else Side(_nearest(chunks, vector, limit, where, columns), side.best, side.floor)
+        return _masked(lambda w, cols: _nearest(chunks, vector, limit, w, cols), limit, where, columns, "_distance")
 
     def vector_search(self, vector: Sequence[float], limit: int, where: Filter | None,
                       columns: list[str]) -> list[dict[str, Any]]:
@@ -600,8 +613,7 @@ class Index:
         chunks = self.chunks()
         if chunks is None or not terms:
             return Side([], 0.0, 0.0)
-        side = Side.whole(_bm25(chunks, terms, limit, None, columns), "_score")
-        return side if where is None else Side(_bm25(chunks, terms, limit, where, columns), side.best, side.floor)
+        return _masked(lambda w, cols: _bm25(chunks, terms, limit, w, cols), limit, where, columns, "_score")
 
     def keyword_search(self, terms: str, limit: int, where: Filter | None,
                        columns: list[str]) -> list[dict[str, Any]]:

@@ -30,6 +30,15 @@ class Filter:
             clauses.append(f"doc_class = {sql_str(self.doc_class)}")
         return " AND ".join(f"({c})" for c in clauses) or None
 
+    COLUMNS = ("source_id", "doc_class")
+    """What `keeps` reads of a row."""
+
+    def keeps(self, row: dict) -> bool:
+        """Whether the row (with COLUMNS) passes: the same rows as `sql()` selects."""
+        if self.prefix is not None and row["source_id"] != self.prefix and not row["source_id"].startswith(self.folder):
+            return False
+        return self.doc_class is None or row["doc_class"] == self.doc_class
+
     @property
     def folder(self) -> str:
         """The prefix of every source id below `prefix` (`/docs/proj` never matches `/docs/project-x`)."""

@@ -136,10 +136,12 @@ def test_scope_matches_exactly_the_ids_under_it(scope_app, scope: str, suffixes:
     index = scope_app.index
     index.delete_sources([r.source_id for r in index.source_rows()])
     index.record_sources([SourceRow(source_id=i, source_kind="data") for i in ids])
-    got = {r.source_id for r in index.source_rows(Filter(scope_app._scope_prefix(scope)).sql())}
+    where = Filter(scope_app._scope_prefix(scope))
+    got = {r.source_id for r in index.source_rows(where.sql())}
     prefix = scope.rstrip("/")
     want = {i for i in ids if i == prefix or i.startswith(prefix + "/")}
     assert got == want
+    assert {i for i in ids if where.keeps({"source_id": i, "doc_class": "note"})} == want  # the search's own check
 
 
 @fuzz(60)
