@@ -9,7 +9,7 @@ INDEX ?= minirag-index
 export MINIRAG_SHARED ?= $(abspath $(CURDIR)/../shared)
 
 .DEFAULT_GOAL := help
-.PHONY: help install models test test-all test-fast eval bench faults
+.PHONY: help install models lint test test-all test-fast eval bench faults
 
 help:      ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -22,6 +22,10 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed ## create .venv with the locked dependencies (hash-checked)
+
+lint: install ## ruff (rules in pyproject.toml) and mypy --strict over appliance/
+	$(VENV)/bin/ruff check appliance
+	$(VENV)/bin/mypy
 
 models: install ## bake the embedding models into models/baked (cached; verified)
 	$(MINIRAG) models bake

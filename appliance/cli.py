@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,14 +21,18 @@ from appliance.errors import ApplianceError
 from appliance.models.cli import models_app
 from appliance.paging import READ_PAGE_CHARS
 
+if TYPE_CHECKING:
+    from appliance.service import Appliance, Progress, RunReport
+
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None,
                   help="Offline document search for AI agents. With no command: the MCP server on stdio.")
 app.add_typer(models_app, name="models")
 
-BaseDir = Annotated[Optional[list[str]], typer.Option("--base-dir", help="Document root (repeatable); overrides BASE_DIR/BASE_DIRS.")]
-DbPath = Annotated[Optional[str], typer.Option("--db-path", help="Index directory (DB_PATH).")]
-ModelsDir = Annotated[Optional[str], typer.Option("--models-dir", help="Baked models directory (MODELS_DIR).")]
-ModelName = Annotated[Optional[str], typer.Option("--model-name", help="Embedding model id (MODEL_NAME).")]
+BaseDir = Annotated[list[str] | None, typer.Option(
+    "--base-dir", help="Document root (repeatable); overrides BASE_DIR/BASE_DIRS.")]
+DbPath = Annotated[str | None, typer.Option("--db-path", help="Index directory (DB_PATH).")]
+ModelsDir = Annotated[str | None, typer.Option("--models-dir", help="Baked models directory (MODELS_DIR).")]
+ModelName = Annotated[str | None, typer.Option("--model-name", help="Embedding model id (MODEL_NAME).")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
@@ -39,7 +44,7 @@ def _environment(ctx: typer.Context) -> Environment:
 
 
 def _appliance(ctx: typer.Context, base_dir: list[str] | None, db_path: str | None, models_dir: str | None,
-               model_name: str | None, **changes: Any):  # type: ignore[no-untyped-def]
+               model_name: str | None, **changes: Any) -> Appliance:
     from dataclasses import replace
 
     settings = _environment(ctx).settings(base_dirs=base_dir, db_path=db_path, models_dir=models_dir,
@@ -50,10 +55,10 @@ def _appliance(ctx: typer.Context, base_dir: list[str] | None, db_path: str | No
 
 
 def _emit(data: Any, as_json: bool, human: str | None = None) -> None:
-    if as_json:
+    if as_json or human is None:
         sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
     else:
-        sys.stdout.write((human if human is not None else json.dumps(data, ensure_ascii=False, indent=2, default=str)) + "\n")
+        sys.stdout.write(human + "\n")
 
 
 @contextmanager
@@ -71,8 +76,9 @@ def _reported(as_json: bool) -> Iterator[None]:
 
 
 @contextmanager
-def _progress(enabled: bool) -> Iterator[Any]:
-    """A progress bar on a terminal; one line every ~10 s when piped (cron, `docker run … sync`); silent under --json."""
+def _progress(enabled: bool) -> Iterator[Progress | None]:
+    """A progress bar on a terminal; one line every ~10 s when piped (cron, `docker run … sync`);
+    silent under --json."""
     if not enabled:
         yield None
         return
@@ -102,7 +108,7 @@ def _progress(enabled: bool) -> Iterator[Any]:
         yield update
 
 
-def _print_run(report: Any, as_json: bool) -> None:
+def _print_run(report: RunReport, as_json: bool) -> None:
     data = report.to_dict()
     for item in data["failed"]:
         typer.echo(f"warn: {item['path']}: {item['reason']}", err=True)
@@ -150,7 +156,7 @@ def ingest(ctx: typer.Context, paths: Annotated[list[str], typer.Argument(help="
 
 @app.command("ingest-url")
 def ingest_url(ctx: typer.Context, url: Annotated[str, typer.Argument(help="An http(s) URL.")],
-               source: Annotated[Optional[str], typer.Option("--source", help="Source id (default: the URL).")] = None,
+               source: Annotated[str | None, typer.Option("--source", help="Source id (default: the URL).")] = None,
                base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
                model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Fetch a web page and index it (only with ALLOW_URL_INGEST=1 and a network); waits until it is indexed."""
@@ -163,14 +169,18 @@ def ingest_url(ctx: typer.Context, url: Annotated[str, typer.Argument(help="An h
 
 @app.command()
 def sync(ctx: typer.Context,
-         path: Annotated[Optional[str], typer.Argument(help="Reconcile only under this path.")] = None,
-         full: Annotated[bool, typer.Option("--full", help="Re-ingest everything in place (after a model or budget change).")] = False,
-         clean: Annotated[bool, typer.Option("--clean", help="Rebuild everything: files, and ingest_data/URL items from their stored text.")] = False,
+         path: Annotated[str | None, typer.Argument(help="Reconcile only under this path.")] = None,
+         full: Annotated[bool, typer.Option(
+             "--full", help="Re-ingest everything in place (after a model or budget change).")] = False,
+         clean: Annotated[bool, typer.Option(
+             "--clean", help="Rebuild everything: files, and ingest_data/URL items from their stored text.")] = False,
          discard_unrecoverable: Annotated[bool, typer.Option(
-             "--discard-unrecoverable", help="With --clean: drop ingest_data/URL items whose stored text is unreadable.")] = False,
+             "--discard-unrecoverable",
+             help="With --clean: drop ingest_data/URL items whose stored text is unreadable.")] = False,
          forget_roots: Annotated[bool, typer.Option(
              "--forget-roots", help="Drop indexed files of roots that are no longer configured.")] = False,
-         no_snapshot_dedupe: Annotated[bool, typer.Option("--no-snapshot-dedupe", help="Store every dated snapshot in full.")] = False,
+         no_snapshot_dedupe: Annotated[bool, typer.Option(
+             "--no-snapshot-dedupe", help="Store every dated snapshot in full.")] = False,
          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Make the index equal to the files on disk. SIGTERM/Ctrl-C stop it within seconds (exit 143/130);
@@ -194,8 +204,9 @@ def sync(ctx: typer.Context,
 @app.command()
 def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to search for.")],
           top_k: Annotated[int, typer.Option("--top-k", help="Results to return (1-100).")] = 10,
-          scope: Annotated[Optional[str], typer.Option("--scope", help="Only under this path or source-id prefix.")] = None,
-          doc_class: Annotated[Optional[str], typer.Option("--doc-class", help="Only sources of this class.")] = None,
+          scope: Annotated[str | None, typer.Option(
+              "--scope", help="Only under this path or source-id prefix.")] = None,
+          doc_class: Annotated[str | None, typer.Option("--doc-class", help="Only sources of this class.")] = None,
           markdown: Annotated[bool, typer.Option("--markdown", help="One Markdown block: numbered hits, citations, "
                                                                     "surrounding lines.")] = False,
           context_lines: Annotated[int, typer.Option("--context-lines", help="With --markdown: lines around "
@@ -210,7 +221,8 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
         _emit(gathered, as_json, gathered["markdown"])
         return
     with _reported(as_json):
-        result = _appliance(ctx, base_dir, db_path, models_dir, model_name).search(text, top_k=top_k, scope=scope, doc_class=doc_class)
+        result = _appliance(ctx, base_dir, db_path, models_dir, model_name).search(
+            text, top_k=top_k, scope=scope, doc_class=doc_class)
     lines = []
     for n, hit in enumerate(result.results, 1):
         where = hit["displayPath"] + hit_place(hit)
@@ -222,14 +234,16 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
 
 
 @app.command()
-def read(ctx: typer.Context, target: Annotated[Optional[str], typer.Argument(help="A file path.")] = None,
-         source: Annotated[Optional[str], typer.Option("--source", help="A data or URL source id.")] = None,
+def read(ctx: typer.Context, target: Annotated[str | None, typer.Argument(help="A file path.")] = None,
+         source: Annotated[str | None, typer.Option("--source", help="A data or URL source id.")] = None,
          offset: Annotated[int, typer.Option("--offset", help="Start at this character (a page's nextOffset).")] = 0,
-         max_chars: Annotated[Optional[int], typer.Option("--max-chars", help="Print one page of at most this many characters.")] = None,
-         start_line: Annotated[Optional[int], typer.Option("--start-line", help="First line (1-based; sources with lines).")] = None,
-         end_line: Annotated[Optional[int], typer.Option("--end-line", help="Last line (inclusive).")] = None,
-         page_start: Annotated[Optional[int], typer.Option("--page-start", help="First page or slide (1-based).")] = None,
-         page_end: Annotated[Optional[int], typer.Option("--page-end", help="Last page or slide (inclusive).")] = None,
+         max_chars: Annotated[int | None, typer.Option(
+             "--max-chars", help="Print one page of at most this many characters.")] = None,
+         start_line: Annotated[int | None, typer.Option(
+             "--start-line", help="First line (1-based; sources with lines).")] = None,
+         end_line: Annotated[int | None, typer.Option("--end-line", help="Last line (inclusive).")] = None,
+         page_start: Annotated[int | None, typer.Option("--page-start", help="First page or slide (1-based).")] = None,
+         page_end: Annotated[int | None, typer.Option("--page-end", help="Last page or slide (inclusive).")] = None,
          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Print an indexed document, rebuilt from its chunks (all of it, some lines or pages, or one page of
@@ -244,12 +258,13 @@ def read(ctx: typer.Context, target: Annotated[Optional[str], typer.Argument(hel
 
 
 @app.command("read-neighbors")
-def read_neighbors(ctx: typer.Context, file_path: Annotated[Optional[str], typer.Option("--file-path")] = None,
-                   source: Annotated[Optional[str], typer.Option("--source")] = None,
+def read_neighbors(ctx: typer.Context, file_path: Annotated[str | None, typer.Option("--file-path")] = None,
+                   source: Annotated[str | None, typer.Option("--source")] = None,
                    chunk_index: Annotated[int, typer.Option("--chunk-index")] = 0,
                    before: Annotated[int, typer.Option("--before")] = 2,
                    after: Annotated[int, typer.Option("--after")] = 2,
-                   max_chars: Annotated[int, typer.Option("--max-chars", help="Most characters of text.")] = READ_PAGE_CHARS,
+                   max_chars: Annotated[int, typer.Option(
+                       "--max-chars", help="Most characters of text.")] = READ_PAGE_CHARS,
                    base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
                    model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Print the chunks before and after one chunk (at most --max-chars of text; the rest is counted)."""
@@ -264,10 +279,12 @@ def read_neighbors(ctx: typer.Context, file_path: Annotated[Optional[str], typer
 
 
 @app.command("list")
-def list_(ctx: typer.Context, scope: Annotated[Optional[str], typer.Option("--scope")] = None,
+def list_(ctx: typer.Context, scope: Annotated[str | None, typer.Option("--scope")] = None,
           ignored: Annotated[bool, typer.Option("--ignored", help="Also show files excluded by rules.")] = False,
-          limit: Annotated[Optional[int], typer.Option("--limit", help="Print one page of at most this many entries (1-5000).")] = None,
-          cursor: Annotated[Optional[str], typer.Option("--cursor", help="Continue after a page (its nextCursor).")] = None,
+          limit: Annotated[int | None, typer.Option(
+              "--limit", help="Print one page of at most this many entries (1-5000).")] = None,
+          cursor: Annotated[str | None, typer.Option(
+              "--cursor", help="Continue after a page (its nextCursor).")] = None,
           base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
           model_name: ModelName = None, as_json: AsJson = False) -> None:
     """List every file under the roots with its state, and indexed data/URL sources (all of them,
@@ -298,8 +315,8 @@ def status(ctx: typer.Context, base_dir: BaseDir = None, db_path: DbPath = None,
 
 
 @app.command()
-def delete(ctx: typer.Context, target: Annotated[Optional[str], typer.Argument(help="A file path.")] = None,
-           source: Annotated[Optional[str], typer.Option("--source", help="A data or URL source id.")] = None,
+def delete(ctx: typer.Context, target: Annotated[str | None, typer.Argument(help="A file path.")] = None,
+           source: Annotated[str | None, typer.Option("--source", help="A data or URL source id.")] = None,
            base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
            model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Remove a document from the index (the file on disk is untouched)."""
@@ -314,9 +331,11 @@ def grep(ctx: typer.Context,
          pattern: Annotated[str, typer.Argument(help="Text to find (a regular expression with --regex).")],
          regex: Annotated[bool, typer.Option("--regex", help="Treat PATTERN as a Python regular expression.")] = False,
          case_sensitive: Annotated[bool, typer.Option("--case-sensitive")] = False,
-         scope: Annotated[Optional[str], typer.Option("--scope", help="Only under this path.")] = None,
-         root: Annotated[Optional[str], typer.Option("--root", help="Only this root (its name or path; see `minirag roots`).")] = None,
-         file_glob: Annotated[Optional[str], typer.Option("--glob", help="Only display paths matching this .gitignore-style glob, e.g. '*.pdf'.")] = None,
+         scope: Annotated[str | None, typer.Option("--scope", help="Only under this path.")] = None,
+         root: Annotated[str | None, typer.Option(
+             "--root", help="Only this root (its name or path; see `minirag roots`).")] = None,
+         file_glob: Annotated[str | None, typer.Option(
+             "--glob", help="Only display paths matching this .gitignore-style glob, e.g. '*.pdf'.")] = None,
          max_results: Annotated[int, typer.Option("--max-results", help="At most this many lines (1-500).")] = 100,
          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
@@ -357,7 +376,8 @@ def scheduler(ctx: typer.Context) -> None:
 
 @app.command("serve-http")
 def serve_http(ctx: typer.Context,
-               address: Annotated[str, typer.Argument(metavar="HOST:PORT", help="Where to listen, e.g. 127.0.0.1:8080.")] = "127.0.0.1:8080",
+               address: Annotated[str, typer.Argument(
+                   metavar="HOST:PORT", help="Where to listen, e.g. 127.0.0.1:8080.")] = "127.0.0.1:8080",
                base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
                model_name: ModelName = None) -> None:
     """Run the MCP server over streamable HTTP at /mcp (a non-loopback address needs MCP_AUTH_TOKEN)."""

@@ -13,13 +13,20 @@ usable, ``status`` answers with the error, and ``settings()`` (every other opera
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal, Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, PrivateAttr, ValidationError, ValidationInfo
 from pydantic_core import PydanticUseDefault
-from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from appliance.errors import ConfigError
 from appliance.models.manifest import default_models_dir
@@ -118,7 +125,7 @@ def _var(info: ValidationInfo) -> str:
     return (info.field_name or "").upper()
 
 
-def _set(value: Any) -> Any:
+def _set(value: object) -> object:
     """A value without surrounding blanks; a blank one means unset (the field's default)."""
     if isinstance(value, str):
         value = value.strip()
@@ -127,7 +134,7 @@ def _set(value: Any) -> Any:
     return value
 
 
-def _nonempty(value: Any) -> Any:
+def _nonempty(value: object) -> object:
     """An empty value means unset; any other is taken as it is."""
     if value == "":
         raise PydanticUseDefault()
@@ -137,7 +144,7 @@ def _nonempty(value: Any) -> Any:
 def _number(kind: type) -> BeforeValidator:
     noun = "an integer" if kind is int else "a number"
 
-    def parse(value: Any, info: ValidationInfo) -> Any:
+    def parse(value: object, info: ValidationInfo) -> object:
         value = _set(value)
         if not isinstance(value, str):
             return value
@@ -159,7 +166,7 @@ def _must(test: Callable[[Any], bool], what: str) -> AfterValidator:
 
 
 def _choice(choices: tuple[str, ...], what: str) -> BeforeValidator:
-    def parse(value: Any, info: ValidationInfo) -> Any:
+    def parse(value: object, info: ValidationInfo) -> object:
         if isinstance(value, str):
             value = _set(value.lower())
             if value not in choices:
@@ -169,7 +176,7 @@ def _choice(choices: tuple[str, ...], what: str) -> BeforeValidator:
     return BeforeValidator(parse)
 
 
-def _flag(value: Any, info: ValidationInfo) -> Any:
+def _flag(value: object, info: ValidationInfo) -> object:
     if not isinstance(value, str):
         return value
     raw = value.strip().lower()
@@ -180,7 +187,7 @@ def _flag(value: Any, info: ValidationInfo) -> Any:
     raise _Invalid(f"{_var(info)} must be one of 1/true/yes/on or 0/false/no/off, not {raw!r}")
 
 
-def _path_list(value: Any) -> Any:
+def _path_list(value: object) -> object:
     value = _set(value)
     if not isinstance(value, str):
         return value
@@ -269,8 +276,10 @@ class Environment(BaseSettings):
     _problems: dict[str, ConfigError] = PrivateAttr(default_factory=dict)
 
     @classmethod
-    def settings_customise_sources(  # type: ignore[no-untyped-def, override]
-            cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):
+    def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
         # Only the values read_environment() passes: os.environ (or a given mapping) is read there, once.
         return (init_settings,)
 
@@ -344,7 +353,7 @@ class Environment(BaseSettings):
         return tuple(roots)
 
 
-VARIABLES = tuple(field.alias for field in Environment.model_fields.values())
+VARIABLES = tuple(field.alias or name for name, field in Environment.model_fields.items())
 """The name of every environment variable the appliance reads."""
 
 
@@ -353,10 +362,8 @@ def read_environment(env: Mapping[str, str] | None = None) -> Environment:
 
     Only a composition root calls this without `env`. Never raises: see `Environment.problems`.
     """
-    if env is None:
-        values = EnvSettingsSource(Environment)()
-    else:
-        values = {name: env[name] for name in VARIABLES if name in env}
+    values: dict[str, Any] = (EnvSettingsSource(Environment)() if env is None
+                              else {name: env[name] for name in VARIABLES if name in env})
     try:
         return Environment(**values)
     except ValidationError as exc:

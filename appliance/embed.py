@@ -11,14 +11,20 @@ import json
 import os
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from appliance.errors import ModelCorrupt
 from appliance.models.bake import check_baked
 from appliance.models.manifest import ModelSpec, load_spec
+
+if TYPE_CHECKING:
+    from fastembed import TextEmbedding
+    from tokenizers import Tokenizer
 
 __all__ = ["Embedder", "load_spec"]
 
@@ -40,7 +46,7 @@ class _BatchTokenizer:
     """What fastembed calls `encode_batch` on: the shared untruncated tokenizer, with
     truncation to max_length (keeping the closing special tokens) and padding done here."""
 
-    def __init__(self, tokenizer: Any, max_length: int, pad_id: int) -> None:
+    def __init__(self, tokenizer: Tokenizer, max_length: int, pad_id: int) -> None:
         self._tokenizer = tokenizer
         self._max_length = max_length
         self._pad_id = pad_id
@@ -69,7 +75,7 @@ def _rstrip_ones(mask: list[int]) -> list[int]:
 def _pad_token(model_path: Path) -> str:
     config = json.loads((model_path / "tokenizer_config.json").read_text(encoding="utf-8"))
     pad = config.get("pad_token", "<pad>")
-    return pad["content"] if isinstance(pad, dict) else pad
+    return str(pad["content"] if isinstance(pad, dict) else pad)
 
 
 def _fastembed_cache_dir() -> str:
@@ -80,7 +86,7 @@ def _fastembed_cache_dir() -> str:
     return str(path)
 
 
-def import_fastembed() -> Any:
+def import_fastembed() -> type[TextEmbedding]:
     """fastembed's TextEmbedding, with the HF hub switched offline before anything of it loads."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     from fastembed import TextEmbedding
@@ -120,8 +126,8 @@ class Embedder:
         self.token_budget = token_budget
         self.max_batch = max_batch
         self._lock = threading.Lock()
-        self._tokenizer: Any = None
-        self._model: Any = None
+        self._tokenizer: Tokenizer | None = None
+        self._model: TextEmbedding | None = None
         self._window: int | None = None
 
     @property
@@ -158,7 +164,7 @@ class Embedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """(dim,) float32, L2-normalised; the query prefix is applied here."""
-        return self._embed([self.spec.query_prefix + text])[0]
+        return self._embed([self.spec.query_prefix + text]).reshape(-1)  # the one row
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), dim) float32 for many queries at once (batched like passages)."""
@@ -198,7 +204,7 @@ class Embedder:
             batches.append(current)
         return batches
 
-    def _ensure_tokenizer(self) -> Any:
+    def _ensure_tokenizer(self) -> Tokenizer:
         if self._tokenizer is None:
             with self._lock:
                 if self._tokenizer is None:
@@ -211,7 +217,7 @@ class Embedder:
                     self._tokenizer = tok
         return self._tokenizer
 
-    def _ensure_model(self) -> Any:
+    def _ensure_model(self) -> TextEmbedding:
         if self._model is None:
             tok = self._ensure_tokenizer()
             with self._lock:
@@ -219,7 +225,7 @@ class Embedder:
                     self._model = self._load_model(tok)
         return self._model
 
-    def _load_model(self, tok: Any) -> Any:
+    def _load_model(self, tok: Tokenizer) -> TextEmbedding:
         TextEmbedding = import_fastembed()
         path = check_baked(self.spec, self.models_dir, full=False)
         model = TextEmbedding(
@@ -232,8 +238,13 @@ class Embedder:
             # to the OS; in a long-lived server that peak would stick.
             enable_cpu_mem_arena=False,
         )
-        pad_id = tok.token_to_id(_pad_token(path))
-        inner = model.model
+        pad = _pad_token(path)
+        pad_id = tok.token_to_id(pad)
+        if pad_id is None:
+            raise ModelCorrupt(f"Model {self.spec.id}: its tokenizer has no id for the pad token {pad!r}",
+                               hint=f"Re-bake it: `minirag models bake {self.spec.id} --force`.")
+        # fastembed's OnnxTextEmbedding, patched below: its tokenizer and session options have no public hook.
+        inner: Any = model.model
         inner.tokenizer = _BatchTokenizer(tok, self.spec.max_seq_length, pad_id)
         fastembed_options = inner.add_extra_session_options
 

@@ -26,6 +26,7 @@ needs it, so `healthcheck` and the pass-through stay as light as they were.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -35,8 +36,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from appliance.config import Environment
@@ -93,12 +95,12 @@ def run_stdio(args: list[str], environment: Callable[[], Environment]) -> int:
         threading.Thread(target=_on_hangup, args=(supervisor,), name="stdin-hangup", daemon=True).start()
     _wait_reaping(server, lambda: stop_at[0] + STOP_WAIT_S if stop_at else None)
     stop_at[:1] = stop_at[:1] or [time.monotonic()]  # the client left: stop the scheduler now
-    for proc in (supervisor, server):
+    for proc, program in ((supervisor, "supervisord"), (server, "minirag")):
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             _wait_reaping(proc, lambda: stop_at[0] + STOP_WAIT_S)
             if proc.poll() is None:
-                _err(f"warning: {Path(str(proc.args[0])).name} did not stop within {STOP_WAIT_S:g} s; killing it")
+                _err(f"warning: {program} did not stop within {STOP_WAIT_S:g} s; killing it")
                 proc.kill()
                 _wait_reaping(proc, lambda: None)
     return _exit_code(server)
@@ -110,9 +112,9 @@ def _on_hangup(supervisor: subprocess.Popen[bytes]) -> None:
     watch = select.poll()
     watch.register(0, 0)  # no events asked for: only POLLHUP/POLLERR wake us, never data for the server
     try:
-        if any(events & (select.POLLHUP | select.POLLERR) for _fd, events in watch.poll()):
-            if supervisor.poll() is None:
-                supervisor.send_signal(signal.SIGTERM)
+        hung_up = any(events & (select.POLLHUP | select.POLLERR) for _fd, events in watch.poll())
+        if hung_up and supervisor.poll() is None:
+            supervisor.send_signal(signal.SIGTERM)
     except (OSError, ValueError):
         pass
 
@@ -154,13 +156,10 @@ def run_daemon(environment: Environment) -> int:
         _err(f"error: {exc}")
         return 2
     os.environ["MCP_HTTP_ADDRESS"] = address  # for supervisord's %(ENV_MCP_HTTP_ADDRESS)s
-    try:
+    with contextlib.suppress(OSError):
         DAEMON_MARKER.write_text(address)
-    except OSError:
-        pass
     conf = environment.minirag_supervisor_dir / DAEMON_CONF
     os.execv(_supervisord(), [_supervisord(), "-n", "-c", str(conf)])
-    return 1  # not reached
 
 
 def run_sync(args: list[str], environment: Environment) -> int:
@@ -174,13 +173,12 @@ def run_sync(args: list[str], environment: Environment) -> int:
                 _err(f"hint: docker run --rm -v /path/to/docs:{root}:ro -v minirag-index:/index IMAGE sync")
                 return 1
     os.execv(_minirag(), [_minirag(), "sync", *args])
-    return 1  # not reached
 
 
 def _roots(environment: Environment) -> list[Path]:
     try:
         return list(environment.settings().roots)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any bad configuration: the healthcheck falls back to the default root
         return [Path(environment.base_dir if environment.base_dir is not None else "/docs")]
 
 
@@ -231,7 +229,6 @@ def main(argv: list[str] | None = None, environment: Environment | None = None) 
     if mode == "healthcheck":
         return healthcheck()
     os.execv(_minirag(), [_minirag(), *args])
-    return 1  # not reached
 
 
 if __name__ == "__main__":

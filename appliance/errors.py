@@ -69,12 +69,14 @@ class FileTooLarge(ApplianceError):
 
 class OcrUnavailable(ApplianceError):
     code = "ocr_unavailable"
-    hint = "Install tesseract with its language data (apt-get install tesseract-ocr tesseract-ocr-deu tesseract-ocr-rus) or use the Docker image."
+    hint = ("Install tesseract with its language data (apt-get install tesseract-ocr tesseract-ocr-deu "
+            "tesseract-ocr-rus) or use the Docker image.")
 
 
 class IndexMismatch(ApplianceError):
     code = "index_mismatch"
-    hint = "Run `minirag sync --full` to rebuild the index with the current model and budget, or point DB_PATH elsewhere."
+    hint = ("Run `minirag sync --full` to rebuild the index with the current model and budget, "
+            "or point DB_PATH elsewhere.")
 
 
 class IndexCorrupt(ApplianceError):

@@ -17,6 +17,7 @@ at the deadline. Either way the result says the search was cut short.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -24,11 +25,14 @@ import sys
 import threading
 import time
 from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Iterable, Iterator, Sequence
+from types import ModuleType
+from typing import IO, Any
 
 from appliance.errors import InvalidArgument
 
+_regex_module: ModuleType | None
 try:  # optional: per-match timeouts; the subprocess fallback covers its absence
     import regex as _regex_module
 except ImportError:  # pragma: no cover - depends on the environment
@@ -62,7 +66,7 @@ class GrepDoc:
     """Per chunk: chunkIndex, heading, pageStart, pageEnd, slide, sheet, and its first line (`_line`)."""
 
     @classmethod
-    def from_rows(cls, rows: Sequence[dict[str, Any]]) -> "GrepDoc":
+    def from_rows(cls, rows: Sequence[dict[str, Any]]) -> GrepDoc:
         """The document of `rows` (chunk rows of one source with GREP_COLUMNS, in chunk order)."""
         first = rows[0]
         source = describe(first["source_id"], first["source_kind"], first["path"], first["title"])
@@ -79,7 +83,7 @@ class GrepDoc:
         return cls(source, "".join(parts), starts, places)
 
     @classmethod
-    def empty(cls, source: dict[str, Any]) -> "GrepDoc":
+    def empty(cls, source: dict[str, Any]) -> GrepDoc:
         """An indexed document without text (an empty file): searched, never matched."""
         return cls(source, "", [], [])
 
@@ -126,7 +130,7 @@ class GrepResult:
         self.files_searched += doc.source["sourceKind"] == "file"
 
 
-def compile_pattern(pattern: str, *, is_regex: bool, case_sensitive: bool) -> "re.Pattern[str]":
+def compile_pattern(pattern: str, *, is_regex: bool, case_sensitive: bool) -> re.Pattern[str]:
     """Validate the pattern once, up front; InvalidArgument says what is wrong with it."""
     if not isinstance(pattern, str) or not pattern:
         raise InvalidArgument("The pattern is empty")
@@ -186,13 +190,14 @@ class _LineTimeout(Exception):
     pass
 
 
-def _timed_search(compiled: "re.Pattern[str]") -> Callable[[str], Any] | None:
+def _timed_search(compiled: re.Pattern[str]) -> Callable[[str], Any] | None:
     """A search with a per-line timeout, or None when the `regex` package cannot take the pattern."""
     if _regex_module is None:
         return None
     try:
-        timed = _regex_module.compile(compiled.pattern, _regex_module.IGNORECASE if compiled.flags & re.IGNORECASE else 0)
-    except Exception:  # a pattern only the standard library accepts: the child process takes it
+        flags = _regex_module.IGNORECASE if compiled.flags & re.IGNORECASE else 0
+        timed = _regex_module.compile(compiled.pattern, flags)
+    except Exception:  # noqa: BLE001 - a pattern only the standard library accepts: the child process takes it
         return None
 
     def search(line: str) -> Any:
@@ -204,7 +209,7 @@ def _timed_search(compiled: "re.Pattern[str]") -> Callable[[str], Any] | None:
     return search
 
 
-def _anywhere(compiled: "re.Pattern[str]", text: str) -> bool:
+def _anywhere(compiled: re.Pattern[str], text: str) -> bool:
     """Whether the literal may match a line of `text`, as stored or as read (see _matching_lines)."""
     if compiled.search(text) is not None:
         return True
@@ -299,7 +304,7 @@ def _match(doc: GrepDoc, line_offset: int, line: str, column: int, shown_column:
 # thread; the child answers each document's matching lines by offset, then "doc" when done
 # with it. The parent keeps the places of documents in flight to locate the matches.
 
-def _grep_in_child(docs: Iterable[GrepDoc], compiled: "re.Pattern[str]", max_results: int, deadline: float,
+def _grep_in_child(docs: Iterable[GrepDoc], compiled: re.Pattern[str], max_results: int, deadline: float,
                    result: GrepResult) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "appliance.grep"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -307,7 +312,9 @@ def _grep_in_child(docs: Iterable[GrepDoc], compiled: "re.Pattern[str]", max_res
     lines: list[bytes] = []
     head = {"pattern": compiled.pattern, "flags": compiled.flags & re.IGNORECASE, "max": max_results}
     feeder = threading.Thread(target=_feed, args=(proc.stdin, head, docs, deadline, in_flight, result), daemon=True)
-    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
+    stdout = proc.stdout
+    assert stdout is not None  # stdout=PIPE
+    reader = threading.Thread(target=lambda: lines.extend(stdout), daemon=True)
     feeder.start()
     reader.start()
     try:
@@ -344,10 +351,8 @@ def _feed(stdin: IO[bytes], head: dict[str, Any], docs: Iterable[GrepDoc], deadl
     except (BrokenPipeError, OSError, ValueError):
         pass  # the child stopped (enough matches) or was killed
     finally:
-        try:
+        with contextlib.suppress(OSError):
             stdin.close()
-        except OSError:
-            pass
 
 
 def _child_main() -> None:

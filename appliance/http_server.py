@@ -23,9 +23,12 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
     from appliance.config import Environment
     from appliance.runtime import Runtime
-    from appliance.status_page import Sessions
+    from appliance.status_page import Sessions, Throttle
 
 MCP_PATH = "/mcp"
 MIN_TOKEN_CHARS = 16
@@ -81,21 +84,38 @@ class TokenGate:
     """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`; the status
     page and its endpoints also take a signed-in session's cookie (see appliance.status_page)."""
 
-    def __init__(self, app: Any, token: str, sessions: Sessions | None = None) -> None:
+    def __init__(self, app: ASGIApp, token: str, sessions: Sessions | None = None,
+                 throttle: Throttle | None = None) -> None:
+        from appliance.status_page import Throttle
+
         self.app = app
         self.expected = f"Bearer {token}".encode()
         self.sessions = sessions
+        self.throttle = throttle or Throttle()
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)  # lifespan
             return
         path = scope.get("path", "")
         page = path in PAGE_PATHS or path.startswith(PAGE_PREFIXES)
-        if (scope["type"] == "http" and (path in OPEN_PATHS or path.startswith(OPEN_PREFIXES))) \
-                or self._bearer(scope) or (page and self._signed_in(scope)):
+        if scope["type"] == "http" and (path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)):
+            await self.app(scope, receive, send)  # /login throttles its own attempts
+            return
+        from appliance.status_page import client_address, too_many
+
+        client = client_address(scope)
+        wait = self.throttle.retry_after(client)
+        if wait > 0 and scope["type"] == "http":
+            await too_many(wait)(scope, receive, send)
+            return
+        given = self._authorization(scope)
+        if (wait <= 0 and given is not None and hmac.compare_digest(given, self.expected)) \
+                or (page and self._signed_in(scope)):
             await self.app(scope, receive, send)
             return
+        if given is not None:
+            self.throttle.failed(client)
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
@@ -111,31 +131,31 @@ class TokenGate:
                                 (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
 
-    def _bearer(self, scope: dict[str, Any]) -> bool:
-        given = b""
+    @staticmethod
+    def _authorization(scope: Scope) -> bytes | None:
+        """The Authorization header's value; None when there is none (that is not a wrong token)."""
         for name, value in scope.get("headers", ()):
             if name == b"authorization":
-                given = value
-                break
-        return hmac.compare_digest(given, self.expected)
+                return bytes(value)
+        return None
 
-    def _signed_in(self, scope: dict[str, Any]) -> bool:
+    def _signed_in(self, scope: Scope) -> bool:
         from appliance.status_page import session_cookie
 
         return self.sessions is not None and self.sessions.valid(session_cookie(scope))
 
 
-def build_app(runtime: Runtime, token: str) -> Any:
+def build_app(runtime: Runtime, token: str) -> Starlette:
     """The Starlette app: the MCP tools at /mcp and the status page at /, behind TokenGate when a token is set."""
     from starlette.middleware import Middleware
 
     from appliance.server import create_server
-    from appliance.status_page import Sessions, add_routes
+    from appliance.status_page import Sessions, Throttle, add_routes
 
     mcp = create_server(runtime)
-    sessions = Sessions()
-    add_routes(mcp, runtime, token, sessions)
-    middleware = [Middleware(TokenGate, token=token, sessions=sessions)] if token else []
+    sessions, throttle = Sessions(), Throttle()
+    add_routes(mcp, runtime, token, sessions, throttle)
+    middleware = [Middleware(TokenGate, token=token, sessions=sessions, throttle=throttle)] if token else []
     return mcp.http_app(path=MCP_PATH, middleware=middleware, transport="http")
 
 

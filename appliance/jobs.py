@@ -17,8 +17,9 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal, Protocol
 
 from appliance.errors import ApplianceError, NotFound, SyncBusy
 from appliance.stopping import Stopped
@@ -31,7 +32,17 @@ MAX_PENDING_INGESTS = 4
 """Ingest jobs running or queued at once; each holds its content (up to MAX_FILE_SIZE) in memory."""
 
 JobKind = Literal["sync", "ingest_data", "ingest_url"]
-SyncRun = Callable[[Callable[[str, int, int, str], None]], Any]
+
+
+class Report(Protocol):
+    """What a job keeps of the service's RunReport (jobs sits below the service: no import of it)."""
+
+    seen: int
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+SyncRun = Callable[[Callable[[str, int, int, str], None]], Report]
 """Runs the work, reporting progress(phase, done, total, path); returns a RunReport."""
 
 

@@ -43,9 +43,11 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 LANCEDB_DEFERRED = frozenset({"lance_namespace_urllib3_client"})
 """Packages whose `__init__` waits while lancedb is imported (see the module docstring)."""
@@ -67,7 +69,7 @@ class _DeferredInit(importlib.abc.Loader):
     def __init__(self, real: importlib.abc.Loader) -> None:
         self.real = real
 
-    def create_module(self, spec):  # type: ignore[no-untyped-def]
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self.real.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
@@ -84,20 +86,20 @@ class _DeferredInit(importlib.abc.Loader):
                     if module.__spec__ is not None:
                         module.__spec__.loader = real
                     try:
-                        real.exec_module(module)  # type: ignore[attr-defined]
+                        real.exec_module(module)
                     except BaseException:
                         sys.modules.pop(module.__name__, None)  # as a failed import would leave it
                         raise
             return getattr(module, name)  # missing even after the real __init__: AttributeError as usual
 
-        __getattr__.__deferred__ = True  # type: ignore[attr-defined]
-        module.__getattr__ = __getattr__  # type: ignore[attr-defined]
+        __getattr__.__deferred__ = True  # type: ignore[attr-defined]  # the mark is_deferred() looks for
+        module.__dict__["__getattr__"] = __getattr__
 
 
 class _ScopedFinder(importlib.abc.MetaPathFinder):
     """Hides or defers the names the current thread's block asks for; otherwise leaves the import alone."""
 
-    def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
+    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
         top = name.partition(".")[0]
         if top in _scope.hidden:
             raise ModuleNotFoundError(f"{top} is hidden while the index libraries load", name=name)

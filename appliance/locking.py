@@ -5,9 +5,10 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 from appliance.errors import SyncBusy, storage_error
 
@@ -50,7 +51,7 @@ def sync_lock(db_path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def lock_holder(db_path: Path) -> dict | None:
+def lock_holder(db_path: Path) -> dict[str, Any] | None:
     """The running sync's {pid, startedAt}, or None when no sync holds the lock."""
     path = db_path / LOCK_FILE
     try:
@@ -62,9 +63,10 @@ def lock_holder(db_path: Path) -> dict | None:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             try:
-                return json.loads(path.read_text() or "{}")
+                holder = json.loads(path.read_text() or "{}")
             except (OSError, ValueError):
                 return {}
+            return holder if isinstance(holder, dict) else {}
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:

@@ -39,6 +39,7 @@ import socket
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 _REFUSAL = (
     "network access is disabled in this appliance: {what} was refused "
@@ -208,7 +209,7 @@ def _refuse(what: str) -> None:
     raise PermissionError(_REFUSAL.format(what=what))
 
 
-def _hook(event: str, args: tuple) -> None:
+def _hook(event: str, args: tuple[Any, ...]) -> None:
     if not event.startswith("socket."):
         return
     if event in _SEND_EVENTS:
@@ -261,11 +262,11 @@ def fetch_allowed() -> bool:
 
 __all__ = [
     "OFFLINE_ENV",
-    "offline_env",
     "apply_offline_env",
-    "install",
-    "installed",
     "fetch_allowed",
     "fetch_permit",
+    "install",
+    "installed",
     "lookup_permit",
+    "offline_env",
 ]

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from appliance import stopping
+
+if TYPE_CHECKING:
+    from appliance.store import SourceRow
 
 
 @dataclass
@@ -23,14 +27,14 @@ class Work:
     """Rows of some sources, to be embedded (`texts[i]` gives `rows[i]` its vector) and
     then written in one write with the sources' records."""
 
-    sources: list[Any]
+    sources: list[SourceRow]
     rows: list[dict[str, Any]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
 
     def embed_with(self, embed: Callable[[list[str]], np.ndarray | Sequence[Any]]) -> None:
         """Give every row the vector of its text."""
         vectors = embed(self.texts) if self.texts else []
-        for row, vector in zip(self.rows, vectors):
+        for row, vector in zip(self.rows, vectors, strict=True):
             row["vector"] = vector
 
 
@@ -85,11 +89,11 @@ class EmbedWritePipeline:
             self._stopping = self._abandon = True
             self._cond.notify_all()
 
-    def __enter__(self) -> "EmbedWritePipeline":
+    def __enter__(self) -> EmbedWritePipeline:
         stopping.add_hook(self.stop)
         return self
 
-    def __exit__(self, exc_type: Any, *_: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         try:
             if exc_type is not None:
                 if issubclass(exc_type, stopping.Stopped):

@@ -1,8 +1,8 @@
 """Records that flow through the pipeline: converted documents, chunks, hits."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 TokenCounter = Callable[[str], int]
 """Counts a text in the embedding model's own tokens, untruncated, without special tokens."""

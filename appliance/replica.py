@@ -15,8 +15,9 @@ content can: every write of a chunk stamps the ingestion time of its source.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +35,7 @@ KEY_COLUMNS = ["id", "ingested_at"]
 ROW_ID = "_rowid"
 
 
-def unit(vector: Sequence[float]) -> np.ndarray:
+def unit(vector: Sequence[float] | np.ndarray) -> np.ndarray:
     """`vector` scaled to length 1 (a zero vector stays zero)."""
     v = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(v))
@@ -57,7 +58,7 @@ class Replica:
     by_id: dict[str, int]
 
     @classmethod
-    def of(cls, version: int, rows: pa.Table, matrix: np.ndarray) -> "Replica":
+    def of(cls, version: int, rows: pa.Table, matrix: np.ndarray) -> Replica:
         rows = rows.combine_chunks()
         by_parent: dict[str, list[int]] = {}
         for i, parent in enumerate(rows.column("parent_id").to_pylist()):
@@ -66,20 +67,20 @@ class Replica:
         return cls(version, rows, np.ascontiguousarray(matrix, dtype=np.float32), by_parent, by_id)
 
     @classmethod
-    def from_arrow(cls, version: int, table: pa.Table) -> "Replica":
+    def from_arrow(cls, version: int, table: pa.Table) -> Replica:
         """A replica of every row of `table` (all columns but keywords/metadata, with `vector`)."""
         dim = table.schema.field("vector").type.list_size
         return cls.of(version, table.drop_columns([c for c in (*LEFT_OUT, ROW_ID) if c in table.column_names]),
                       _unit_rows(table.column("vector"), dim))
 
     def refreshed(self, version: int, keys: pa.Table,
-                  read: Callable[[list[int]], pa.Table]) -> tuple["Replica", int]:
+                  read: Callable[[list[int]], pa.Table]) -> tuple[Replica, int]:
         """The replica of a newer version whose rows are `keys` (KEY_COLUMNS and `_rowid`).
 
         Rows whose key this replica holds are kept; `read(row_ids)` returns the others
         in full (any order, with `_rowid`). Returns the replica and how many rows were read."""
-        held = pc.index_in(keys.column("id"), value_set=self.rows.column("id").combine_chunks()).fill_null(-1).to_numpy()
-        held = held.astype(np.int64)
+        ids = self.rows.column("id").combine_chunks()
+        held = pc.index_in(keys.column("id"), value_set=ids).fill_null(-1).to_numpy().astype(np.int64)
         stamp = keys.column("ingested_at").to_numpy()
         old_stamp = self.rows.column("ingested_at").to_numpy()
         keep = held >= 0
@@ -99,9 +100,10 @@ class Replica:
     def serves(self, columns: Sequence[str]) -> bool:
         return all(c in self.rows.column_names for c in columns)
 
-    def similarities(self, vector: Sequence[float]) -> np.ndarray:
+    def similarities(self, vector: Sequence[float] | np.ndarray) -> np.ndarray:
         """Cosine similarity of every row to `vector`, in row order."""
-        return self.matrix @ unit(vector)
+        sims: np.ndarray = self.matrix @ unit(vector)
+        return sims
 
     def mask(self, where: Filter) -> np.ndarray:
         """Which rows `where` keeps (the same rows as its SQL form in LanceDB)."""
@@ -128,12 +130,13 @@ class Replica:
 
     def rows_at(self, positions: np.ndarray, columns: Sequence[str], sims: np.ndarray) -> list[dict[str, Any]]:
         """The rows at `positions` with `_distance` (1 - cosine similarity)."""
-        out = self.rows.select(list(columns)).take(pa.array(positions, pa.int64())).to_pylist()
-        for row, i in zip(out, positions):
+        out: list[dict[str, Any]] = self.rows.select(list(columns)).take(pa.array(positions, pa.int64())).to_pylist()
+        for row, i in zip(out, positions, strict=True):
             row["_distance"] = 1.0 - float(sims[i])
         return out
 
     def in_sections(self, parent_ids: Sequence[str], columns: Sequence[str]) -> list[dict[str, Any]]:
         """Every row whose parent_id is one of `parent_ids`."""
         positions = sorted(i for p in set(parent_ids) for i in self.by_parent.get(p, ()))
-        return self.rows.select(list(columns)).take(pa.array(positions, pa.int64())).to_pylist()
+        rows: list[dict[str, Any]] = self.rows.select(list(columns)).take(pa.array(positions, pa.int64())).to_pylist()
+        return rows

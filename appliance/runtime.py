@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from appliance.config import Environment, Settings
 from appliance.errors import ApplianceError, ConfigError

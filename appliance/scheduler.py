@@ -20,6 +20,7 @@ the process keeps running: a misconfigured container never turns into a crash lo
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -28,14 +29,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from appliance import stopping
 from appliance.config import Environment, Settings, read_environment
 from appliance.errors import ApplianceError, SyncBusy
-from appliance.state import (SCHEDULER_FILE, hold_alive_lock, process_marker, read_last_sync,
-                              read_scheduler_state, write_json)
+from appliance.state import (
+    SCHEDULER_FILE,
+    hold_alive_lock,
+    process_marker,
+    read_last_sync,
+    read_scheduler_state,
+    write_json,
+)
 from appliance.stopping import Stopped
 
 STATE_SCHEMA = 1
@@ -159,15 +167,17 @@ class Scheduler:
             app = Appliance(self.settings)
             model = self.settings.models_dir / app.spec.dir_name / "model.onnx"
             if not model.is_file():
-                return self._problem(f"no baked model {app.spec.id} in {self.settings.models_dir} ({model} is missing); "
-                                     "bake it with `minirag models bake` or mount a baked models folder", retry)
+                return self._problem(f"no baked model {app.spec.id} in {self.settings.models_dir} "
+                                     f"({model} is missing); bake it with `minirag models bake` "
+                                     "or mount a baked models folder", retry)
             problem = docs_problem(self.settings, bool(app.index.source_rows()))
         except ApplianceError as exc:
             return self._problem(exc.message + (f" ({exc.hint})" if exc.hint else ""), retry, exc.to_dict())
         except OSError as exc:
             return self._problem(_os_message(self.settings.db_path, exc), retry)
-        except Exception as exc:  # e.g. a damaged index LanceDB cannot open
-            return self._problem(f"cannot open the index at {self.settings.db_path}: {type(exc).__name__}: {exc}", retry)
+        except Exception as exc:  # noqa: BLE001 - e.g. a damaged index LanceDB cannot open
+            return self._problem(f"cannot open the index at {self.settings.db_path}: {type(exc).__name__}: {exc}",
+                                 retry)
         if problem:
             return self._problem(problem, retry)
         self._update(state="syncing", lastRunStartedAt=now, problem=None)
@@ -337,10 +347,8 @@ def child_round(state_json: str, last_logged: str) -> int:
     The round process's composition root: it reads the environment (the scheduler's, inherited) itself."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s scheduler: %(message)s",
                         handlers=[logging.StreamHandler()])
-    try:
+    with contextlib.suppress(OSError):
         os.nice(10)  # indexing yields the CPU to interactive queries
-    except OSError:
-        pass
     scheduler = Scheduler(read_environment().settings())
     scheduler.state.update(json.loads(state_json))  # pid and marker stay the scheduler's: it holds the alive lock
     scheduler._last_logged = last_logged or None

@@ -12,12 +12,14 @@ isError set; nothing but protocol frames is written to stdout.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
 import sys
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 from fastmcp import Context, FastMCP
@@ -32,25 +34,36 @@ from appliance import __version__, mcp_models as m
 from appliance.agent_hints import for_agents
 from appliance.errors import ApplianceError, ConfigError, InvalidArgument, UrlIngestDisabled
 from appliance.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_CHARS, READ_PAGE_CHARS
-from appliance.runtime import Runtime, result_text, tool_data  # noqa: F401  (Runtime: http_server, tests)
+from appliance.runtime import Runtime, result_text, tool_data
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Sequence
+
+    import mcp_types as mt
+    from fastmcp.server.middleware import CallNext, MiddlewareContext
+    from fastmcp.tools import Tool
+
     from appliance.config import Environment
     from appliance.service import Appliance
 
+    Call = Callable[[type[BaseModel], Callable[[Appliance], Any]], Awaitable[ToolResult]]
+    """create_server's `call`: run a service operation in a thread, its result validated against a model."""
+
 log = logging.getLogger("appliance.server")
 
-READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
-WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
-REPLACES = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+REPLACES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+STARTS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+FETCHES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
 
 FilePath = Annotated[str, Field(min_length=1, max_length=4096,
                                 description="Absolute path of a file inside a document root.")]
 SourceId = Annotated[str, Field(min_length=1, max_length=1024,
                                 description="A data or url source id, as list_files shows it.")]
-Scope = Annotated[Optional[str], Field(None, min_length=1, max_length=4096,
-                                       description="Only under this absolute path or source-id prefix "
-                                                   "(matching stops at a '/').")]
+Scope = Annotated[str | None, Field(None, min_length=1, max_length=4096,
+                                    description="Only under this absolute path or source-id prefix "
+                                                "(matching stops at a '/').")]
 
 
 def _result(data: dict[str, Any], *, is_error: bool = False) -> ToolResult:
@@ -92,7 +105,8 @@ async def _render(model: type[BaseModel], work: Callable[[], Any]) -> ToolResult
 def _hints_for_agents(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
     """Reword CLI commands in status warnings and job errors (never in document text) for an agent."""
     if model is m.Status:
-        return for_agents(data)
+        reworded: dict[str, Any] = for_agents(data)
+        return reworded
     if data.get("error"):
         data["error"] = for_agents(data["error"])
     for job in data.get("jobs") or ():
@@ -107,10 +121,8 @@ def _status(runtime: Runtime) -> dict[str, Any]:
         return runtime.appliance().status()
     except ApplianceError as exc:
         out: dict[str, Any] = {"version": __version__, "configError": exc.to_dict()}
-        try:
+        with contextlib.suppress(ConfigError):
             out["config"] = runtime.settings().describe()
-        except ConfigError:
-            pass
         return out
 
 
@@ -127,7 +139,7 @@ def _progress_token(ctx: Context) -> Any:
     return (rc.meta or {}).get("progressToken") if rc is not None else None
 
 
-async def _follow(ctx: Context, job_id: str, call: Callable[..., Any]) -> ToolResult:
+async def _follow(ctx: Context, job_id: str, call: Call) -> ToolResult:
     """Send the job's progress as notifications until it ends (its final record) or FOLLOW_MAX_S passes
     (the running job)."""
     deadline = anyio.current_time() + FOLLOW_MAX_S
@@ -146,7 +158,8 @@ async def _follow(ctx: Context, job_id: str, call: Callable[..., Any]) -> ToolRe
 class ErrorsAsValues(Middleware):
     """Arguments that fail the input schema, and anything that slips past a tool, become error values."""
 
-    async def on_call_tool(self, context, call_next):  # type: ignore[no-untyped-def]
+    async def on_call_tool(self, context: MiddlewareContext[mt.CallToolRequestParams],
+                           call_next: CallNext[mt.CallToolRequestParams, ToolResult]) -> ToolResult:
         try:
             return await call_next(context)
         except ArgumentsInvalid as exc:
@@ -169,7 +182,8 @@ class WarmUpAfterListing(Middleware):
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    async def on_list_tools(self, context, call_next):  # type: ignore[no-untyped-def]
+    async def on_list_tools(self, context: MiddlewareContext[mt.ListToolsRequest],
+                            call_next: CallNext[mt.ListToolsRequest, Sequence[Tool]]) -> Sequence[Tool]:
         result = await call_next(context)
         self.runtime.warm_up()
         return result
@@ -192,7 +206,7 @@ def create_server(runtime: Runtime) -> FastMCP:
     mcp = FastMCP("minirag", instructions=runtime.instructions(), version=__version__,
                   mask_error_details=True, middleware=[ErrorsAsValues(), WarmUpAfterListing(runtime)])
 
-    def call(model: type[BaseModel], work: Callable[[Appliance], Any]) -> Any:
+    def call(model: type[BaseModel], work: Callable[[Appliance], Any]) -> Awaitable[ToolResult]:
         return _render(model, lambda: work(runtime.appliance()))
 
     def tool(annotations: ToolAnnotations, model: type[BaseModel]) -> Callable[[Callable[..., Any]], Any]:
@@ -205,8 +219,8 @@ def create_server(runtime: Runtime) -> FastMCP:
             return mcp.tool(annotations=annotations, output_schema=_schema(model), description=description)(fn)
         return declare
 
-    @tool(ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False), m.SyncJob)
-    async def sync_start(path: Annotated[Optional[str], Field(
+    @tool(STARTS, m.SyncJob)
+    async def sync_start(path: Annotated[str | None, Field(
             None, min_length=1, max_length=4096,
             description="Reconcile only under this absolute path (default: every root).")] = None,
             ctx: Context = CurrentContext()) -> ToolResult:
@@ -222,7 +236,7 @@ def create_server(runtime: Runtime) -> FastMCP:
         return await _follow(ctx, (started.structured_content or {})["jobId"], call)
 
     @tool(READ_ONLY, m.SyncStatus)
-    async def sync_status(jobId: Annotated[Optional[str], Field(
+    async def sync_status(jobId: Annotated[str | None, Field(
             None, min_length=1, max_length=64,
             description="The jobId sync_start, ingest_data or ingest_url returned; omit it for the index's "
                         "sync activity.")] = None) -> ToolResult:
@@ -245,8 +259,9 @@ def create_server(runtime: Runtime) -> FastMCP:
             source: Annotated[str, Field(min_length=1, max_length=1024, description=(
                 "An id of your choosing, e.g. 'meeting-2024-05'; must not start with '/'. "
                 "Ingesting the same id again replaces its content."))],
-            format: Annotated[Literal["text", "markdown", "html"], Field(description="How to read content.")] = "markdown",
-            title: Annotated[Optional[str], Field(None, max_length=500)] = None) -> ToolResult:
+            format: Annotated[Literal["text", "markdown", "html"],
+                              Field(description="How to read content.")] = "markdown",
+            title: Annotated[str | None, Field(None, max_length=500)] = None) -> ToolResult:
         """Index text, Markdown or HTML you already hold, under a source id you choose.
 
         Small content is indexed before the call returns its counts. Content above the server's
@@ -254,7 +269,7 @@ def create_server(runtime: Runtime) -> FastMCP:
         with a jobId at once; poll sync_status with that jobId until phase is succeeded."""
         return await call(m.IngestOutcome, lambda app: app.ingest_data_bounded(source, content, format, title=title))
 
-    @tool(ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=True), m.IngestOutcome)
+    @tool(FETCHES, m.IngestOutcome)
     async def ingest_url(url: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://",
                                                    description="An http(s) URL to fetch and index.")]) -> ToolResult:
         """Fetch a web page, convert it to Markdown and index it (only when the operator enabled URL ingest).
@@ -265,11 +280,13 @@ def create_server(runtime: Runtime) -> FastMCP:
 
     @tool(READ_ONLY, m.SearchAnswer)
     async def query_documents(
-            query: Annotated[str, Field(min_length=1, max_length=4000, description="Words, a question or an identifier.")],
+            query: Annotated[str, Field(min_length=1, max_length=4000,
+                                        description="Words, a question or an identifier.")],
             topK: Annotated[int, Field(ge=1, le=100, description="How many passages to return.")] = 10,
             scope: Scope = None,
-            docClass: Annotated[Optional[str], Field(None, min_length=1, max_length=100,
-                                                     description="Only sources of this class (front-matter type).")] = None,
+            docClass: Annotated[str | None, Field(
+                None, min_length=1, max_length=100,
+                description="Only sources of this class (front-matter type).")] = None,
             format: Annotated[Literal["json", "markdown"], Field(description=(
                 "json: hits with their sections; markdown: one ready-to-paste block of numbered hits "
                 "with citations"))] = "json",
@@ -292,7 +309,7 @@ def create_server(runtime: Runtime) -> FastMCP:
     @tool(READ_ONLY, m.Neighbors)
     async def read_chunk_neighbors(
             chunkIndex: Annotated[int, Field(ge=0, le=10**9, description="chunkIndex of a search hit.")],
-            filePath: Optional[FilePath] = None, source: Optional[SourceId] = None,
+            filePath: FilePath | None = None, source: SourceId | None = None,
             before: Annotated[int, Field(ge=0, le=50)] = 2, after: Annotated[int, Field(ge=0, le=50)] = 2,
             maxChars: Annotated[int, Field(ge=1000, le=MAX_PAGE_CHARS, description=(
                 "Most characters of chunk text to return."))] = READ_PAGE_CHARS,
@@ -307,20 +324,21 @@ def create_server(runtime: Runtime) -> FastMCP:
             max_chars=maxChars))
 
     @tool(READ_ONLY, m.Document)
-    async def read_file(filePath: Optional[FilePath] = None, source: Optional[SourceId] = None,
-                        offset: Annotated[int, Field(ge=0, description="Character offset to start at (from nextOffset).")] = 0,
+    async def read_file(filePath: FilePath | None = None, source: SourceId | None = None,
+                        offset: Annotated[int, Field(
+                            ge=0, description="Character offset to start at (from nextOffset).")] = 0,
                         maxChars: Annotated[int, Field(ge=1000, le=MAX_PAGE_CHARS, description=(
                             "Longest page to return, in characters (about 4 per token)."))] = READ_PAGE_CHARS,
-                        revision: Annotated[Optional[str], Field(None, max_length=64, description=(
+                        revision: Annotated[str | None, Field(None, max_length=64, description=(
                             "The revision a previous page returned; refused if the document changed."))] = None,
-                        startLine: Annotated[Optional[int], Field(None, ge=1, description=(
+                        startLine: Annotated[int | None, Field(None, ge=1, description=(
                             "First line to read (1-based), for sources with lines: a grep match's lineNumber "
                             "minus a few."))] = None,
-                        endLine: Annotated[Optional[int], Field(None, ge=1, description=(
+                        endLine: Annotated[int | None, Field(None, ge=1, description=(
                             "Last line to read (inclusive); omit for the end."))] = None,
-                        pageStart: Annotated[Optional[int], Field(None, ge=1, description=(
+                        pageStart: Annotated[int | None, Field(None, ge=1, description=(
                             "First page (PDF, scan) or slide (presentation) to read (1-based)."))] = None,
-                        pageEnd: Annotated[Optional[int], Field(None, ge=1, description=(
+                        pageEnd: Annotated[int | None, Field(None, ge=1, description=(
                             "Last page or slide to read (inclusive); omit for the end."))] = None,
                         ) -> ToolResult:
         """An indexed document as Markdown, rebuilt from its chunks, one page at a time. Give filePath or source.
@@ -336,8 +354,9 @@ def create_server(runtime: Runtime) -> FastMCP:
     @tool(READ_ONLY, m.FileList)
     async def list_files(
             scope: Scope = None,
-            limit: Annotated[int, Field(ge=1, le=MAX_PAGE, description="Entries (files and sources) per page.")] = DEFAULT_PAGE,
-            cursor: Annotated[Optional[str], Field(None, min_length=1, max_length=MAX_CURSOR_CHARS, description=(
+            limit: Annotated[int, Field(
+                ge=1, le=MAX_PAGE, description="Entries (files and sources) per page.")] = DEFAULT_PAGE,
+            cursor: Annotated[str | None, Field(None, min_length=1, max_length=MAX_CURSOR_CHARS, description=(
                 "nextCursor from the previous page, unchanged (same scope); omit for the first page."))] = None,
     ) -> ToolResult:
         """Every file under the document roots with its state (sorted by path), then the indexed data
@@ -346,7 +365,7 @@ def create_server(runtime: Runtime) -> FastMCP:
                                                                   limit=limit, cursor=cursor))
 
     @tool(REPLACES, m.Deleted)
-    async def delete_file(filePath: Optional[FilePath] = None, source: Optional[SourceId] = None) -> ToolResult:
+    async def delete_file(filePath: FilePath | None = None, source: SourceId | None = None) -> ToolResult:
         """Remove a file, data item or url item from the index; the file on disk is never touched."""
         return await call(m.Deleted, lambda app: app.delete(*_one_target(filePath, source), require_absolute=True))
 
@@ -355,9 +374,9 @@ def create_server(runtime: Runtime) -> FastMCP:
             pattern: Annotated[str, Field(min_length=1, max_length=1000, description="Text (or a regex) to find.")],
             regex: Annotated[bool, Field(description="Treat pattern as a Python regular expression.")] = False,
             caseSensitive: bool = False, scope: Scope = None,
-            root: Annotated[Optional[str], Field(None, min_length=1, max_length=4096, description=(
+            root: Annotated[str | None, Field(None, min_length=1, max_length=4096, description=(
                 "Only files of this root: its name or path as list_roots gives them."))] = None,
-            fileGlob: Annotated[Optional[str], Field(None, min_length=1, max_length=1000, description=(
+            fileGlob: Annotated[str | None, Field(None, min_length=1, max_length=1000, description=(
                 "Only documents whose displayPath matches, .gitignore-style: '*.pdf' at any depth, "
                 "'reports/**/*.md' from the root."))] = None,
             maxResults: Annotated[int, Field(ge=1, le=500)] = 100) -> ToolResult:
@@ -391,9 +410,11 @@ def create_server(runtime: Runtime) -> FastMCP:
 
 def _one_target(file_path: str | None, source: str | None) -> tuple[str, bool]:
     """(target, is_source): a file path, or a data/url source id taken as given."""
-    if (file_path is None) == (source is None):
-        raise InvalidArgument("Give exactly one of filePath or source")
-    return (file_path, False) if file_path is not None else (source, True)  # type: ignore[return-value]
+    if file_path is not None and source is None:
+        return file_path, False
+    if source is not None and file_path is None:
+        return source, True
+    raise InvalidArgument("Give exactly one of filePath or source")
 
 
 def _ingest_url(app: Appliance, url: str) -> Any:

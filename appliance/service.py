@@ -5,40 +5,70 @@ and render its result; they never rank, resolve paths or validate themselves.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from appliance import __version__
 from appliance.config import TOP_K_CAP, Settings
 from appliance.embed import Embedder, load_spec
-from appliance.errors import (ApplianceError, ConfigError, IndexCorrupt, IndexMismatch, InvalidArgument, NotFound,
-                              RootsChanged, UnsupportedFile, UrlIngestDisabled, storage_error)
+from appliance.errors import (
+    ApplianceError,
+    ConfigError,
+    IndexCorrupt,
+    IndexMismatch,
+    InvalidArgument,
+    NotFound,
+    RootsChanged,
+    UnsupportedFile,
+    UrlIngestDisabled,
+    storage_error,
+)
 from appliance.ingest import convert
-from appliance.ingest.ocr import OcrConfig, ocr_status
-from appliance.ingest.snapshots import Kept, dedupe_sequence, snapshot_members
 from appliance.ingest.chunk import SCHEME_VERSION, chunk_document, reconstruct
-from appliance.ingest.discover import FoundFile, Skipped, contained_root, printable, resolve_in_roots, walk
-from appliance.ingest.discover import ignore_problems
+from appliance.ingest.discover import (
+    FoundFile,
+    Skipped,
+    contained_root,
+    ignore_problems,
+    printable,
+    resolve_in_roots,
+    walk,
+)
 from appliance.ingest.isolate import ConvertPool
-from appliance.pipeline import EmbedWritePipeline, Work
+from appliance.ingest.ocr import OcrConfig, ocr_status
+from appliance.ingest.snapshots import Kept, Member, dedupe_sequence, snapshot_members
 from appliance.keywords import keywords_field, language, query_terms
 from appliance.locking import lock_holder, sync_lock
-from appliance.query.assemble import (HIT_COLUMNS, RANK_COLUMNS, SearchResult, assemble, hit_dict, row_to_chunk,
-                                      within_budget)
-from appliance.state import SyncProgress, read_last_sync, read_scheduler_state, running_sync, save_last_sync
 from appliance.paging import MAX_PAGE_CHARS, READ_PAGE_CHARS, text_page
+from appliance.pipeline import EmbedWritePipeline, Work
+from appliance.query.assemble import (
+    HIT_COLUMNS,
+    RANK_COLUMNS,
+    SearchResult,
+    assemble,
+    hit_dict,
+    row_to_chunk,
+    within_budget,
+)
 from appliance.query.distinct import collapse
-from appliance.query.filters import Filter
+from appliance.query.filters import Filter, sql_str
 from appliance.query.hybrid import Side, cap_distance, cap_files, fuse, group_cut
 from appliance.records import Chunk, Converted
-from appliance.store import IDENTITY_FILE, Identity, Index, SourceRow, in_list, sql_str
+from appliance.state import SyncProgress, read_last_sync, read_scheduler_state, running_sync, save_last_sync
+from appliance.store import IDENTITY_FILE, Identity, Index, SourceRow, in_list
+
+if TYPE_CHECKING:
+    from appliance.grep import GrepDoc, GrepResult
+    from appliance.jobs import SyncJobs
 
 Progress = Callable[[str, int, int, str], None]
 """progress(phase, done, total, current_path)"""
@@ -169,7 +199,8 @@ class Appliance:
         images = convert.IMAGE_EXTENSIONS if name != "unavailable" else frozenset()
         return convert.SUPPORTED_EXTENSIONS | images
 
-    def resolve(self, path: str | Path, *, require_absolute: bool = False, must_exist: bool = True) -> tuple[Path, Path]:
+    def resolve(self, path: str | Path, *, require_absolute: bool = False,
+                must_exist: bool = True) -> tuple[Path, Path]:
         return resolve_in_roots(path, self.settings.roots, require_absolute=require_absolute, must_exist=must_exist)
 
     def _pool(self) -> ConvertPool:
@@ -191,7 +222,8 @@ class Appliance:
                     self._collect(item, files, report)
             else:
                 if target.suffix.lower() not in self.extensions():
-                    raise UnsupportedFile(f"Cannot index {target}: the extension {target.suffix or '(none)'} is not supported",
+                    raise UnsupportedFile(f"Cannot index {target}: "
+                                          f"the extension {target.suffix or '(none)'} is not supported",
                                           hint="Supported: " + " ".join(sorted(self.extensions())))
                 st = target.stat()
                 files.append(FoundFile(target, root, st.st_size, st.st_mtime_ns))
@@ -374,10 +406,11 @@ class Appliance:
             stray = [sid for sid in stray if sid not in rows]
         return damaged, stray
 
-    def ingest_data(self, source_id: str, content: str, fmt: str = "markdown", *, title: str | None = None) -> RunReport:
+    def ingest_data(self, source_id: str, content: str, fmt: str = "markdown", *,
+                    title: str | None = None) -> RunReport:
         """Index content the caller holds under a source id of its choosing."""
         source_id = self._checked_data(source_id, content, fmt)
-        converted = convert.convert_data(content, fmt, title=title)  # type: ignore[arg-type]
+        converted = convert.convert_data(content, fmt, title=title)
         digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
         return self._ingest_converted(source_id, "data", converted, digest, len(content))
 
@@ -448,16 +481,16 @@ class Appliance:
 
     def _classify(self, f: FoundFile, old: SourceRow | None, force: bool) -> tuple[str, str]:
         """(what to do, content hash): unchanged, refresh, failed, error (unreadable) or index."""
-        fresh = (old is not None and not old.error_code and old.scheme == SCHEME_VERSION
-                 and old.model_id == self.spec.id)
-        if not force and fresh and self.settings.change_detection == "stat" \
-                and old.mtime_ns == f.mtime_ns and old.size == f.size:  # type: ignore[union-attr]
-            return "unchanged", old.content_hash  # type: ignore[union-attr]
+        fresh = (old if old is not None and not old.error_code and old.scheme == SCHEME_VERSION
+                 and old.model_id == self.spec.id else None)  # the row, when it is current
+        if not force and fresh is not None and self.settings.change_detection == "stat" \
+                and fresh.mtime_ns == f.mtime_ns and fresh.size == f.size:
+            return "unchanged", fresh.content_hash
         try:
             digest = content_hash(f.path)
         except OSError as exc:
             return "error", exc.strerror or str(exc)
-        if not force and fresh and old.content_hash == digest:  # type: ignore[union-attr]
+        if not force and fresh is not None and fresh.content_hash == digest:
             return "refresh", digest
         if not force and old is not None and old.error_code and old.content_hash == digest \
                 and old.mtime_ns == f.mtime_ns:
@@ -475,7 +508,7 @@ class Appliance:
         whole, in date order, in one write, so its de-duplication stays exact.
         """
         plans = {f.path: (f, *self._classify(f, known.get(str(f.path)), force or str(f.path) in redo)) for f in files}
-        members: dict[Path, Any] = {}
+        members: dict[Path, Member] = {}
         if self.settings.snapshot_dedupe:
             every = snapshot_members([*plans, *(Path(g) for g in gone)])
             touched = {m.group for p, m in every.items() if p not in plans or plans[p][1] == "index"}
@@ -489,15 +522,18 @@ class Appliance:
             if kind == "unchanged":
                 report.unchanged += 1
             elif kind == "refresh":
-                self.index.record_sources([_replace_stat(old, f)])  # type: ignore[arg-type]
+                assert old is not None  # _classify refreshes only a known row
+                self.index.record_sources([_replace_stat(old, f)])
                 report.refreshed += 1
             elif kind == "failed":
-                report.failed.append({"path": str(path), "code": old.error_code, "reason": old.error})  # type: ignore[union-attr]
+                assert old is not None  # _classify reports a failure again only for a known row
+                report.failed.append({"path": str(path), "code": old.error_code, "reason": old.error})
             elif kind == "error":
                 report.failed.append({"path": str(path), "code": "unreadable", "reason": digest})
                 if old is None or old.error_code != "unreadable" or (old.mtime_ns, old.size) != (f.mtime_ns, f.size):
-                    unreadable.append(SourceRow(source_id=str(path), source_kind="file", root=str(f.root), path=f.display,
-                                                mtime_ns=f.mtime_ns, size=f.size, ingested_at=time.time(),
+                    unreadable.append(SourceRow(source_id=str(path), source_kind="file", root=str(f.root),
+                                                path=f.display, mtime_ns=f.mtime_ns, size=f.size,
+                                                ingested_at=time.time(),
                                                 error_code="unreadable", error=f"cannot read the file: {digest}"))
             else:
                 todo.append((f, digest))
@@ -506,7 +542,7 @@ class Appliance:
         if not todo:
             return
         todo.sort(key=lambda item: str(item[0].path))
-        waiting = {}
+        waiting: dict[str, int] = {}
         for f, _ in todo:
             if f.path in members:
                 waiting[members[f.path].group] = waiting.get(members[f.path].group, 0) + 1
@@ -564,11 +600,11 @@ class Appliance:
         cut = [chunk_document(converted.markdown, count_tokens=embedder.count_tokens, budget=budget,
                               title=converted.title, ceiling=embedder.window) for _source, converted in batch]
         if snapshot_dates is not None:
-            kept = dedupe_sequence(list(zip(snapshot_dates, cut)))
+            kept = dedupe_sequence(list(zip(snapshot_dates, cut, strict=True)))
         else:
             kept = [[Kept(c) for c in chunks] for chunks in cut]
         work = Work([])
-        for n, ((source, converted), survivors) in enumerate(zip(batch, kept)):
+        for n, ((source, converted), survivors) in enumerate(zip(batch, kept, strict=True)):
             meta = json.dumps(converted.metadata, ensure_ascii=False, sort_keys=True)
             full = SourceRow(**{**source.__dict__, "title": converted.title or "", "scheme": SCHEME_VERSION,
                                 "model_id": self.spec.id, "chunk_count": len(survivors), "ingested_at": now,
@@ -589,8 +625,11 @@ class Appliance:
         report.chunks += len(rows)
 
     def _embedded_text(self, chunk: Chunk, title: str | None) -> str:
-        """Chunk 0 carries the title into the vector once, when it fits the window."""
-        if chunk.index != 0 or not title or title in chunk.text:
+        """Every chunk carries its document's title into its vector (when its text lacks it and
+        it fits the window): a passage cut from the middle of a document is often about what
+        the title names without naming it (scripts/embedding_text_experiments.py measures it).
+        The stored text stays the document's."""
+        if not title or title in chunk.text:
             return chunk.text
         text = f"# {title}\n{chunk.text}"
         return text if self.embedder.count_tokens(text) <= self.embedder.window else chunk.text
@@ -659,8 +698,9 @@ class Appliance:
             raise InvalidArgument("scope must be a non-empty path or source-id prefix")
         if scope.startswith("/") or scope.startswith("~"):
             path = Path(os.path.normpath(Path(scope).expanduser()))
-            if contained_root(path, self.settings.roots) is None and contained_root(path.resolve(), self.settings.roots) is None \
-                    and not any(r.is_relative_to(path) for r in self.settings.roots):
+            roots = self.settings.roots
+            if contained_root(path, roots) is None and contained_root(path.resolve(), roots) is None \
+                    and not any(r.is_relative_to(path) for r in roots):
                 raise InvalidArgument(f"scope {scope!r} is outside the configured document roots")
             prefix = str(path)
         else:
@@ -725,7 +765,8 @@ class Appliance:
 
         if isinstance(context_lines, bool) or not isinstance(context_lines, int) \
                 or not 0 <= context_lines <= MAX_CONTEXT_LINES:
-            raise InvalidArgument(f"contextLines must be an integer from 0 to {MAX_CONTEXT_LINES}, not {context_lines!r}")
+            raise InvalidArgument(
+                f"contextLines must be an integer from 0 to {MAX_CONTEXT_LINES}, not {context_lines!r}")
         answer = self.search(query, top_k=top_k, scope=scope, doc_class=doc_class).to_dict()
 
         def read_lines(path: str) -> list[str] | None:
@@ -780,7 +821,7 @@ class Appliance:
             return _valid_source_id(target)
         if require_absolute:  # a caller that names a file path (MCP's filePath): never a source id
             return str(self.resolve(target, require_absolute=True, must_exist=False)[0])
-        looks_like_path = target.startswith(("/", "~", ".")) or os.sep in target and "://" not in target
+        looks_like_path = target.startswith(("/", "~", ".")) or (os.sep in target and "://" not in target)
         if looks_like_path or Path(target).exists():
             return str(self.resolve(target, must_exist=False)[0])
         return _valid_source_id(target)
@@ -796,7 +837,7 @@ class Appliance:
 
         under = self.resolve(scope, require_absolute=require_absolute)[0] if scope else None
         known = {s.source_id: s for s in self.index.source_rows()}
-        files = []
+        files: list[dict[str, Any]] = []
         for item in walk(self.settings.roots, self.extensions(), under=under, report_skips=include_ignored):
             if isinstance(item, Skipped):
                 files.append({"filePath": printable(item.path), "state": item.code, "reason": item.reason})
@@ -817,10 +858,9 @@ class Appliance:
     def warm_up(self) -> None:
         """Load the model and the index's search structures now, so the first real query is not cold."""
         self.embedder.load()
-        try:
+        # Nothing indexed yet, or an index built differently: the real query reports it.
+        with contextlib.suppress(ApplianceError):
             self.search("warm up", top_k=1)
-        except ApplianceError:
-            pass  # nothing indexed yet, or an index built differently: the real query reports it
 
     def status(self) -> dict[str, Any]:
         """Configuration and index health; never raises for a broken index."""
@@ -879,7 +919,7 @@ class Appliance:
     # ---- exact match and background sync (the MCP server's grep / sync_start / sync_status) ----
     def grep(self, pattern: str, *, regex: bool = False, case_sensitive: bool = False, scope: str | None = None,
              root: str | None = None, file_glob: str | None = None, max_results: int = 100,
-             require_absolute: bool = False) -> Any:
+             require_absolute: bool = False) -> GrepResult:
         """Matching lines in the indexed text of every indexed document: files of every format
         (PDF, Office, EPUB, OCRed scans, text), ingest_data items and fetched pages.
 
@@ -914,7 +954,7 @@ class Appliance:
         result.coverage = coverage
         return result
 
-    def _grep_documents(self, sources: Sequence[SourceRow]) -> Iterable[Any]:
+    def _grep_documents(self, sources: Sequence[SourceRow]) -> Iterator[GrepDoc]:
         """The documents' texts from their stored chunks, read a bounded batch at a time."""
         from appliance.grep import GREP_COLUMNS, GrepDoc, describe
 
@@ -974,10 +1014,12 @@ class Appliance:
         names = root_names(roots)
         if isinstance(root, str) and root.strip() and "\x00" not in root:
             text = root.strip()
-            for path, name in zip(roots, names):
+            for path, name in zip(roots, names, strict=True):
                 if text == name:
                     return path
             if text.startswith(("/", "~")):
+                given: Path | None
+                real: Path | None
                 try:
                     given = Path(os.path.normpath(Path(text).expanduser()))
                     real = given.resolve()
@@ -986,7 +1028,7 @@ class Appliance:
                 for path in roots:
                     if path in (given, real):
                         return path
-        listed = ", ".join(f"{name} ({path})" for name, path in zip(names, roots))
+        listed = ", ".join(f"{name} ({path})" for name, path in zip(names, roots, strict=True))
         raise InvalidArgument(f"root {root!r} is not one of the configured roots", hint=f"The roots: {listed}.")
 
     def list_roots(self) -> dict[str, Any]:
@@ -994,8 +1036,9 @@ class Appliance:
         counts of ingest_data and URL items (which belong to no root)."""
         from appliance.ingest.discover import root_names
 
-        roots = [{"name": name, "path": str(path), "exists": path.is_dir(), "indexedFiles": None, "failedFiles": None}
-                 for name, path in zip(root_names(self.settings.roots), self.settings.roots)]
+        roots: list[dict[str, Any]] = [
+            {"name": name, "path": str(path), "exists": path.is_dir(), "indexedFiles": None, "failedFiles": None}
+            for name, path in zip(root_names(self.settings.roots), self.settings.roots, strict=True)]
         out: dict[str, Any] = {"roots": roots, "dataSources": None, "urlSources": None}
         try:
             sources = self.index.source_rows()
@@ -1024,7 +1067,8 @@ class Appliance:
         return self._jobs().start(path, lambda progress: self.sync(path, progress=progress, origin="mcp")).to_dict()
 
     def sync_status(self, job_id: str | None = None) -> dict[str, Any]:
-        """A job (a sync, or an ingest too large for the foreground) started in this process; NotFound for an unknown id.
+        """A job (a sync, or an ingest too large for the foreground) started in this process; NotFound for an
+        unknown id.
 
         Without a job id: the sync running now on this index, whoever started it (the
         scheduler, another client, `minirag sync`), the last finished sync, and this
@@ -1034,10 +1078,11 @@ class Appliance:
         return {"running": running_sync(self.settings.db_path), "lastSync": read_last_sync(self.settings.db_path),
                 "jobs": [job.to_dict() for job in self._jobs().recent()]}
 
-    def _jobs(self) -> Any:
+    def _jobs(self) -> SyncJobs:
         from appliance.jobs import SyncJobs
 
-        return self.__dict__.setdefault("_sync_jobs", SyncJobs())
+        jobs: SyncJobs = self.__dict__.setdefault("_sync_jobs", SyncJobs())
+        return jobs
 
     # ---- ingests bounded in time (the MCP server's ingest_data / ingest_url) ----
     def ingest_data_bounded(self, source_id: str, content: str, fmt: str = "markdown", *,
@@ -1070,7 +1115,8 @@ def _valid_source_id(source_id: str) -> str:
     if not isinstance(source_id, str) or not source_id.strip():
         raise InvalidArgument("A source id must be a non-empty string")
     if len(source_id) > MAX_SOURCE_ID_CHARS or any(ord(c) < 32 for c in source_id):
-        raise InvalidArgument(f"A source id must be at most {MAX_SOURCE_ID_CHARS} characters without control characters")
+        raise InvalidArgument(
+            f"A source id must be at most {MAX_SOURCE_ID_CHARS} characters without control characters")
     if source_id.startswith("/"):
         raise InvalidArgument("A data source id must not start with /; that namespace belongs to files")
     return source_id.strip()

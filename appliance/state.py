@@ -7,14 +7,16 @@ loading LanceDB, and neither the service nor the scheduler needs the other to do
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from appliance.locking import lock_holder
 
@@ -34,12 +36,13 @@ LOG_EVERY_S = 10.0
 log = logging.getLogger("appliance.sync")
 
 
-def read_json(db_path: Path, name: str) -> Any:
-    """The file's JSON value, or None when it is missing or unreadable."""
+def read_json(db_path: Path, name: str) -> dict[str, Any] | None:
+    """The file's JSON object, or None when it is missing, unreadable or not an object."""
     try:
-        return json.loads((db_path / name).read_text("utf-8"))
+        data = json.loads((db_path / name).read_text("utf-8"))
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def write_json(db_path: Path, name: str, data: Any) -> None:
@@ -98,10 +101,8 @@ class SyncProgress:
 
     def close(self) -> None:
         """The sync is over: its progress file goes (status then shows the last sync instead)."""
-        try:
+        with contextlib.suppress(OSError):
             (self.db_path / PROGRESS_FILE).unlink(missing_ok=True)
-        except OSError:
-            pass
 
     def _publish(self, force: bool = False) -> bool:
         """Write the record when it is due (True), else nothing (False)."""
@@ -153,15 +154,14 @@ def running_sync(db_path: Path) -> dict[str, Any] | None:
     if holder is None:
         return None
     progress = read_json(db_path, PROGRESS_FILE)
-    if isinstance(progress, dict) and progress.get("pid") == holder.get("pid"):
+    if progress is not None and progress.get("pid") == holder.get("pid"):
         return {**progress, **holder}
     return holder
 
 
 # ---- the last finished sync ---------------------------------------------------------
 def read_last_sync(db_path: Path) -> dict[str, Any] | None:
-    data = read_json(db_path, LAST_SYNC_FILE)
-    return data if isinstance(data, dict) else None
+    return read_json(db_path, LAST_SYNC_FILE)
 
 
 def save_last_sync(db_path: Path, report: dict[str, Any]) -> None:
@@ -178,7 +178,7 @@ def read_scheduler_state(db_path: Path) -> dict[str, Any] | None:
     recorded in `recordedState` and `interrupted: true` when it died during a sync.
     """
     state = read_json(db_path, SCHEDULER_FILE)
-    if not isinstance(state, dict) or state.get("state") not in RUNNING_STATES:
+    if state is None or state.get("state") not in RUNNING_STATES:
         return state
     alive = _alive(db_path, state)
     state["alive"] = alive

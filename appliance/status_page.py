@@ -31,9 +31,10 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
 import anyio
@@ -45,7 +46,11 @@ from appliance.errors import ApplianceError, InvalidArgument
 from appliance.paging import READ_PAGE_CHARS
 
 if TYPE_CHECKING:
+    from starlette.types import Scope
+
     from appliance.runtime import Runtime
+
+Handler = Callable[[Request], Awaitable[Response]]
 
 log = logging.getLogger("appliance.http")
 
@@ -64,6 +69,10 @@ MAX_LOGIN_BYTES = 8192
 SESSION_TTL_S = 12 * 3600.0
 MAX_SESSIONS = 256
 """Sessions kept at once; the oldest goes first."""
+MAX_FAILURES = 10
+FAILURE_WINDOW_S = 60.0
+"""Wrong tokens (sign-in or bearer) one address may send per window before it is answered 429."""
+MAX_TRACKED_CLIENTS = 4096
 STATUS_FOR_CODE = {"invalid_argument": 400, "path_outside_roots": 400, "unauthorized": 401, "not_found": 404,
                    "sync_busy": 409, "payload_too_large": 413, "internal_error": 500, "timeout": 504}
 """HTTP status of an error code; any other ApplianceError (index, model, configuration) is 503."""
@@ -108,16 +117,64 @@ class Sessions:
                 self._expiry.pop(self._key(session_id), None)
 
 
-def cookie_name(scope: dict[str, Any]) -> str:
+class Throttle:
+    """Failed sign-ins and wrong bearer tokens per client address: past MAX_FAILURES within
+    FAILURE_WINDOW_S, that address is answered 429 (with Retry-After) until its oldest failure
+    is out of the window. A token of MIN_TOKEN_CHARS can't be guessed anyway; this keeps a
+    guessing client from costing the server work and from filling its log."""
+
+    def __init__(self, limit: int = MAX_FAILURES, window: float = FAILURE_WINDOW_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit, self.window, self.clock = limit, window, clock
+        self._failures: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def retry_after(self, client: str) -> float:
+        """Seconds until `client` may try again; 0 when it may now."""
+        with self._lock:
+            recent = self._recent(client)
+            return recent[0] + self.window - self.clock() if len(recent) >= self.limit else 0.0
+
+    def failed(self, client: str) -> None:
+        with self._lock:
+            recent = self._recent(client)
+            recent.append(self.clock())
+            self._failures[client] = recent[-self.limit:]
+            if len(self._failures) > MAX_TRACKED_CLIENTS:  # forget the client whose last failure is oldest
+                del self._failures[min(self._failures, key=lambda c: self._failures[c][-1])]
+
+    def _recent(self, client: str) -> list[float]:
+        since = self.clock() - self.window
+        return [t for t in self._failures.get(client, ()) if t > since]
+
+
+def client_address(scope: Scope) -> str:
+    client = scope.get("client") or ("unknown", 0)
+    return str(client[0])
+
+
+def too_many(retry_after: float, *, form: bool = False) -> Response:
+    """429 for a throttled address: the sign-in form with the message, or a named JSON error."""
+    seconds = max(1, int(retry_after + 0.999))
+    error = named_error("too_many_attempts", f"Too many wrong tokens from this address; try again in {seconds} s",
+                        "Check MCP_AUTH_TOKEN: the server was started with a different one.")
+    response = login_page(f"too_many_attempts: {error['message']}.", status=429) if form else \
+        JSONResponse({"error": error}, status_code=429, headers=SECURITY_HEADERS)
+    response.headers["Retry-After"] = str(seconds)
+    return response
+
+
+def cookie_name(scope: Scope) -> str:
     """The session cookie's name: per port, since browsers share cookies between a host's ports."""
     server = scope.get("server") or (None, None)
     return f"minirag_session_{server[1] or 0}"
 
 
-def session_cookie(scope: dict[str, Any]) -> str | None:
+def session_cookie(scope: Scope) -> str | None:
     """The session id the request's Cookie header carries, or None."""
     name = cookie_name(scope)
-    for key, value in scope.get("headers", ()):
+    headers: Iterable[tuple[bytes, bytes]] = scope.get("headers", ())
+    for key, value in headers:
         if key != b"cookie":
             continue
         for part in value.decode("latin-1").split(";"):
@@ -216,13 +273,24 @@ def _search(runtime: Runtime, query: str, top_k: int) -> dict[str, Any]:
 
 def _read(runtime: Runtime, params: dict[str, str], offset: int) -> dict[str, Any]:
     path, source = params.get("path") or None, params.get("source") or None
-    if (path is None) == (source is None):
+    if path is not None and source is None:
+        target, is_source = path, False
+    elif source is not None and path is None:
+        target, is_source = source, True
+    else:
         raise InvalidArgument("Give exactly one of path or source", hint="Open a document from a search hit.")
-    return runtime.appliance().read(path or source, source is not None, require_absolute=True, offset=offset,
+    return runtime.appliance().read(target, is_source, require_absolute=True, offset=offset,
                                     max_chars=READ_PAGE_CHARS, revision=params.get("revision") or None)
 
 
-def add_routes(mcp: Any, runtime: Runtime, token: str, sessions: Sessions) -> None:
+class Routes(Protocol):
+    """What add_routes needs of the FastMCP server (fastmcp itself stays server.py's import)."""
+
+    def custom_route(self, path: str, methods: list[str], name: str | None = None,
+                     include_in_schema: bool = True) -> Callable[[Handler], Handler]: ...
+
+
+def add_routes(mcp: Routes, runtime: Runtime, token: str, sessions: Sessions, throttle: Throttle) -> None:
     """The page, its assets, sign-in and sign-out, and the JSON endpoints, as custom routes of `mcp`
     (the FastMCP server whose HTTP app serves them)."""
     assets = {name: _asset(name) for name in (*STATIC, "index.html", "login.html")}
@@ -236,7 +304,8 @@ def add_routes(mcp: Any, runtime: Runtime, token: str, sessions: Sessions) -> No
         name = request.path_params["name"]
         if name not in STATIC:
             return Response("Not Found", status_code=404, media_type="text/plain", headers=SECURITY_HEADERS)
-        return Response(assets[name], media_type=STATIC[name], headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"})
+        return Response(assets[name], media_type=STATIC[name],
+                        headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"})
 
     @mcp.custom_route("/login", methods=["GET", "POST"], include_in_schema=False)
     async def login(request: Request) -> Response:
@@ -244,6 +313,10 @@ def add_routes(mcp: Any, runtime: Runtime, token: str, sessions: Sessions) -> No
             return RedirectResponse("/", status_code=303)
         if request.method == "GET":
             return login_page(status=200)
+        client = client_address(request.scope)
+        wait = throttle.retry_after(client)
+        if wait > 0:
+            return too_many(wait, form=True)
         body = b""
         async for piece in request.stream():
             body += piece
@@ -251,6 +324,7 @@ def add_routes(mcp: Any, runtime: Runtime, token: str, sessions: Sessions) -> No
                 return login_page("payload_too_large: the sign-in form carried more than a token", status=413)
         given = (parse_qs(body.decode("utf-8", "replace")).get("token") or [""])[0].strip()
         if not hmac.compare_digest(given.encode("utf-8", "surrogatepass"), token.encode()):
+            throttle.failed(client)
             return login_page("unauthorized: wrong token. Enter the MCP_AUTH_TOKEN this server was started with.")
         response = RedirectResponse("/", status_code=303, headers=SECURITY_HEADERS)
         response.set_cookie(cookie_name(request.scope), sessions.open(), max_age=int(SESSION_TTL_S), path="/",

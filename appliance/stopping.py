@@ -19,8 +19,9 @@ import signal
 import sys
 import threading
 import time
-from contextlib import contextmanager
-from typing import Callable, Iterator, NoReturn
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import NoReturn
 
 _requested = threading.Event()
 _reason: list[str] = []
@@ -59,10 +60,8 @@ def _run_hooks() -> None:
     with _cond:
         hooks = list(_hooks.values())
     for hook in hooks:
-        try:
+        with suppress(Exception):  # one failing hook must not keep the others from running
             hook()
-        except Exception:  # noqa: BLE001 - one failing hook must not keep the others from running
-            pass
 
 
 def add_hook(hook: Callable[[], None]) -> None:
@@ -112,17 +111,16 @@ def hard_exit(code: int) -> NoReturn:
     """Flush stdout/stderr and end the process now. A normal interpreter exit would wait for
     (or abort inside) the model's batch still running on a daemon thread."""
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
     os._exit(code)
 
 
 def exit_on_signals() -> None:
     """A server's SIGTERM/SIGINT: stop any sync and exit 0 once its write in flight is done."""
-    on_signals(lambda signum: threading.Thread(target=exit_when_quiet, args=(f"{signal.Signals(signum).name} received",),
-                                               name="stop-exit", daemon=True).start())
+    on_signals(lambda signum: threading.Thread(
+        target=exit_when_quiet, args=(f"{signal.Signals(signum).name} received",), name="stop-exit",
+        daemon=True).start())
 
 
 def on_signals(handler: Callable[[int], None] | None = None,

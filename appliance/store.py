@@ -9,6 +9,7 @@ touching `chunks`. `identity.json` records what the index was built with.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -17,10 +18,11 @@ import random
 import shutil
 import threading
 import time
-from datetime import timedelta
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Concatenate, Literal, NoReturn, ParamSpec, TypeVar, overload
 
 import numpy as np
 
@@ -30,11 +32,11 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
     import lancedb
     import pyarrow as pa
     from lancedb.index import FTS, BTree, IvfHnswSq
+    from lancedb.table import Table
 
-from appliance import stopping
-from appliance.query.filters import Filter, sql_str
+from appliance import replica as replica_module, stopping
 from appliance.errors import CONFLICT_ATTEMPTS, IndexCorrupt, is_commit_conflict, storage_error
-from appliance import replica as replica_module
+from appliance.query.filters import Filter, sql_str
 from appliance.query.hybrid import Side
 from appliance.replica import KEY_COLUMNS, Replica, unit
 
@@ -152,7 +154,7 @@ FIELD_DEFAULTS = {"doc_class": "'note'", "ocr_engine": "''", "metadata": "'{}'",
 """Values a field added by a newer version takes on rows written before it existed."""
 
 
-def _open_or_create(db, name: str, schema: pa.Schema):  # type: ignore[no-untyped-def]
+def _open_or_create(db: lancedb.DBConnection, name: str, schema: pa.Schema) -> Table:
     """Open a table (adding fields a newer version introduced), or create it empty."""
     try:
         table = db.open_table(name)
@@ -162,7 +164,7 @@ def _open_or_create(db, name: str, schema: pa.Schema):  # type: ignore[no-untype
     return table
 
 
-def _evolve(table, schema: pa.Schema) -> None:  # type: ignore[no-untyped-def]
+def _evolve(table: Table, schema: pa.Schema) -> None:
     """Add fields a newer version introduced to an existing table, in place.
 
     Existing rows keep their vectors; new fields start as null and take their
@@ -187,18 +189,24 @@ def in_list(column: str, values: Sequence[str]) -> str:
     return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
 
 
-def _guarded(method):  # type: ignore[no-untyped-def]
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+IndexMethod = Callable[Concatenate["Index", _P], _R]
+"""A method of Index, as the decorators below take and return it."""
+
+
+def _guarded(method: IndexMethod[_P, _R]) -> IndexMethod[_P, _R]:
     """Report a failed read or write of the index as its named error (disk full, read-only, damaged)."""
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def wrapper(self: Index, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return method(self, *args, **kwargs)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - raised again, as its named error or as it is
             _raise_named(self.db_path, exc)
     return wrapper
 
 
-def _raise_named(db_path: Path, exc: Exception) -> None:
+def _raise_named(db_path: Path, exc: Exception) -> NoReturn:
     """Raise `exc` as its named storage error (disk full, read-only, busy, damaged), or as it is."""
     named = storage_error(exc, f"the index at {db_path}", db_path)
     if named is None or named is exc:
@@ -211,7 +219,7 @@ def _backoff(attempt: int) -> None:
     time.sleep(min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random()))
 
 
-def _writes(method):  # type: ignore[no-untyped-def]
+def _writes(method: IndexMethod[_P, _R]) -> IndexMethod[_P, _R]:
     """A write that retries when another process committed first (LanceDB's retryable
     commit conflict), with jittered backoff, then reports a failure by its name.
 
@@ -220,20 +228,18 @@ def _writes(method):  # type: ignore[no-untyped-def]
     scheduler, the MCP server and a CLI share one index.
     """
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def wrapper(self: Index, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
             try:
                 return method(self, *args, **kwargs)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - retried when a lost commit race, else raised again
                 if not is_commit_conflict(exc) or attempt == CONFLICT_ATTEMPTS:
                     _raise_named(self.db_path, exc)
                 self.conflicts_retried += 1
                 log.info("%s lost a commit race to another process (attempt %d); retrying", method.__name__, attempt)
                 _backoff(attempt)
-                try:
+                with contextlib.suppress(Exception):  # the next attempt reports whatever is wrong
                     self._refresh_handles()
-                except Exception:  # the next attempt reports whatever is wrong
-                    pass
         raise AssertionError("unreachable")
     return wrapper
 
@@ -243,11 +249,12 @@ def _in_document_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _nearest(chunks, vector: Sequence[float], limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
+def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
              columns: list[str]) -> list[dict[str, Any]]:
     """LanceDB's nearest chunks with exact distances (the vector index's candidates re-ranked on the
     stored vectors), ties by id; the filtered and the unfiltered search use the same index the same way."""
-    query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine").refine_factor(REFINE_FACTOR)
+    query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine")
+    query = query.refine_factor(REFINE_FACTOR)
     if where is not None:
         query = query.where(where.sql(), prefilter=True)
     rows = query.select(sorted(set(columns) | {"id"})).limit(limit + TIE_MARGIN).to_list()
@@ -259,7 +266,7 @@ def _bm25(chunks, terms: str, limit: int, where: Filter | None,  # type: ignore[
     query = chunks.search(terms, query_type="fts", fts_columns=FTS_COLUMN)
     if where is not None:
         query = query.where(where.sql(), prefilter=True)
-    rows = query.select(sorted(set(columns) | {"id"}) + ["_score"]).limit(limit + TIE_MARGIN).to_list()
+    rows = query.select([*sorted(set(columns) | {"id"}), "_score"]).limit(limit + TIE_MARGIN).to_list()
     return sorted(rows, key=lambda r: (-r["_score"], r["id"]))[:limit]
 
 
@@ -284,9 +291,9 @@ class Index:
         self.db_path = db_path
         self.dim = dim
         self._lock = threading.RLock()
-        self._db = None
-        self._chunks = None
-        self._sources = None
+        self._db: lancedb.DBConnection | None = None
+        self._chunks: Table | None = None
+        self._sources: Table | None = None
         self._replica: Replica | None = None
         self._replica_lock = threading.Lock()
         self.conflicts_retried = 0
@@ -295,7 +302,7 @@ class Index:
         """Rows the replica read in full so far (a refresh reads only the rows it does not hold)."""
 
     # ---- opening -------------------------------------------------------
-    def _connect(self):  # type: ignore[no-untyped-def]
+    def _connect(self) -> lancedb.DBConnection:
         if self._db is None:
             self.db_path.mkdir(parents=True, exist_ok=True)
             self._db = lancedb.connect(str(self.db_path),
@@ -305,7 +312,11 @@ class Index:
     def exists(self) -> bool:
         return (self.db_path / f"{CHUNKS}.lance").exists()
 
-    def chunks(self, create: bool = False):  # type: ignore[no-untyped-def]
+    @overload
+    def chunks(self, create: Literal[True]) -> Table: ...
+    @overload
+    def chunks(self, create: bool = False) -> Table | None: ...
+    def chunks(self, create: bool = False) -> Table | None:
         if self._chunks is not None:  # open already: readers never wait for a writer's lock
             return self._chunks
         with self._lock:
@@ -319,7 +330,11 @@ class Index:
                     raise _open_error(exc, CHUNKS, self.db_path) from exc
             return self._chunks
 
-    def sources(self, create: bool = False):  # type: ignore[no-untyped-def]
+    @overload
+    def sources(self, create: Literal[True]) -> Table: ...
+    @overload
+    def sources(self, create: bool = False) -> Table | None: ...
+    def sources(self, create: bool = False) -> Table | None:
         if self._sources is not None:
             return self._sources
         with self._lock:
@@ -483,7 +498,7 @@ class Index:
                     if table is not None:
                         self._optimize(table)
 
-    def _optimize(self, table) -> None:  # type: ignore[no-untyped-def]
+    def _optimize(self, table: Table) -> None:
         """Compact and fold new rows into the indexes; losing this race to another process is no failure.
 
         Two processes that both just wrote compact the same fragments; the one that loses
@@ -525,7 +540,7 @@ class Index:
     # replica masks its exact similarities, LanceDB prefilters, and the scale each side
     # is fused by comes from the unfiltered candidates (query.hybrid.Side).
     @_guarded
-    def vector_side(self, vector: Sequence[float], limit: int, where: Filter | None,
+    def vector_side(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
                     columns: list[str]) -> Side:
         """The `limit` chunks nearest `vector` inside `where`, nearest first (ties by id), with `_distance`."""
         chunks = self.chunks()
@@ -540,12 +555,12 @@ class Index:
             return Side(replica.rows_at(found, columns, sims), float(top.max()), float(top.min()))
         return _masked(lambda w, cols: _nearest(chunks, vector, limit, w, cols), limit, where, columns, "_distance")
 
-    def vector_search(self, vector: Sequence[float], limit: int, where: Filter | None,
+    def vector_search(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
                       columns: list[str]) -> list[dict[str, Any]]:
         return list(self.vector_side(vector, limit, where, columns).rows)
 
     @_guarded
-    def similarities(self, vector: Sequence[float], ids: Sequence[str]) -> dict[str, float]:
+    def similarities(self, vector: Sequence[float] | np.ndarray, ids: Sequence[str]) -> dict[str, float]:
         """Cosine similarity of the chunks `ids` to `vector` (chunks that are gone are left out)."""
         chunks = self.chunks()
         if chunks is None or not ids:

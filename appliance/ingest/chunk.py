@@ -22,12 +22,13 @@ than a few budgets, never on a growing string, and each chunk is verified with o
 """
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
-from dataclasses import dataclass, field
-from typing import Sequence
-
 from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TypedDict, TypeVar
 
 from appliance.ingest.markdown_blocks import (
     LOCATION_MARKER,
@@ -138,6 +139,18 @@ class _Counter:
         return n
 
 
+_V = TypeVar("_V", int, str)
+
+
+class Place(TypedDict):
+    """Where a chunk sits in its document, as Chunk's fields of the same names."""
+
+    page_start: int | None
+    page_end: int | None
+    sheet: str | None
+    slide: int | None
+
+
 @dataclass(slots=True)
 class _Locations:
     """Where pages, sheets and slides start in the (blanked) document, by character offset."""
@@ -147,7 +160,7 @@ class _Locations:
     slides: list[tuple[int, int]] = field(default_factory=list)
 
     @staticmethod
-    def _at(marks: list, offset: int):  # type: ignore[no-untyped-def]
+    def _at(marks: list[tuple[int, _V]], offset: int) -> _V | None:
         k = bisect_right(marks, offset, key=lambda m: m[0])
         return marks[k - 1][1] if k else None
 
@@ -155,11 +168,11 @@ class _Locations:
         """True when a page starts in (a, b]."""
         return bool(self.pages) and self._at(self.pages, a) != self._at(self.pages, b)
 
-    def of(self, start: int, end: int) -> dict:
+    def of(self, start: int, end: int) -> Place:
         """page_start/page_end/sheet/slide of the text md[start:end]."""
         last = max(start, end - 1)
-        return {"page_start": self._at(self.pages, start), "page_end": self._at(self.pages, last),
-                "sheet": self._at(self.sheets, start), "slide": self._at(self.slides, start)}
+        return Place(page_start=self._at(self.pages, start), page_end=self._at(self.pages, last),
+                     sheet=self._at(self.sheets, start), slide=self._at(self.slides, start))
 
 
 _SLIDE_LINE = re.compile(r"^[ \t]*<!--\s*Slide number:\s*(\d+)\s*-->[ \t]*$", re.M)
@@ -235,7 +248,7 @@ def section_text(chunks: Sequence[Chunk]) -> str:
     keep = [ln for ln in context_lines if ln.strip() and ln.strip() != CODE_SPLIT_MARKER]
     head = ([first.heading] if first.heading else []) + keep
     body = "".join(c.body for c in ordered).strip()
-    return "\n".join(head + [body]) if head else body
+    return "\n".join([*head, body]) if head else body
 
 
 def reconstruct(chunks: Sequence[Chunk]) -> str:
@@ -263,7 +276,7 @@ def _is_transcript(lines: LineIndex) -> list[int | None] | None:
             hits.append(s)
     if len(hits) < TRANSCRIPT_MIN_LINES or len(hits) < TRANSCRIPT_LINE_SHARE * nonblank:
         return None
-    forward = sum(1 for a, b in zip(hits, hits[1:]) if b >= a)
+    forward = sum(1 for a, b in itertools.pairwise(hits) if b >= a)
     if forward < TRANSCRIPT_MONOTONE_SHARE * (len(hits) - 1):
         return None
     return stamps
@@ -627,7 +640,7 @@ def _elide(parts: list[str], cap: int, counter: _Counter) -> str:
     if counter.cached(full) <= cap:
         return full
     for keep in range(len(parts) - 2, 0, -1):
-        text = " > ".join([parts[0], _ELLIPSIS] + parts[-keep:])
+        text = " > ".join([parts[0], _ELLIPSIS, *parts[-keep:]])
         if counter.cached(text) <= cap:
             return text
     room = cap - counter.cached(" " + _ELLIPSIS)

@@ -17,8 +17,9 @@ import logging
 import re
 import warnings
 import zipfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from appliance.errors import ConversionFailed, FileTooLarge, OcrUnavailable, UnsupportedFile
 from appliance.ingest.failures import EncryptedDocument, MislabelledFile
@@ -31,9 +32,12 @@ from appliance.ingest.ocr import (
     pdf_page_texts,
     require_ocr,
 )
-from appliance.ingest.textfile import decode_text, read_text
+from appliance.ingest.textfile import read_text
 from appliance.ingest.titles import choose_title
 from appliance.records import Converted
+
+if TYPE_CHECKING:
+    from markitdown import DocumentConverter, DocumentConverterResult, StreamInfo
 
 # The converters' libraries warn about what a document holds that they skip (openpyxl: "Unknown
 # extension is not supported", pdfminer: font and colour-space notes), once per file, on stderr:
@@ -165,7 +169,7 @@ def front_matter(markdown: str) -> dict[str, str]:
         if key == "tags":
             items: list[str] = []
             if value.startswith("[") and value.endswith("]"):
-                items = [v for v in value[1:-1].split(",")]
+                items = value[1:-1].split(",")
             elif value:
                 items = value.split(",")
             else:
@@ -282,7 +286,8 @@ def glued_share(text: str) -> float:
 
 # ---------------------------------------------------------------- markitdown calls
 
-def _run(converter, data: io.BufferedIOBase | io.BytesIO, ext: str, charset: str | None = None, **kw):
+def _run(converter: DocumentConverter, data: BinaryIO, ext: str, charset: str | None = None,
+         **kw: Any) -> DocumentConverterResult:
     from markitdown import StreamInfo
 
     info = StreamInfo(extension=ext, charset=charset)
@@ -310,7 +315,7 @@ def keep_emphasised_spaces(html: str) -> str:
     return _EMPTY_EMPHASIS.sub(lambda m: m.group(2), html)
 
 
-def _docx_converter():
+def _docx_converter() -> DocumentConverter:
     """markitdown's DOCX path, with pictures reduced to their alt text before mammoth reads them.
 
     mammoth's default inlines every picture as base64 (which we would strip again) and
@@ -318,15 +323,15 @@ def _docx_converter():
     """
     import mammoth
     import mammoth.images
-    from markitdown.converters import DocxConverter
-    from markitdown.converters import _docx_converter as md_docx
+    from markitdown.converter_utils.docx.pre_process import pre_process_docx
+    from markitdown.converters import DocxConverter, _docx_converter as md_docx
 
-    def alt_only(image):  # type: ignore[no-untyped-def]
+    def alt_only(image: Any) -> dict[str, str]:  # a mammoth.documents.Image (mammoth has no type hints)
         return {"src": "data:,", "alt": (image.alt_text or "").replace("\n", " ")}
 
     class _Docx(DocxConverter):
-        def convert(self, file_stream, stream_info, **kwargs):  # type: ignore[no-untyped-def]
-            stream = md_docx.pre_process_docx(file_stream)
+        def convert(self, file_stream: BinaryIO, stream_info: StreamInfo, **kwargs: Any) -> DocumentConverterResult:
+            stream = pre_process_docx(file_stream)
             style_map = "\n".join(
                 part
                 for part in (md_docx._read_embedded_style_map(stream), md_docx._UNDERLINE_STYLE_MAP)
@@ -340,7 +345,7 @@ def _docx_converter():
             ).value
             return self._html_converter.convert_string(keep_emphasised_spaces(html), **kwargs)
 
-    return _Docx()
+    return _Docx()  # type: ignore[no-untyped-call]  # DocxConverter.__init__ (markitdown) has no annotations
 
 
 def _pptx_plain(path: Path) -> str:
@@ -348,7 +353,7 @@ def _pptx_plain(path: Path) -> str:
     (e.g. a shape type python-pptx does not recognise). Same slide markers as markitdown."""
     from pptx import Presentation
 
-    def texts(shapes) -> list[str]:  # type: ignore[no-untyped-def]
+    def texts(shapes: Iterable[Any]) -> list[str]:  # python-pptx shapes of every kind, duck-typed as below
         out: list[str] = []
         for shape in shapes:
             try:
@@ -633,7 +638,7 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
             text, enc = read_text(path)
             if ext == ".csv":
                 _check_csv_width(path, text)
-            conv = mc.CsvConverter() if ext == ".csv" else mc.IpynbConverter()
+            conv: DocumentConverter = mc.CsvConverter() if ext == ".csv" else mc.IpynbConverter()
             if ext == ".ipynb":
                 try:
                     json.loads(text)
@@ -649,12 +654,13 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
             with open(path, "rb") as fh:
                 res = _run(conv, fh, real)
             return Converted(markdown=mark_sheets(res.markdown)), None
-        conv = {
+        makers: dict[str, Callable[[], DocumentConverter]] = {
             ".docx": _docx_converter,
             ".pptx": mc.PptxConverter,
             ".xlsx": mc.XlsxConverter,
             ".epub": mc.EpubConverter,
-        }[ext]()
+        }
+        conv = makers[ext]()
         try:
             with open(path, "rb") as fh:
                 res = _run(conv, fh, ext)
@@ -683,7 +689,7 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
 
 def load_converters() -> None:
     """Import markitdown's converters now (a worker does so before its memory limit applies)."""
-    import markitdown.converters  # noqa: F401
+    import markitdown.converters  # noqa: F401 - imported for its side effect: loading the parsers
 
 
 def to_markdown(path: Path, *, ocr: OcrConfig | None, max_file_size: int) -> Converted:
@@ -712,9 +718,10 @@ def to_markdown(path: Path, *, ocr: OcrConfig | None, max_file_size: int) -> Con
 
 
 def convert_data(
-    content: str, fmt: Literal["text", "markdown", "html"], *, title: str | None = None
+    content: str, fmt: str, *, title: str | None = None
 ) -> Converted:
-    """Convert content a client hands over (ingest_data). Title only if given or in the content."""
+    """Convert content a client hands over (ingest_data): `fmt` is text, markdown or html (InvalidArgument
+    otherwise). Title only if given or in the content."""
     meta_title: str | None = None
     metadata: dict[str, str] = {}
     has_lines = False
@@ -746,15 +753,15 @@ def convert_data(
 
 
 __all__ = [
-    "SUPPORTED_EXTENSIONS",
     "IMAGE_EXTENSIONS",
+    "SUPPORTED_EXTENSIONS",
     "TEXT_EXTENSIONS",
-    "accepted_extensions",
     "OcrConfig",
-    "to_markdown",
-    "convert_data",
+    "accepted_extensions",
     "check_name",
     "check_size",
-    "strip_data_images",
+    "convert_data",
     "front_matter",
+    "strip_data_images",
+    "to_markdown",
 ]

@@ -30,12 +30,13 @@ file, and `ignore_problems()` lists such directories for `status`.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import pathspec
 
@@ -108,20 +109,22 @@ def resolve_in_roots(path: str | Path, roots: Sequence[Path], *, cwd: Path | Non
         real = candidate.resolve()
     except RuntimeError:  # pathlib's report of ELOOP
         raise InvalidArgument(f"Cannot resolve {candidate}: symbolic links form a loop") from None
-    if contained_root(real, roots) is None:
+    real_root = contained_root(real, roots)
+    if real_root is None:
         raise PathOutsideRoots(f"Path outside the configured document roots: {candidate}")
     try:
         exists = candidate.exists()
     except OSError as exc:  # ENAMETOOLONG and friends, which exists() does not swallow
         raise InvalidArgument(f"Cannot use the path {printable(candidate)[:300]}: {exc.strerror or exc}") from None
     if must_exist and not exists:
-        raise NotFound(f"No such file: {candidate}", hint="Check the path; `minirag list` shows what is under the roots.")
+        raise NotFound(f"No such file: {candidate}",
+                       hint="Check the path; `minirag list` shows what is under the roots.")
     # A link inside a root is indexed under its own name; a path that reaches a
     # root through an outside link is indexed under its target.
     lexical_root = contained_root(candidate, roots)
     if lexical_root is not None:
         return candidate, lexical_root
-    return real, contained_root(real, roots)  # type: ignore[return-value]
+    return real, real_root
 
 
 class RulesUnreadable(Exception):
@@ -226,10 +229,8 @@ def _exclude_file(top: Path) -> Path | None:
     if not text.startswith("gitdir:"):
         return None
     gitdir = top / text[len("gitdir:"):].strip()
-    try:
+    with contextlib.suppress(OSError, UnicodeDecodeError):
         gitdir = gitdir / (gitdir / "commondir").read_text("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        pass
     return gitdir / "info" / "exclude"
 
 
@@ -257,7 +258,8 @@ def _rules_for(root: Path, start: Path) -> tuple[IgnoreRules, str | None]:
 
 def ignore_problems(roots: Sequence[Path]) -> list[dict[str, str]]:
     """Where ignore rules could not be applied: the directory left out, its root, and why."""
-    return [{"root": str(contained_root(item.path, roots) or ""), "skipped": printable(item.path), "reason": item.reason}
+    return [{"root": str(contained_root(item.path, roots) or ""), "skipped": printable(item.path),
+             "reason": item.reason}
             for item in walk(roots, frozenset())
             if isinstance(item, Skipped) and item.code == RULES_UNREADABLE]
 
@@ -335,7 +337,8 @@ def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: fr
             continue
         try:
             is_link = entry.is_symlink()
-            if not (is_link or report_skips or entry.is_dir(follow_symlinks=False) or path.suffix.lower() in extensions):
+            if not (is_link or report_skips or entry.is_dir(follow_symlinks=False)
+                    or path.suffix.lower() in extensions):
                 continue  # a plain file of another kind: not worth a stat (ignore_problems walks with no extensions)
             info = os.stat(path) if is_link else entry.stat(follow_symlinks=False)
         except OSError as exc:

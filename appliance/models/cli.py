@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -19,8 +20,9 @@ from appliance.models.manifest import Manifest
 models_app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True,
                          help="Bake, verify, import and list the embedding models.")
 
-Ids = Annotated[Optional[list[str]], typer.Argument(help="Model ids (default: the manifest's default set).")]
-ModelsDir = Annotated[Optional[Path], typer.Option("--models-dir", help="Baked models directory (default: MODELS_DIR, else <checkout>/models/baked).")]
+Ids = Annotated[list[str] | None, typer.Argument(help="Model ids (default: the manifest's default set).")]
+ModelsDir = Annotated[Path | None, typer.Option(
+    "--models-dir", help="Baked models directory (default: MODELS_DIR, else <checkout>/models/baked).")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
@@ -73,8 +75,10 @@ def _print(data: Any, as_json: bool, lines: list[str]) -> None:
 def bake(ctx: typer.Context, ids: Ids = None,
          force: Annotated[bool, typer.Option("--force", help="Re-bake even if present and intact.")] = False,
          models_dir: ModelsDir = None,
-         from_dir: Annotated[Optional[Path], typer.Option("--from-dir", help="Copy the files from this folder instead of fetching.")] = None,
-         hub_cache: Annotated[Optional[Path], typer.Option("--hub-cache", help="Local hub cache (default: HF_HUB_CACHE).")] = None,
+         from_dir: Annotated[Path | None, typer.Option(
+             "--from-dir", help="Copy the files from this folder instead of fetching.")] = None,
+         hub_cache: Annotated[Path | None, typer.Option(
+             "--hub-cache", help="Local hub cache (default: HF_HUB_CACHE).")] = None,
          as_json: AsJson = False) -> None:
     """Materialise models into the models directory (downloads only here, never at run time)."""
     from appliance.models.bake import bake as bake_models, hub_cache_dir
@@ -106,7 +110,8 @@ def verify(ctx: typer.Context, ids: Ids = None, models_dir: ModelsDir = None, as
 @models_app.command("import")
 def import_(ctx: typer.Context,
             model_id: Annotated[str, typer.Argument(metavar="ID", help="Manifest id of the model.")],
-            from_dir: Annotated[Path, typer.Option("--from", help="Folder holding the model's files (e.g. a USB stick).")],
+            from_dir: Annotated[Path, typer.Option(
+                "--from", help="Folder holding the model's files (e.g. a USB stick).")],
             models_dir: ModelsDir = None, as_json: AsJson = False) -> None:
     """Copy a model folder into the models directory, verifying each file against the manifest."""
     from appliance.models.bake import import_dir

@@ -5,13 +5,17 @@ graph builder is generic over BERT sizes so the tiny test fixture reuses it.
 """
 from __future__ import annotations
 
-import io
 import json
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import onnx
+    import tokenizers
 
 MAGIC = b"E5S1"
 DTYPE_F32 = 0
@@ -62,7 +66,7 @@ class _Reader:
         self.pos += n
         return chunk
 
-    def unpack(self, fmt: str) -> tuple:
+    def unpack(self, fmt: str) -> tuple[Any, ...]:
         return struct.unpack("<" + fmt, self.take(struct.calcsize("<" + fmt)))
 
     def array(self, dtype: str, count: int) -> np.ndarray:
@@ -152,7 +156,8 @@ def read_e5_image(data: bytes) -> E5Image:
 
 # ----------------------------------------------------------------- graph
 
-def _linear(nodes: list, inits: list, x: str, name: str, weight: np.ndarray, bias: np.ndarray) -> str:
+def _linear(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], x: str, name: str,
+            weight: np.ndarray, bias: np.ndarray) -> str:
     """x @ weight.T + bias; weight is (out, in) as stored in the image."""
     from onnx import helper, numpy_helper
 
@@ -163,7 +168,8 @@ def _linear(nodes: list, inits: list, x: str, name: str, weight: np.ndarray, bia
     return name + ".out"
 
 
-def _layer_norm(nodes: list, inits: list, x: str, name: str, tensors: dict[str, np.ndarray], eps: float) -> str:
+def _layer_norm(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], x: str, name: str,
+                tensors: dict[str, np.ndarray], eps: float) -> str:
     from onnx import helper, numpy_helper
 
     inits.append(numpy_helper.from_array(tensors[name + ".w"].astype(np.float32), name + ".w"))
@@ -173,7 +179,7 @@ def _layer_norm(nodes: list, inits: list, x: str, name: str, tensors: dict[str, 
     return name + ".out"
 
 
-def build_encoder(tensors: dict[str, np.ndarray], shape: EncoderShape) -> "onnx.ModelProto":  # noqa: F821
+def build_encoder(tensors: dict[str, np.ndarray], shape: EncoderShape) -> onnx.ModelProto:
     """A BERT encoder graph over `tensors` (image naming), standard ONNX ops only.
 
     Inputs input_ids / attention_mask / token_type_ids are int64 [batch, seq];
@@ -185,14 +191,14 @@ def build_encoder(tensors: dict[str, np.ndarray], shape: EncoderShape) -> "onnx.
 
     h, n_heads = shape.hidden, shape.heads
     head_dim = h // n_heads
-    nodes: list = []
-    inits: list = []
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
 
     def const(name: str, value: np.ndarray) -> str:
         inits.append(numpy_helper.from_array(value, name))
         return name
 
-    def node(op: str, inputs: list[str], output: str, **attrs) -> str:
+    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
         nodes.append(helper.make_node(op, inputs, [output], name=output + "/" + op, **attrs))
         return output
 
@@ -271,7 +277,7 @@ def build_encoder(tensors: dict[str, np.ndarray], shape: EncoderShape) -> "onnx.
     return model
 
 
-def save_model(model: "onnx.ModelProto", path: Path) -> None:  # noqa: F821
+def save_model(model: onnx.ModelProto, path: Path) -> None:
     """Serialize deterministically (protobuf with a fixed field order)."""
     path.write_bytes(model.SerializeToString(deterministic=True))
 
@@ -306,7 +312,7 @@ def _char_class(codepoints: list[int]) -> str:
 
 
 def build_tokenizer(pieces: list[str], scores: np.ndarray, norm_map: dict[int, tuple[int, ...]],
-                    special_ids: dict[str, int]) -> "tokenizers.Tokenizer":  # noqa: F821
+                    special_ids: dict[str, int]) -> tokenizers.Tokenizer:
     """The image's SentencePiece Unigram as a `tokenizers` Tokenizer.
 
     Normalization per MODELS.md: delete what the map sends to nothing, map what it
@@ -315,11 +321,11 @@ def build_tokenizer(pieces: list[str], scores: np.ndarray, norm_map: dict[int, t
     """
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-    vocab = [(piece, float(score)) for piece, score in zip(pieces, scores.tolist())]
+    vocab = [(piece, float(score)) for piece, score in zip(pieces, scores.tolist(), strict=True)]
     tok = Tokenizer(models.Unigram(vocab, unk_id=special_ids["<unk>"], byte_fallback=False))
     deleted = [cp for cp, out in norm_map.items() if not out]
     to_space = [cp for cp, out in norm_map.items() if out == (0x20,) and cp != 0x20]
-    steps = []
+    steps: list[normalizers.Normalizer] = []
     if deleted:
         steps.append(normalizers.Replace(Regex(_char_class(deleted)), ""))
     if to_space:

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from appliance.ingest.chunk import section_text
 from appliance.query.hybrid import Candidate
@@ -82,7 +83,7 @@ def within_budget(result: SearchResult, budget: int = REPLY_BUDGET_CHARS) -> Sea
 
     if size() <= budget:
         return result
-    first_use: dict[str, int] = {}
+    first_use: dict[str | None, int] = {}
     for rank, hit in enumerate(result.results):
         first_use.setdefault(hit.get("parentId"), rank)
     parents_dropped = hits_dropped = 0

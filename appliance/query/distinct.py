@@ -11,8 +11,9 @@ document, so the measure is containment, not equality.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from appliance.query.hybrid import Candidate
 

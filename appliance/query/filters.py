@@ -8,6 +8,7 @@ mask and LanceDB as a prefilter, and both select the same rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 def sql_str(value: str) -> str:
@@ -33,7 +34,7 @@ class Filter:
     COLUMNS = ("source_id", "doc_class")
     """What `keeps` reads of a row."""
 
-    def keeps(self, row: dict) -> bool:
+    def keeps(self, row: dict[str, Any]) -> bool:
         """Whether the row (with COLUMNS) passes: the same rows as `sql()` selects."""
         if self.prefix is not None and row["source_id"] != self.prefix and not row["source_id"].startswith(self.folder):
             return False

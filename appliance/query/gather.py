@@ -8,7 +8,8 @@ character budget as the JSON reply.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from appliance.citations import hit_place
 from appliance.query.assemble import REPLY_BUDGET_CHARS
@@ -35,7 +36,7 @@ def _excerpt(hit: dict[str, Any], context_lines: int, read_lines: ReadLines) -> 
         if lines and end <= len(lines):
             first, last = max(1, start - context_lines), min(len(lines), end + context_lines)
             return "\n".join(lines[first - 1:last])
-    return hit["text"]
+    return str(hit["text"])
 
 
 def render_markdown(answer: dict[str, Any], *, context_lines: int, read_lines: ReadLines,

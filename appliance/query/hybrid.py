@@ -15,8 +15,10 @@ scripts/fusion_experiments.py (README, "Retrieval quality").
 """
 from __future__ import annotations
 
+import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from appliance.keywords import language
 
@@ -43,7 +45,7 @@ class Side:
     floor: float
 
     @classmethod
-    def whole(cls, rows: Sequence[dict[str, Any]], key: str) -> "Side":
+    def whole(cls, rows: Sequence[dict[str, Any]], key: str) -> Side:
         """An unfiltered side: the whole index's candidates are `rows` themselves."""
         values = [raw(row, key) for row in rows]
         return cls(rows, max(values, default=0.0), min(values, default=0.0))
@@ -82,11 +84,12 @@ def fuse(vector: Side, keyword: Side, weight: float, query_language: str | None 
         if row["id"] not in merged:
             merged[row["id"]] = Candidate(row["id"], row, None, None, rank, 0.0)
     abstain = query_language is not None and weight < 1.0
-    fused, sims = [], {}
+    fused: list[Candidate] = []
+    sims: dict[str, float] = {}
     for c in merged.values():
-        rank, b = keyword_ranks.get(c.id, (None, 0.0))
+        keyword_rank, b = keyword_ranks.get(c.id, (None, 0.0))
         other = abstain and (lang := language(c.row.get("text") or "")) is not None and lang != query_language
-        fused.append(Candidate(c.id, c.row, c.distance, c.vector_rank, rank,
+        fused.append(Candidate(c.id, c.row, c.distance, c.vector_rank, keyword_rank,
                                c.score if other else (1.0 - weight) * c.score + weight * b))
         own = 1.0 - c.distance if c.distance is not None else float("-inf")
         sims[c.id] = similarity.get(c.id, own) if similarity is not None else own
@@ -105,7 +108,7 @@ def group_cut(candidates: Sequence[Candidate], mode: str | None) -> list[Candida
     distances = sorted(c.distance for c in candidates if c.distance is not None)
     if len(distances) < 3:
         return list(candidates)
-    gaps = [b - a for a, b in zip(distances, distances[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(distances)]
     mean_gap = sum(gaps) / len(gaps)
     boundaries = [distances[i] for i, g in enumerate(gaps) if mean_gap > 0 and g > 2 * mean_gap]
     groups = 1 if mode == "similar" else 2

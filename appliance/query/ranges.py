@@ -8,7 +8,8 @@ begin or end with part of a neighbouring page, and the reply names the pages it 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from appliance.errors import InvalidArgument
 
@@ -17,7 +18,7 @@ MAX_POSITION = 10**9
 
 def check_range(names: tuple[str, str], start: int | None, end: int | None) -> None:
     """Both bounds (when given) are integers >= 1 and start <= end; InvalidArgument otherwise."""
-    for name, value in zip(names, (start, end)):
+    for name, value in zip(names, (start, end), strict=True):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or not 1 <= value <= MAX_POSITION):
             raise InvalidArgument(f"{name} must be an integer from 1 to {MAX_POSITION} (1-based), not {value!r}")
@@ -27,7 +28,7 @@ def check_range(names: tuple[str, str], start: int | None, end: int | None) -> N
 
 
 def _body(row: dict[str, Any]) -> str:
-    return row["text"][int(row.get("body_start") or 0):]
+    return str(row["text"])[int(row.get("body_start") or 0):]
 
 
 def line_range(source: str, rows: Sequence[dict[str, Any]], start: int | None, end: int | None) -> dict[str, Any]:

@@ -64,3 +64,52 @@ def test_sessions_expire_are_bounded_and_close() -> None:
     assert not sessions.valid(ids[0]) and all(sessions.valid(i) for i in ids[1:])
     sessions.close(ids[1])
     assert not sessions.valid(ids[1])
+
+
+def test_an_address_sending_wrong_tokens_is_throttled_then_let_in_again() -> None:
+    from appliance.status_page import Throttle
+
+    now = [1000.0]
+    throttle = Throttle(limit=3, window=60, clock=lambda: now[0])
+    client = TestClient(TokenGate(_ok, TOKEN, Sessions(), throttle), base_url="http://127.0.0.1:8080")
+    right, wrong = {"Authorization": f"Bearer {TOKEN}"}, {"Authorization": "Bearer guess"}
+    assert client.get("/mcp").status_code == 401  # no token at all is not a guess
+    for _ in range(3):
+        assert client.get("/mcp", headers=wrong).status_code == 401
+    refused = client.get("/mcp", headers=right)  # even the right token waits out the window
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_attempts"
+    assert refused.headers["retry-after"] == "60"
+    now[0] += 30
+    assert client.get("/api/status", headers=right).headers["retry-after"] == "30"
+    now[0] += 31
+    assert client.get("/mcp", headers=right).text == "through"
+
+
+def test_the_throttle_forgets_the_stalest_address_first() -> None:
+    from appliance import status_page
+    from appliance.status_page import Throttle
+
+    now = [0.0]
+    throttle = Throttle(limit=1, window=60, clock=lambda: now[0])
+    for i in range(status_page.MAX_TRACKED_CLIENTS + 1):
+        now[0] += 0.001
+        throttle.failed(f"10.0.{i // 256}.{i % 256}")
+    assert throttle.retry_after("10.0.0.0") == 0  # the first, forgotten
+    assert throttle.retry_after(f"10.0.{status_page.MAX_TRACKED_CLIENTS // 256}.0") > 0
+
+
+def test_the_sign_in_form_is_throttled_with_a_named_page() -> None:
+    from fastmcp import FastMCP
+
+    from appliance.status_page import Throttle, add_routes
+
+    mcp = FastMCP("sign-in")
+    throttle = Throttle(limit=2, window=60)
+    add_routes(mcp, None, TOKEN, Sessions(), throttle)  # type: ignore[arg-type]  # /login needs no runtime
+    client = TestClient(mcp.http_app(path="/mcp", transport="http"), base_url="http://127.0.0.1:8080")
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for _ in range(2):
+        assert client.post("/login", content=b"token=guess", headers=form).status_code == 401
+    page = client.post("/login", content=f"token={TOKEN}".encode(), headers=form, follow_redirects=False)
+    assert page.status_code == 429 and "too_many_attempts" in page.text and 'id="login-form"' in page.text
+    assert 0 < int(page.headers["retry-after"]) <= 60

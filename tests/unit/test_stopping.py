@@ -79,9 +79,9 @@ def test_stop_kills_a_conversion_that_never_ends(tmp_path: Path, slow_conversion
 
     def consume() -> None:
         try:
-            # one file in flight: with more, the threads race for the single worker and the hour-long
-            # file may take it first, so the first (in-order) result never comes
-            for item in pool.imap([plain, stuck, plain, plain], in_flight=1):
+            # four in flight: files take the single worker in input order (isolate._Turns), so the
+            # hour-long second file cannot take it before the first
+            for item in pool.imap([plain, stuck, plain, plain], in_flight=4):
                 results.append(item)
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
