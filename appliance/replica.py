@@ -1,26 +1,52 @@
-"""An in-memory replica of a small index, for the two reads every query makes.
+"""An in-memory replica of a small index: exact vector ranking and section reads without LanceDB.
 
 Up to a few tens of thousands of chunks, one matrix-vector product over every
 vector takes about a millisecond, where a query through LanceDB's vector index
 costs 15-20 ms of planning and I/O and returns approximate neighbours where this
 returns the exact ones; and the rows of the hits' sections come out of an Arrow
-table by position instead of a filtered scan. The replica belongs to one table
-version; the index rebuilds it when a commit moves the version on.
+table by position instead of a filtered scan. A filter (query.filters) is a mask
+over the same similarities, so a scoped query ranks exactly like an unscoped one.
+
+The replica belongs to one table version. When a commit moves the version on, it is
+refreshed, not rebuilt: the index reads the narrow key columns (id, ingested_at) of
+every row, keeps the rows whose key it holds (also when compaction moved them) and
+reads in full only the rows it does not hold. A row's key changes whenever its
+content can: every write of a chunk stamps the ingestion time of its source.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+
+from appliance.query.filters import Filter
 
 MAX_ROWS = 50_000
 """Rows kept in memory at most: 75 MB of float32 vectors at 384 dimensions plus the
 chunks' text. Larger indexes are read through LanceDB's indexes."""
 LEFT_OUT = ("vector", "keywords", "metadata")
 """Columns the replica's rows do not carry (queries read neither)."""
+KEY_COLUMNS = ["id", "ingested_at"]
+"""What identifies a row's content: a row with a held key is reused, any other read in full."""
+ROW_ID = "_rowid"
+
+
+def unit(vector: Sequence[float] | np.ndarray) -> np.ndarray:
+    """`vector` scaled to length 1 (a zero vector stays zero)."""
+    v = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 else v
+
+
+def _unit_rows(vectors: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
+    vectors = vectors.combine_chunks() if isinstance(vectors, pa.ChunkedArray) else vectors
+    matrix = np.asarray(vectors.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1.0)
 
 
 @dataclass(frozen=True)
@@ -29,35 +55,84 @@ class Replica:
     rows: pa.Table  # every column but LEFT_OUT
     matrix: np.ndarray  # (rows, dim) float32, each row scaled to unit length
     by_parent: dict[str, list[int]]
+    by_id: dict[str, int]
 
     @classmethod
-    def from_arrow(cls, version: int, table: pa.Table) -> Replica:
-        vectors = table.column("vector").combine_chunks()
-        dim = vectors.type.list_size
-        matrix = np.asarray(vectors.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        matrix = np.ascontiguousarray(matrix / np.where(norms > 0, norms, 1.0))
-        rows = table.drop_columns([c for c in LEFT_OUT if c in table.column_names]).combine_chunks()
+    def of(cls, version: int, rows: pa.Table, matrix: np.ndarray) -> Replica:
+        rows = rows.combine_chunks()
         by_parent: dict[str, list[int]] = {}
         for i, parent in enumerate(rows.column("parent_id").to_pylist()):
             by_parent.setdefault(parent, []).append(i)
-        return cls(version, rows, matrix, by_parent)
+        by_id = {cid: i for i, cid in enumerate(rows.column("id").to_pylist())}
+        return cls(version, rows, np.ascontiguousarray(matrix, dtype=np.float32), by_parent, by_id)
+
+    @classmethod
+    def from_arrow(cls, version: int, table: pa.Table) -> Replica:
+        """A replica of every row of `table` (all columns but keywords/metadata, with `vector`)."""
+        dim = table.schema.field("vector").type.list_size
+        return cls.of(version, table.drop_columns([c for c in (*LEFT_OUT, ROW_ID) if c in table.column_names]),
+                      _unit_rows(table.column("vector"), dim))
+
+    def refreshed(self, version: int, keys: pa.Table,
+                  read: Callable[[list[int]], pa.Table]) -> tuple[Replica, int]:
+        """The replica of a newer version whose rows are `keys` (KEY_COLUMNS and `_rowid`).
+
+        Rows whose key this replica holds are kept; `read(row_ids)` returns the others
+        in full (any order, with `_rowid`). Returns the replica and how many rows were read."""
+        ids = self.rows.column("id").combine_chunks()
+        held = pc.index_in(keys.column("id"), value_set=ids).fill_null(-1).to_numpy().astype(np.int64)
+        stamp = keys.column("ingested_at").to_numpy()
+        old_stamp = self.rows.column("ingested_at").to_numpy()
+        keep = held >= 0
+        keep[keep] = (old_stamp[held[keep]] == stamp[keep]) & (stamp[keep] > 0)  # no stamp: always read
+        kept = held[keep]
+        missing = keys.column(ROW_ID).to_numpy()[~keep]
+        fresh = read(missing.tolist()) if len(missing) else None
+        if fresh is None:
+            return Replica.of(version, self.rows.take(pa.array(kept)), self.matrix[kept]), 0
+        wanted = keys.filter(pa.array(~keep)).column("id").to_pylist()
+        if sorted(fresh.column("id").to_pylist()) != sorted(wanted):
+            raise LookupError("rows changed while the replica read them")
+        part = Replica.from_arrow(version, fresh)
+        rows = pa.concat_tables([self.rows.take(pa.array(kept)), part.rows.select(self.rows.column_names)])
+        return Replica.of(version, rows, np.vstack([self.matrix[kept], part.matrix])), fresh.num_rows
 
     def serves(self, columns: Sequence[str]) -> bool:
         return all(c in self.rows.column_names for c in columns)
 
-    def nearest(self, vector: Sequence[float] | np.ndarray, limit: int, columns: Sequence[str]) -> list[dict[str, Any]]:
-        """The `limit` nearest rows by cosine distance, nearest first (ties in row order), with `_distance`."""
-        if limit < 1 or not len(self.matrix):
-            return []
-        query = np.asarray(vector, dtype=np.float32)
-        norm = float(np.linalg.norm(query))
-        distances = 1.0 - self.matrix @ (query / norm if norm > 0 else query)
-        top = np.argpartition(distances, limit - 1)[:limit] if limit < len(distances) else np.arange(len(distances))
-        top = top[np.lexsort((top, distances[top]))]
-        out: list[dict[str, Any]] = self.rows.select(list(columns)).take(pa.array(top)).to_pylist()
-        for row, i in zip(out, top, strict=True):
-            row["_distance"] = float(distances[i])
+    def similarities(self, vector: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Cosine similarity of every row to `vector`, in row order."""
+        sims: np.ndarray = self.matrix @ unit(vector)
+        return sims
+
+    def mask(self, where: Filter) -> np.ndarray:
+        """Which rows `where` keeps (the same rows as its SQL form in LanceDB)."""
+        keep = pa.array(np.ones(self.rows.num_rows, dtype=bool))
+        if where.prefix is not None:
+            ids = self.rows.column("source_id")
+            keep = pc.and_(keep, pc.or_(pc.equal(ids, where.prefix), pc.starts_with(ids, where.folder)))
+        if where.doc_class is not None:
+            keep = pc.and_(keep, pc.equal(self.rows.column("doc_class"), where.doc_class))
+        return np.asarray(keep.combine_chunks().fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+
+    def best(self, sims: np.ndarray, limit: int, mask: np.ndarray | None = None) -> np.ndarray:
+        """Positions of the `limit` most similar rows (within `mask`), most similar first, ties by id."""
+        candidates = np.arange(len(sims)) if mask is None else np.flatnonzero(mask)
+        if limit < 1 or not len(candidates):
+            return candidates[:0]
+        if limit < len(candidates):
+            values = sims[candidates]
+            cut = np.partition(values, len(values) - limit)[len(values) - limit]
+            candidates = candidates[values >= cut]  # every row tied at the cut, so the id decides among them
+        ids = self.rows.column("id").take(pa.array(candidates)).to_pylist()
+        order = sorted(range(len(candidates)), key=lambda i: (-float(sims[candidates[i]]), ids[i]))[:limit]
+        return candidates[order]
+
+    def rows_at(self, positions: np.ndarray, columns: Sequence[str], sims: np.ndarray) -> list[dict[str, Any]]:
+        """The rows at `positions` with `_distance` (1 - cosine similarity)."""
+        out: list[dict[str, Any]] = self.rows.select(list(columns)).take(pa.array(positions, pa.int64())).to_pylist()
+        for row, i in zip(out, positions, strict=True):
+            row["_distance"] = 1.0 - float(sims[i])
         return out
 
     def in_sections(self, parent_ids: Sequence[str], columns: Sequence[str]) -> list[dict[str, Any]]:

@@ -60,10 +60,11 @@ from appliance.query.assemble import (
     within_budget,
 )
 from appliance.query.distinct import collapse
-from appliance.query.hybrid import cap_distance, cap_files, fuse, group_cut
+from appliance.query.filters import Filter, sql_str
+from appliance.query.hybrid import Side, cap_distance, cap_files, fuse, group_cut
 from appliance.records import Chunk, Converted
 from appliance.state import SyncProgress, read_last_sync, read_scheduler_state, running_sync, save_last_sync
-from appliance.store import IDENTITY_FILE, Identity, Index, SourceRow, in_list, sql_str
+from appliance.store import IDENTITY_FILE, Identity, Index, SourceRow, in_list
 
 if TYPE_CHECKING:
     from appliance.grep import GrepDoc, GrepResult
@@ -662,12 +663,14 @@ class Appliance:
         weight = self.settings.hybrid_weight
         keyword_future = None
         if weight > 0.0:
-            keyword_future = _KEYWORD_POOL.submit(self.index.keyword_search, query_terms(query), fetch, where,
+            keyword_future = _KEYWORD_POOL.submit(self.index.keyword_side, query_terms(query), fetch, where,
                                                   RANK_COLUMNS)
         vector = self.embedder.embed_query(query)
-        vector_rows = self.index.vector_search(vector, fetch, where, RANK_COLUMNS)
-        keyword_rows = keyword_future.result() if keyword_future else []
-        fused = fuse(vector_rows, keyword_rows, weight, language(query))
+        vector_side = self.index.vector_side(vector, fetch, where, RANK_COLUMNS)
+        keyword_side = keyword_future.result() if keyword_future else Side([], 0.0, 0.0)
+        found = {row["id"] for row in vector_side.rows}
+        similarity = self.index.similarities(vector, [r["id"] for r in keyword_side.rows if r["id"] not in found])
+        fused = fuse(vector_side, keyword_side, weight, language(query), similarity)
         fused = cap_distance(fused, self.settings.max_distance)
         fused = group_cut(fused, self.settings.grouping)
         # Twice the hits asked for, so near-identical passages can collapse and still leave top_k distinct ones.
@@ -680,20 +683,17 @@ class Appliance:
         distinct = collapse([replace(h, row=full[h.id]) for h in ranked if h.id in full], top_k)
         return within_budget(assemble(query, distinct.kept, section_rows, also_in=distinct.also_in))
 
-    def _filters(self, scope: str | None, doc_class: str | None) -> str | None:
-        clauses = []
-        if scope:
-            clauses.append(self._scope_clause(scope))
+    def _filters(self, scope: str | None, doc_class: str | None) -> Filter | None:
+        prefix = self._scope_prefix(scope) if scope else None
         if doc_class:
             known = {s.doc_class for s in self.index.source_rows()} | {"note"}
             if doc_class not in known:
                 raise InvalidArgument(f"Unknown doc class {doc_class!r}",
                                       hint="Known classes: " + ", ".join(sorted(known)))
-            clauses.append(f"doc_class = {sql_str(doc_class)}")
-        return " AND ".join(f"({c})" for c in clauses) or None
+        return Filter(prefix, doc_class or None) if prefix is not None or doc_class else None
 
-    def _scope_clause(self, scope: str) -> str:
-        """A path prefix that stops at a separator: /docs/proj never matches /docs/project-x."""
+    def _scope_prefix(self, scope: str) -> str:
+        """The source-id prefix of a scope; it matches at a separator: /docs/proj never matches /docs/project-x."""
         if not isinstance(scope, str) or not scope.strip() or "\x00" in scope:
             raise InvalidArgument("scope must be a non-empty path or source-id prefix")
         if scope.startswith("/") or scope.startswith("~"):
@@ -705,8 +705,7 @@ class Appliance:
             prefix = str(path)
         else:
             prefix = scope.rstrip("/") or scope
-        prefix = prefix.rstrip("/") if len(prefix) > 1 else prefix
-        return f"source_id = {sql_str(prefix)} OR starts_with(source_id, {sql_str(prefix + '/')})"
+        return prefix.rstrip("/") if len(prefix) > 1 else prefix
 
     def read(self, target: str, is_source: bool = False, *, require_absolute: bool = False,
              offset: int = 0, max_chars: int | None = None, revision: str | None = None,

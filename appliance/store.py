@@ -32,18 +32,24 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
     import lancedb
     import pyarrow as pa
     from lancedb.index import FTS, BTree, IvfHnswSq
-    from lancedb.query import LanceVectorQueryBuilder
     from lancedb.table import Table
 
-from appliance import stopping
+from appliance import replica as replica_module, stopping
 from appliance.errors import CONFLICT_ATTEMPTS, IndexCorrupt, is_commit_conflict, storage_error
-from appliance.replica import MAX_ROWS as REPLICA_MAX_ROWS, Replica
+from appliance.query.filters import Filter, sql_str
+from appliance.query.hybrid import Side
+from appliance.replica import KEY_COLUMNS, Replica, unit
 
 CHUNKS = "chunks"
 SOURCES = "sources"
 IDENTITY_FILE = "identity.json"
 FTS_COLUMN = "keywords"
 VECTOR_INDEX_MIN_ROWS = 5000
+REFINE_FACTOR = 4
+"""An approximate vector search re-ranks this many times `limit` of the index's candidates on the
+stored vectors, so every distance it returns is exact and a chunk's score does not depend on the filter."""
+TIE_MARGIN = 8
+"""Rows a LanceDB search returns beyond the limit, so rows tied at the cut are chosen by id, not by storage order."""
 _IN_BATCH = 200
 READ_CONSISTENCY_S = 1.0
 """A table handle re-reads the latest commit at most this long after another process made it,
@@ -179,11 +185,6 @@ def _open_error(exc: Exception, table: str, db_path: Path) -> Exception:
         f"Cannot open the {table} table in {db_path}: {exc}")
 
 
-def sql_str(value: str) -> str:
-    """A SQL string literal."""
-    return "'" + value.replace("'", "''") + "'"
-
-
 def in_list(column: str, values: Sequence[str]) -> str:
     return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
 
@@ -248,6 +249,41 @@ def _in_document_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
+             columns: list[str]) -> list[dict[str, Any]]:
+    """LanceDB's nearest chunks with exact distances (the vector index's candidates re-ranked on the
+    stored vectors), ties by id; the filtered and the unfiltered search use the same index the same way."""
+    query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine")
+    query = query.refine_factor(REFINE_FACTOR)
+    if where is not None:
+        query = query.where(where.sql(), prefilter=True)
+    rows = query.select(sorted(set(columns) | {"id"})).limit(limit + TIE_MARGIN).to_list()
+    return sorted(rows, key=lambda r: (r["_distance"], r["id"]))[:limit]
+
+
+def _bm25(chunks, terms: str, limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
+          columns: list[str]) -> list[dict[str, Any]]:
+    query = chunks.search(terms, query_type="fts", fts_columns=FTS_COLUMN)
+    if where is not None:
+        query = query.where(where.sql(), prefilter=True)
+    rows = query.select([*sorted(set(columns) | {"id"}), "_score"]).limit(limit + TIE_MARGIN).to_list()
+    return sorted(rows, key=lambda r: (-r["_score"], r["id"]))[:limit]
+
+
+def _masked(search, limit: int, where: Filter | None, columns: list[str], key: str) -> Side:  # type: ignore[no-untyped-def]
+    """One side through LanceDB: the unfiltered candidates give the scale; the filtered ones are
+    those among them that `where` keeps when that is all of them or nothing deeper matches, else
+    a prefiltered search (so a filter never truncates: deeper chunks inside it are found)."""
+    whole = search(None, sorted(set(columns) | set(Filter.COLUMNS)) if where is not None else columns)
+    side = Side.whole(whole, key)
+    if where is None:
+        return side
+    inside = [r for r in whole if where.keeps(r)]
+    if len(inside) < limit <= len(whole):
+        inside = search(where, columns)
+    return Side(inside, side.best, side.floor)
+
+
 class Index:
     """Read and write access to one DB_PATH. Safe to share between threads."""
 
@@ -262,6 +298,8 @@ class Index:
         self._replica_lock = threading.Lock()
         self.conflicts_retried = 0
         """Writes of this process that lost a commit race and were repeated."""
+        self.replica_rows_read = 0
+        """Rows the replica read in full so far (a refresh reads only the rows it does not hold)."""
 
     # ---- opening -------------------------------------------------------
     def _connect(self) -> lancedb.DBConnection:
@@ -490,21 +528,41 @@ class Index:
         return chunks.count_rows()
 
     # ---- reading -------------------------------------------------------
+    # Both sides rank the whole index and let a filter hide rows (query.filters): the
+    # replica masks its exact similarities, LanceDB prefilters, and the scale each side
+    # is fused by comes from the unfiltered candidates (query.hybrid.Side).
     @_guarded
-    def vector_search(self, vector: Sequence[float] | np.ndarray, limit: int, where: str | None,
-                      columns: list[str]) -> list[dict[str, Any]]:
+    def vector_side(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
+                    columns: list[str]) -> Side:
+        """The `limit` chunks nearest `vector` inside `where`, nearest first (ties by id), with `_distance`."""
         chunks = self.chunks()
         if chunks is None:
-            return []
-        replica = None if where else self._current_replica(chunks, columns)
+            return Side([], 0.0, 0.0)
+        replica = self._current_replica(chunks, columns)
         if replica is not None:
-            return replica.nearest(vector, limit, columns)
-        search = chunks.search(list(vector), vector_column_name="vector")
-        assert isinstance(search, LanceVectorQueryBuilder)  # what a vector search gives (typed as its base)
-        query = search.distance_type("cosine")
-        if where:
-            query = query.where(where, prefilter=True)
-        return query.select([*columns, "_distance"]).limit(limit).to_list()
+            sims = replica.similarities(vector)
+            whole = replica.best(sims, limit)
+            found = whole if where is None else replica.best(sims, limit, replica.mask(where))
+            top = sims[whole] if len(whole) else np.zeros(1)
+            return Side(replica.rows_at(found, columns, sims), float(top.max()), float(top.min()))
+        return _masked(lambda w, cols: _nearest(chunks, vector, limit, w, cols), limit, where, columns, "_distance")
+
+    def vector_search(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
+                      columns: list[str]) -> list[dict[str, Any]]:
+        return list(self.vector_side(vector, limit, where, columns).rows)
+
+    @_guarded
+    def similarities(self, vector: Sequence[float] | np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        """Cosine similarity of the chunks `ids` to `vector` (chunks that are gone are left out)."""
+        chunks = self.chunks()
+        if chunks is None or not ids:
+            return {}
+        replica = self._current_replica(chunks, ["id"])
+        query = unit(vector)
+        if replica is not None:
+            return {i: float(replica.matrix[replica.by_id[i]] @ query) for i in ids if i in replica.by_id}
+        rows = self.chunk_rows(in_list("id", ids), ["id", "vector"])
+        return {r["id"]: float(unit(r["vector"]) @ query) for r in rows}
 
     @_guarded
     def section_rows(self, parent_ids: Sequence[str], columns: list[str]) -> list[dict[str, Any]]:
@@ -517,32 +575,56 @@ class Index:
             return self.chunk_rows(in_list("parent_id", parent_ids), columns)
         return _in_document_order(replica.in_sections(parent_ids, columns))
 
-    def _current_replica(self, chunks: Table, columns: list[str]) -> Replica | None:
-        """The in-memory replica of the table's current version (rebuilt after a commit); None when too large."""
+    def _current_replica(self, chunks, columns: list[str]) -> Replica | None:  # type: ignore[no-untyped-def]
+        """The in-memory replica of the table's current version (refreshed after a commit); None when too large."""
         version = chunks.version
         replica = self._replica
         if replica is None or replica.version != version:
             with self._replica_lock:
                 replica = self._replica
                 if replica is None or replica.version != version:
-                    self._replica = replica = None
-                    if chunks.count_rows() <= REPLICA_MAX_ROWS:
-                        # read after the version: the data is at least that new, so a later commit only costs a rebuild
-                        names = [n for n in chunks.schema.names if n not in ("keywords", "metadata")]
-                        self._replica = replica = Replica.from_arrow(
-                            version, chunks.search().select(names).limit(None).to_arrow())
+                    self._replica = replica = self._read_replica(chunks, version, replica)
         return replica if replica is not None and replica.serves(columns) else None
 
+    def _read_replica(self, chunks, version: int, old: Replica | None) -> Replica | None:  # type: ignore[no-untyped-def]
+        """Refresh `old` to `version` reading only the rows it does not hold, or read the table whole.
+
+        Read after the version: the data is at least that new, so a later commit only costs
+        another refresh. The whole table is read the first time, after a schema change, and
+        when a commit lands between the key scan and the read of the missing rows.
+        """
+        if chunks.count_rows() > replica_module.MAX_ROWS:
+            return None
+        names = [n for n in chunks.schema.names if n not in ("keywords", "metadata")]
+        if old is not None and old.rows.column_names == [n for n in names if n != "vector"]:
+            keys = chunks.search().select(KEY_COLUMNS).with_row_id(True).limit(None).to_arrow()
+            try:
+                fresh, read = old.refreshed(
+                    version, keys, lambda ids: chunks.take_row_ids(ids).select(names).with_row_id().to_arrow())
+                self.replica_rows_read += read
+                return fresh
+            except LookupError:
+                log.info("rows changed while the replica refreshed; reading the table whole")
+        table = chunks.search().select(names).limit(None).to_arrow()
+        self.replica_rows_read += table.num_rows
+        return Replica.from_arrow(version, table)
+
     @_guarded
-    def keyword_search(self, terms: str, limit: int, where: str | None,
-                       columns: list[str]) -> list[dict[str, Any]]:
+    def keyword_side(self, terms: str, limit: int, where: Filter | None, columns: list[str]) -> Side:
+        """The `limit` best BM25 matches of `terms` inside `where`, best first (ties by id), with `_score`.
+
+        BM25's statistics (document frequencies, average length) are the whole index's,
+        whatever the filter: LanceDB's prefilter only hides rows, so a chunk's score is
+        the same with or without a scope, and one ranking serves both.
+        """
         chunks = self.chunks()
         if chunks is None or not terms:
-            return []
-        query = chunks.search(terms, query_type="fts", fts_columns=FTS_COLUMN)
-        if where:
-            query = query.where(where, prefilter=True)
-        return query.select([*columns, "_score"]).limit(limit).to_list()
+            return Side([], 0.0, 0.0)
+        return _masked(lambda w, cols: _bm25(chunks, terms, limit, w, cols), limit, where, columns, "_score")
+
+    def keyword_search(self, terms: str, limit: int, where: Filter | None,
+                       columns: list[str]) -> list[dict[str, Any]]:
+        return list(self.keyword_side(terms, limit, where, columns).rows)
 
     @_guarded
     def chunk_rows(self, where: str, columns: list[str], limit: int | None = None) -> list[dict[str, Any]]:

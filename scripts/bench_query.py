@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Warm query latency through the service layer on the SciFact index, and the process RSS.
 
-Usage: bench_query.py [--queries 1000] [--model ID] [--json]
+Usage: bench_query.py [--queries 1000] [--model ID] [--scoped] [--json]
+
+`--scoped` asks every query with the documents' folder as scope (a filter that holds
+every chunk: the same answer, through the filtered path).
 
 Needs the SciFact index that `scripts/eval_retrieval.py --dataset scifact`
 builds (it is cached under .cache/eval); builds it first when missing.
@@ -36,9 +39,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--model", default=None)
+    parser.add_argument("--scoped", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    docs = ROOT / ".cache" / "eval" / "docs" / "scifact"
+    docs = (ROOT / ".cache" / "eval" / "docs" / "scifact").resolve()  # the source ids name the real path
     env = dict(os.environ) | ({"MODEL_NAME": args.model} if args.model else {})
     app = Appliance(load_settings(env, base_dirs=[str(docs)]))
     index = ROOT / ".cache" / "eval" / "index" / f"scifact-{app.spec.id.replace('/', '__')}-{app.budget}"
@@ -53,7 +57,7 @@ def main() -> None:
     times = []
     for i in range(args.queries):
         started = time.perf_counter()
-        app.search(texts[i % len(texts)], top_k=10)
+        app.search(texts[i % len(texts)], top_k=10, scope=str(docs) if args.scoped else None)
         times.append(time.perf_counter() - started)
     times.sort()
     out = {"model": app.spec.id, "chunks": app.index.count_chunks(), "queries": len(times),

@@ -121,7 +121,8 @@ def shipped(weight: float):
     def rule(q: Query, docs: dict) -> list[str]:
         v = [{"id": h[0], "_distance": h[2], "text": docs[h[1]]["text"]} for h in q["v"]]
         k = [{"id": h[0], "_score": h[2], "text": docs[h[1]]["text"]} for h in q["k"]]
-        return [c.id for c in hybrid.fuse(v, k, weight, language(q["text"]))]
+        sides = hybrid.Side.whole(v, "_distance"), hybrid.Side.whole(k, "_score")
+        return [c.id for c in hybrid.fuse(*sides, weight, language(q["text"]))]
     return rule
 
 

@@ -1,19 +1,22 @@
 """Hybrid fusion of the vector and the BM25 ranking, and the result-shaping rules (pure functions).
 
 Fusion is a convex combination of the two sides' scores, each min-max normalised
-over its own candidate list for this query: `(1 - w) * v + w * b`, with v the
-cosine similarity and b the BM25 score scaled onto 0..1 (1 = the side's best hit,
-0 = its worst or absent). BM25 cannot compare a passage in another language than
-the query's: it shares no words with it, so an absent or low BM25 score says
-nothing there. For such a passage BM25 abstains and the vector score stands
-alone, instead of sinking it below every same-language passage that shares a
-word with the question. Chosen over weighted RRF and other rules by
+over the whole index's candidate list of that side for this query: `(1 - w) * v + w * b`,
+with v the cosine similarity and b the BM25 score scaled onto 0..1 (1 = the side's
+best hit, 0 = its worst or absent). A scope or doc-class filter does not re-normalise:
+the scale is always the whole index's, so a filter is a mask over one ranking and a
+chunk keeps its score and its order relative to every other chunk with or without it.
+
+BM25 cannot compare a passage in another language than the query's: it shares no
+words with it, so an absent or low BM25 score says nothing there. For such a passage
+BM25 abstains and the vector score stands alone, instead of sinking it below every
+same-language passage that shares a word with the question. Chosen over weighted RRF and other rules by
 scripts/fusion_experiments.py (README, "Retrieval quality").
 """
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,37 +35,65 @@ class Candidate:
     score: float = 0.0
 
 
-def _minmax(values: Sequence[float]) -> list[float]:
-    lo, hi = min(values, default=0.0), max(values, default=0.0)
-    return [(x - lo) / (hi - lo) if hi > lo else 1.0 for x in values]
+@dataclass(frozen=True)
+class Side:
+    """One side's candidates inside the filter (best first, raw values), and the best and the
+    worst raw value among the whole index's candidates of that side (its `limit` best chunks)."""
+
+    rows: Sequence[dict[str, Any]]
+    best: float
+    floor: float
+
+    @classmethod
+    def whole(cls, rows: Sequence[dict[str, Any]], key: str) -> Side:
+        """An unfiltered side: the whole index's candidates are `rows` themselves."""
+        values = [raw(row, key) for row in rows]
+        return cls(rows, max(values, default=0.0), min(values, default=0.0))
+
+    def scaled(self, value: float) -> float:
+        """`value` on 0..1 by the whole index's candidates; below their worst, 0 (as if absent)."""
+        if self.best <= self.floor:
+            return 1.0 if value >= self.floor else 0.0
+        return min(1.0, max(0.0, (value - self.floor) / (self.best - self.floor)))
 
 
-def fuse(vector_rows: Sequence[dict[str, Any]], keyword_rows: Sequence[dict[str, Any]],
-         weight: float, query_language: str | None = None) -> list[Candidate]:
-    """score = (1 - w) * v + w * b (see the module docstring); rows carry `_distance` / `_score`.
+def raw(row: dict[str, Any], key: str) -> float:
+    """A row's raw value: cosine similarity for `_distance`, the BM25 score for `_score`."""
+    return 1.0 - float(row[key]) if key == "_distance" else float(row[key])
 
+
+def fuse(vector: Side, keyword: Side, weight: float, query_language: str | None = None,
+         similarity: Mapping[str, float] | None = None) -> list[Candidate]:
+    """score = (1 - w) * v + w * b (see the module docstring), each side scaled by its Side.
+
+    Both sides are scaled by the whole index's candidates, never by the filtered ones,
+    so a chunk's score does not depend on the filter: a filter only hides chunks. A
+    chunk found by one side only scores 0 on the other: it lies below that side's
+    whole-index candidates (it is not among the filtered ones, which are at least as deep).
     When `query_language` is given and a row's `text` is clearly in another language
     (keywords.language), its score is v alone. w = 0 is the vector order, w = 1 the
-    keyword order (no abstaining there). Ties keep the vector side's order, then the keyword side's.
+    keyword order (no abstaining there). Ties go to the more similar chunk (`similarity`
+    by id, for chunks only BM25 found; the vector side's own value otherwise), then by id.
     """
-    sims = _minmax([1.0 - float(r["_distance"]) for r in vector_rows])
-    bm25 = _minmax([float(r["_score"]) for r in keyword_rows])
     merged: dict[str, Candidate] = {}
-    for rank, (row, v) in enumerate(zip(vector_rows, sims, strict=True)):
-        merged[row["id"]] = Candidate(row["id"], row, float(row["_distance"]), rank, None, v)
-    keyword_ranks = {row["id"]: (rank, row, b) for rank, (row, b) in enumerate(zip(keyword_rows, bm25, strict=True))}
-    for cid, (rank, row, _) in keyword_ranks.items():
-        if cid not in merged:
-            merged[cid] = Candidate(cid, row, None, None, rank, 0.0)
+    for rank, row in enumerate(vector.rows):
+        merged[row["id"]] = Candidate(row["id"], row, float(row["_distance"]), rank, None,
+                                      vector.scaled(raw(row, "_distance")))
+    keyword_ranks = {row["id"]: (rank, keyword.scaled(raw(row, "_score"))) for rank, row in enumerate(keyword.rows)}
+    for rank, row in enumerate(keyword.rows):
+        if row["id"] not in merged:
+            merged[row["id"]] = Candidate(row["id"], row, None, None, rank, 0.0)
     abstain = query_language is not None and weight < 1.0
-    fused = []
+    fused: list[Candidate] = []
+    sims: dict[str, float] = {}
     for c in merged.values():
-        keyword_rank, _, b = keyword_ranks.get(c.id, (None, None, 0.0))
+        keyword_rank, b = keyword_ranks.get(c.id, (None, 0.0))
         other = abstain and (lang := language(c.row.get("text") or "")) is not None and lang != query_language
         fused.append(Candidate(c.id, c.row, c.distance, c.vector_rank, keyword_rank,
                                c.score if other else (1.0 - weight) * c.score + weight * b))
-    order = {c.id: i for i, c in enumerate(merged.values())}
-    return sorted(fused, key=lambda c: (-c.score, order[c.id]))
+        own = 1.0 - c.distance if c.distance is not None else float("-inf")
+        sims[c.id] = similarity.get(c.id, own) if similarity is not None else own
+    return sorted(fused, key=lambda c: (-c.score, -sims[c.id], c.id))
 
 
 def group_cut(candidates: Sequence[Candidate], mode: str | None) -> list[Candidate]:

@@ -21,6 +21,7 @@ from appliance.ingest.chunk import CODE_BLOCK_BUDGETS, chunk_document, collapse_
 from appliance.ingest.discover import FoundFile, contained_root, resolve_in_roots, walk
 from appliance.ingest.fetch import _parse, _resolve_and_vet, address_refusal
 from appliance.ingest.titles import choose_title
+from appliance.query.filters import Filter
 from appliance.store import SourceRow, sql_str
 
 pytestmark = pytest.mark.faults
@@ -135,10 +136,12 @@ def test_scope_matches_exactly_the_ids_under_it(scope_app, scope: str, suffixes:
     index = scope_app.index
     index.delete_sources([r.source_id for r in index.source_rows()])
     index.record_sources([SourceRow(source_id=i, source_kind="data") for i in ids])
-    got = {r.source_id for r in index.source_rows(scope_app._scope_clause(scope))}
+    where = Filter(scope_app._scope_prefix(scope))
+    got = {r.source_id for r in index.source_rows(where.sql())}
     prefix = scope.rstrip("/")
     want = {i for i in ids if i == prefix or i.startswith(prefix + "/")}
     assert got == want
+    assert {i for i in ids if where.keeps({"source_id": i, "doc_class": "note"})} == want  # the search's own check
 
 
 @fuzz(60)
@@ -148,14 +151,14 @@ def test_path_scope_stays_inside_the_roots(scope_app, parts: list[str]) -> None:
     root = scope_app.settings.roots[0]
     scope = str(root) + "/" + "/".join(parts)
     try:
-        clause = scope_app._scope_clause(scope)
+        clause = Filter(scope_app._scope_prefix(scope)).sql()
     except InvalidArgument:
         target = Path(os.path.normpath(scope))
         assert contained_root(target, [root]) is None and not root.is_relative_to(target)
         return
     target = Path(os.path.normpath(scope))
     assert contained_root(target, [root]) is not None or root.is_relative_to(target)
-    assert clause.startswith(f"source_id = {sql_str(str(target))} OR starts_with(source_id, "), clause
+    assert clause.startswith(f"(source_id = {sql_str(str(target))} OR starts_with(source_id, "), clause
 
 
 # ------------------------------------------------------------------ path containment

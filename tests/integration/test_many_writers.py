@@ -6,6 +6,7 @@ write, so nothing fails, nothing is misnamed as damage, and every row arrives.
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 from appliance.errors import IndexBusy, IndexCorrupt, is_commit_conflict, storage_error
+from appliance.query.filters import Filter
 from appliance.store import Index, SourceRow, chunk_schema
 
 DIM = 8
@@ -29,7 +31,7 @@ def _rows(source_id: str, n: int) -> list[dict]:
         out.append({f.name: None for f in chunk_schema(DIM)} | {
             "id": f"{source_id}:{i}", "source_id": source_id, "source_kind": "data", "chunk_index": i,
             "text": f"text {i} of {source_id}", "keywords": f"word{i} {source_id}",
-            "parent_id": f"{source_id}:s0", "vector": (v / np.linalg.norm(v)).tolist()})
+            "parent_id": f"{source_id}:s0", "ingested_at": time.time(), "vector": (v / np.linalg.norm(v)).tolist()})
     return out
 
 
@@ -49,6 +51,24 @@ def _writer(db: str, name: str, rounds: int, queue: "mp.Queue[tuple[str, int, st
     queue.put((name, index.conflicts_retried, error))
 
 
+def _start_writers(db: Path, count: int, rounds: int) -> tuple[list, "mp.Queue"]:
+    """A seeded index and `count` _writer processes running `rounds` rounds each on it."""
+    Index(db, DIM).replace_sources([SourceRow(source_id="seed", source_kind="data", chunk_count=3)], _rows("seed", 3))
+    ctx = mp.get_context("spawn")
+    queue: mp.Queue = ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(str(db), f"w{i}", rounds, queue)) for i in range(count)]
+    for p in procs:
+        p.start()
+    return procs, queue
+
+
+def _results(procs: list, queue: "mp.Queue") -> list[tuple[str, int, str]]:
+    results = [queue.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(60)
+    return results
+
+
 def test_a_commit_conflict_is_busy_never_corrupt() -> None:
     exc = RuntimeError(CONFLICT_TEXT)
     assert is_commit_conflict(exc)
@@ -61,16 +81,9 @@ def test_a_commit_conflict_is_busy_never_corrupt() -> None:
 @pytest.mark.slow  # three writer processes
 def test_three_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     db = tmp_path / "index"
-    Index(db, DIM).replace_sources([SourceRow(source_id="seed", source_kind="data", chunk_count=3)], _rows("seed", 3))
-    ctx = mp.get_context("spawn")
-    queue: mp.Queue = ctx.Queue()
     rounds = 24
-    procs = [ctx.Process(target=_writer, args=(str(db), f"w{i}", rounds, queue)) for i in range(3)]
-    for p in procs:
-        p.start()
-    results = [queue.get(timeout=300) for _ in procs]
-    for p in procs:
-        p.join(60)
+    procs, queue = _start_writers(db, 3, rounds)
+    results = _results(procs, queue)
     errors = [f"{name}: {err}" for name, _n, err in results if err]
     assert not errors, errors
     index = Index(db, DIM)
@@ -78,3 +91,34 @@ def test_three_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     assert {s.source_id for s in index.source_rows()} == expected
     assert index.chunk_counts() == {sid: 3 for sid in expected}
     print("conflicts retried per writer:", {name: n for name, n, _ in results})
+
+
+@pytest.mark.slow  # two writer processes
+def test_queries_while_other_processes_write_follow_every_commit(tmp_path: Path) -> None:
+    """The replica refreshes from other processes' commits (adds, deletes, compactions) as they land,
+    reading only the rows it does not hold, and ends equal to a fresh read of the table."""
+    db = tmp_path / "index"
+    rounds = 15
+    procs, queue = _start_writers(db, 2, rounds)
+    index = Index(db, DIM)
+    probe = _rows("probe", 1)[0]["vector"]
+    queries = refreshes = 0
+    version = -1
+    while any(p.is_alive() for p in procs):
+        index.checkout_latest()
+        hits = index.vector_search(probe, 5, Filter("seed"), ["id", "source_id"])
+        assert hits and all(h["source_id"] == "seed" for h in hits)
+        queries += 1
+        refreshes += index._replica.version != version
+        version = index._replica.version
+    results = _results(procs, queue)
+    assert not [err for _, _, err in results if err]
+    index.checkout_latest()
+    index.vector_search(probe, 5, None, ["id"])
+    fresh = Index(db, DIM)
+    fresh.vector_search(probe, 5, None, ["id"])
+    assert index._replica.rows.sort_by("id") == fresh._replica.rows.sort_by("id")
+    written = 3 + 2 * rounds * 3
+    print(f"{queries} queries, {refreshes} refreshes, {index.replica_rows_read} rows read "
+          f"({written} rows written; a whole re-read per refresh would read ~{refreshes * fresh.count_chunks() // 2})")
+    assert refreshes > 1 and index.replica_rows_read <= written + fresh.count_chunks()

@@ -2,7 +2,8 @@
 import pytest
 
 from appliance.keywords import language
-from appliance.query.hybrid import cap_distance, cap_files, fuse, group_cut
+from appliance.query import hybrid
+from appliance.query.hybrid import Side, cap_distance, cap_files, group_cut
 
 EN = "The cat sleeps most of the day and it is a quiet animal."
 DE = "Die Katze schläft den größten Teil des Tages und ist ein ruhiges Tier."
@@ -17,6 +18,11 @@ def _k(i: str, score: float = 1.0, src: str = "s", text: str = "") -> dict:
     return {"id": i, "_score": score, "source_id": src, "text": text}
 
 
+def fuse(vector: list[dict], keyword: list[dict], weight: float, query_language: str | None = None):
+    """Unfiltered fusion: each list is the whole index's candidates of its side."""
+    return hybrid.fuse(Side.whole(vector, "_distance"), Side.whole(keyword, "_score"), weight, query_language)
+
+
 def test_convex_combination_of_min_max_normalised_scores() -> None:
     out = fuse([_v("a", 0.1), _v("b", 0.2), _v("c", 0.3)], [_k("b", 8.0), _k("d", 2.0)], 0.6)
     by_id = {c.id: c for c in out}
@@ -26,7 +32,19 @@ def test_convex_combination_of_min_max_normalised_scores() -> None:
     assert by_id["c"].score == pytest.approx(0.0)
     assert by_id["d"].distance is None and by_id["d"].vector_rank is None and by_id["d"].keyword_rank == 1
     assert by_id["b"].vector_rank == 1 and by_id["b"].keyword_rank == 0
-    assert [c.id for c in out] == ["b", "a", "c", "d"]  # ties keep the vector order, then the keyword order
+    assert [c.id for c in out] == ["b", "a", "c", "d"]  # ties go to the more similar chunk
+
+
+def test_a_filtered_side_keeps_the_whole_index_scale() -> None:
+    """Filtered rows are scaled by the unfiltered candidates: the same chunk scores the same, and
+    a chunk deeper than every unfiltered candidate scores 0 on that side."""
+    whole = fuse([_v("a", 0.1), _v("b", 0.2), _v("c", 0.3)], [_k("b", 8.0), _k("d", 2.0)], 0.6)
+    vector = Side([_v("b", 0.2), _v("e", 0.5)], best=0.9, floor=0.7)
+    keyword = Side([_k("b", 8.0), _k("f", 1.0)], best=8.0, floor=2.0)
+    scoped = hybrid.fuse(vector, keyword, 0.6, similarity={"f": 0.45})
+    assert [(c.id, c.score) for c in scoped] == [("b", pytest.approx({c.id: c.score for c in whole}["b"])),
+                                                 ("e", 0.0), ("f", 0.0)]  # e and f tie: e is more similar
+    assert [c.id for c in hybrid.fuse(vector, keyword, 0.6, similarity={"f": 0.55})] == ["b", "f", "e"]
 
 
 def test_single_hit_lists_normalise_to_one() -> None:

@@ -8,6 +8,8 @@ import pyarrow as pa
 import pytest
 
 import appliance.store as store
+from appliance import replica
+from appliance.query.filters import Filter
 from appliance.store import Index, chunk_schema, in_list
 
 DIM = 16
@@ -21,7 +23,7 @@ def _rows(n: int, seed: int, source: str = "/docs/a.md") -> list[dict]:
         v = rng.normal(size=DIM).astype("float32")
         out.append({f.name: None for f in chunk_schema(DIM)} | {
             "id": f"{source}:{seed}:{i}", "source_id": source, "parent_id": f"{source}#{i // 3}",
-            "chunk_index": i, "text": f"chunk {i}", "keywords": "x", "vector": (v / np.linalg.norm(v)).tolist()})
+            "chunk_index": i, "text": f"chunk {i}", "keywords": "x", "ingested_at": 1000.0 + seed, "vector": (v / np.linalg.norm(v)).tolist()})
     return out
 
 
@@ -72,13 +74,51 @@ def test_a_commit_is_seen_by_the_next_search(tmp_path: Path) -> None:
     assert index.vector_search(new["vector"], 1, None, COLUMNS)[0]["id"] == new["id"]
 
 
-def test_large_tables_and_filtered_searches_go_through_lancedb(tmp_path: Path, monkeypatch) -> None:
-    index = _index(tmp_path, _rows(40, seed=7))
-    probe = _rows(1, seed=8)[0]["vector"]
-    filtered = index.vector_search(probe, 5, "chunk_index < 10", COLUMNS)
-    assert index._replica is None and all(r["chunk_index"] < 10 for r in filtered)
-    monkeypatch.setattr(store, "REPLICA_MAX_ROWS", 39)
-    ours = index.vector_search(probe, 5, None, COLUMNS)
-    assert index._replica is None
-    assert [r["id"] for r in ours] == [r["id"] for r in _lancedb_nearest(index, probe, 5)]
+def _searches(index: Index, probe: list[float], where: Filter | None, limit: int) -> list[tuple[str, float]]:
+    return [(r["id"], round(r["_distance"], 5)) for r in index.vector_search(probe, limit, where, COLUMNS)]
+
+
+@pytest.mark.parametrize("max_rows", [replica.MAX_ROWS, 10])
+def test_a_filter_is_a_mask_over_the_whole_ranking(tmp_path: Path, monkeypatch, max_rows: int) -> None:
+    """In memory and through LanceDB (tables above the replica's limit) alike: the chunks inside a
+    filter come in the order, and with the distances, they have in the unfiltered ranking, however deep."""
+    monkeypatch.setattr(replica, "MAX_ROWS", max_rows)
+    index = _index(tmp_path, _rows(40, seed=7) + _rows(40, seed=8, source="/docs/b/c.md")
+                   + _rows(5, seed=9, source="/docs/b-other.md"))
+    scope = Filter("/docs/b")
+    for probe in _rows(5, seed=10):
+        whole = _searches(index, probe["vector"], None, 85)
+        assert (index._replica is not None) == (max_rows > 85)
+        inside = [hit for hit in whole if hit[0].startswith("/docs/b/c.md:")]
+        assert _searches(index, probe["vector"], scope, 10) == inside[:10]
+        assert _searches(index, probe["vector"], Filter("/docs"), 10) == whole[:10]
+        assert _searches(index, probe["vector"], Filter(doc_class="note"), 10) == []
     assert len(index.section_rows(["/docs/a.md#0"], COLUMNS)) == 3
+
+
+def _fresh(tmp_path: Path) -> pa.Table:
+    rows = Index(tmp_path, DIM)
+    rows.vector_search([1.0] * DIM, 1, None, COLUMNS)
+    return rows._replica.rows.sort_by("id")
+
+
+def test_a_refreshed_replica_equals_a_fresh_read_and_reads_only_new_rows(tmp_path: Path) -> None:
+    index = _index(tmp_path, _rows(60, seed=11))
+    probe = _rows(1, seed=12)[0]["vector"]
+    index.vector_search(probe, 5, None, COLUMNS)
+    assert index.replica_rows_read == 60
+    source = store.SourceRow(source_id="/docs/new.md", source_kind="file", content_hash="h")
+    index.replace_sources([source], _rows(7, seed=13, source="/docs/new.md"))
+    index.vector_search(probe, 5, None, COLUMNS)
+    assert index.replica_rows_read == 67  # the seven added
+    index.chunks().delete("chunk_index < 20 AND source_id = '/docs/a.md'")
+    index.vector_search(probe, 5, None, COLUMNS)
+    assert index.replica_rows_read == 67  # a deletion reads no rows
+    index.refresh_indexes()  # compaction rewrites every fragment: rows move, none is read again
+    assert index.chunks().stats()["fragment_stats"]["num_fragments"] == 1
+    index.vector_search(probe, 5, None, COLUMNS)
+    assert index.replica_rows_read == 67
+    assert index._replica.rows.sort_by("id") == _fresh(tmp_path)
+    assert index._replica.rows.num_rows == 47
+    theirs = _lancedb_nearest(index, probe, 47)
+    assert [r["id"] for r in index.vector_search(probe, 47, None, COLUMNS)] == [r["id"] for r in theirs]

@@ -1,0 +1,46 @@
+"""What a search may return: a path scope and a doc class, as one mask over the whole ranking.
+
+A filter never changes how chunks rank, only which of them are returned: the index
+ranks every chunk by one rule (query.hybrid) and a filter hides the chunks outside
+it. It is kept as data, not SQL, so the in-memory replica can apply it as a boolean
+mask and LanceDB as a prefilter, and both select the same rows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+def sql_str(value: str) -> str:
+    """A SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True)
+class Filter:
+    """`prefix`: a source id or a folder of them (matched at a `/` boundary); `doc_class`: exact."""
+
+    prefix: str | None = None
+    doc_class: str | None = None
+
+    def sql(self) -> str | None:
+        clauses = []
+        if self.prefix is not None:
+            clauses.append(f"source_id = {sql_str(self.prefix)} OR starts_with(source_id, {sql_str(self.folder)})")
+        if self.doc_class is not None:
+            clauses.append(f"doc_class = {sql_str(self.doc_class)}")
+        return " AND ".join(f"({c})" for c in clauses) or None
+
+    COLUMNS = ("source_id", "doc_class")
+    """What `keeps` reads of a row."""
+
+    def keeps(self, row: dict[str, Any]) -> bool:
+        """Whether the row (with COLUMNS) passes: the same rows as `sql()` selects."""
+        if self.prefix is not None and row["source_id"] != self.prefix and not row["source_id"].startswith(self.folder):
+            return False
+        return self.doc_class is None or row["doc_class"] == self.doc_class
+
+    @property
+    def folder(self) -> str:
+        """The prefix of every source id below `prefix` (`/docs/proj` never matches `/docs/project-x`)."""
+        return f"{self.prefix}/"

@@ -1,0 +1,80 @@
+"""One ranking for every query: a scope or doc class only hides chunks (real model, real LanceDB).
+
+The whole index is ranked by one rule whatever the filter, and whether the in-memory
+replica or LanceDB answers (above replica.MAX_ROWS): a scope holding every hit changes
+nothing, a scope holding some keeps their order and scores, a scope holding none of the
+top hits finds deeper ones.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from appliance import replica
+from tests.conftest import app_factory, shared_path
+
+pytestmark = pytest.mark.model
+
+QUERIES = ["Vitamin D deficiency and the risk of fractures", "stem cells differentiate into neurons",
+           "antibiotic resistance in hospital bacteria", "obesity increases the risk of diabetes"]
+TOP_K = 5
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory: pytest.TempPathFactory, models_dir: Path, real_embedder) -> SimpleNamespace:  # type: ignore[no-untyped-def]
+    """40 SciFact abstracts, alternately in docs/a and docs/b, synced once."""
+    root = tmp_path_factory.mktemp("ranking")
+    docs = root / "docs"
+    lines = (shared_path() / "eval/retrieval/scifact/corpus.jsonl").open(encoding="utf-8")
+    for n, line in zip(range(40), lines):
+        doc = json.loads(line)
+        folder = docs / ("a" if n % 2 == 0 else "b")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{doc['_id']}.md").write_text(f"# {doc['title']}\n\n{doc['text']}\n", "utf-8")
+    app = app_factory(root, models_dir, real_embedder)(docs)
+    app.sync()
+    return SimpleNamespace(docs=docs, app=app)
+
+
+def _hits(app, query: str, scope: str | None = None) -> list[tuple[str, float]]:  # type: ignore[no-untyped-def]
+    return [(f"{h['source']}#{h['chunkIndex']}", h["score"]) for h in app.search(query, top_k=TOP_K, scope=scope).results]
+
+
+def _check_one_ranking(synced: SimpleNamespace) -> int:
+    """Every property for every query; returns how many scoped queries had to go deeper than the hits."""
+    deeper = 0
+    for query in QUERIES:
+        whole = _hits(synced.app, query)
+        assert len(whole) == TOP_K
+        assert _hits(synced.app, query, str(synced.docs)) == whole
+        for folder in ("a", "b"):
+            scope = synced.docs / folder
+            scoped = _hits(synced.app, query, str(scope))
+            assert all(f"/{folder}/" in cid for cid, _ in scoped) and len(scoped) == TOP_K
+            inside = [hit for hit in whole if f"/{folder}/" in hit[0]]
+            assert scoped[:len(inside)] == inside  # the same chunks first, in their order, with their scores
+            if inside:  # the deeper hits rank below the whole index's hits inside the scope
+                assert all(score <= inside[-1][1] for _, score in scoped[len(inside):])
+            deeper += len(inside) < TOP_K
+    return deeper
+
+
+def test_a_scope_is_a_mask_over_one_ranking(synced: SimpleNamespace) -> None:
+    assert synced.app.index.count_chunks() <= replica.MAX_ROWS
+    assert _check_one_ranking(synced) > 0  # some scope held fewer than all hits: deeper ones were found
+    assert synced.app.index._replica is not None
+
+
+def test_above_the_replica_limit_lancedb_ranks_the_same(synced: SimpleNamespace, monkeypatch) -> None:
+    in_memory = {query: _hits(synced.app, query, str(synced.docs / "b")) for query in QUERIES}
+    monkeypatch.setattr(replica, "MAX_ROWS", 10)
+    synced.app.index._replica = None
+    assert _check_one_ranking(synced) > 0
+    assert synced.app.index._replica is None
+    for query, hits in in_memory.items():
+        through_lancedb = _hits(synced.app, query, str(synced.docs / "b"))
+        assert [cid for cid, _ in through_lancedb] == [cid for cid, _ in hits]
+        assert [s for _, s in through_lancedb] == pytest.approx([s for _, s in hits], abs=1e-4)
