@@ -26,8 +26,11 @@ from typing import Any
 import regex as _regex_module
 
 from appliance.errors import InvalidArgument
+from appliance.paging import REPLY_BUDGET_CHARS, json_chars
 
 MAX_RESULTS_CAP = 500
+_MATCHES_BUDGET = REPLY_BUDGET_CHARS - 8_000
+"""The matches' share of the reply; the rest is for the counts, the coverage note and skipped files."""
 MAX_PATTERN_CHARS = 1000
 MAX_LINE_CHARS = 400
 DEADLINE_S = 10.0
@@ -99,7 +102,10 @@ class GrepResult:
     documents_searched: int = 0
     files_searched: int = 0
     truncated: bool = False
-    """True when max_results was reached before the documents were exhausted."""
+    """True when max_results, or the reply's character budget, was reached before the documents
+    were exhausted."""
+    chars: int = 0
+    """The matches' size as JSON, kept under REPLY_BUDGET_CHARS (500 long lines were 245,000)."""
     stopped: str | None = None
     """'deadline' or 'regex_timeout' when the scan was cut short; None when it ran to the end."""
     skipped: list[dict[str, str]] = field(default_factory=list)
@@ -212,10 +218,13 @@ def _scan(docs: Iterable[GrepDoc], search: Callable[[str], Any], max_results: in
         try:
             for offset, line, column, shown in _matching_lines(doc.text, search, deadline,
                                                                converted=doc.converted):
-                if len(result.matches) >= max_results:
+                match = _match(doc, offset, line, column, shown)
+                size = json_chars(match) + 1
+                if len(result.matches) >= max_results or result.chars + size > _MATCHES_BUDGET:
                     result.truncated = True
                     return
-                result.matches.append(_match(doc, offset, line, column, shown))
+                result.matches.append(match)
+                result.chars += size
         except _LineTimeout:
             result.stopped = "regex_timeout"
             return

@@ -22,7 +22,16 @@ MAX_CURSOR_CHARS = 8192
 READ_PAGE_CHARS = 20_000
 """read_file's default page over MCP: ~5,000 tokens (one HTML page was a 403,890-character reply)."""
 MAX_PAGE_CHARS = 200_000
+REPLY_BUDGET_CHARS = 80_000
+"""The most characters a search or grep answer carries as the JSON a client receives (~20,000
+tokens): clients cap tool output (Claude Code warns past 25,000 tokens) and the agent's context pays
+for all of it."""
 _FILES, _SOURCES = 0, 1
+
+
+def json_chars(value: Any) -> int:
+    """Characters of `value` as JSON, encoded as tool replies are (runtime.result_text)."""
+    return len(json.dumps(value, ensure_ascii=False, default=str))
 
 
 def page_after(files: list[dict[str, Any]], sources: list[dict[str, Any]], *, scope: str | None,

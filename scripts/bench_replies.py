@@ -69,17 +69,18 @@ async def measure(env: dict[str, str], docs: Path, calls: int) -> dict[str, Any]
         args: dict[str, Any] = {"limit": 500}
         size, _ = await call("list_files", args)
         keep("list_files", size, args)
+        hits: list[dict[str, Any]] = []
         for query in ("the", "configuration and installation", "Übersicht", "документ"):
             for fmt in ("json", "markdown"):
                 args = {"query": query, "topK": 100, "format": fmt} | ({"contextLines": 20} if fmt == "markdown" else {})
                 size, found = await call("query_documents", args)
                 keep("query_documents", size, args)
-        hits = found.get("results") or []
+                hits = found.get("results") or hits
         for path in sorted(docs.rglob("*"), key=lambda p: -p.stat().st_size if p.is_file() else 0)[:5]:
             args = {"filePath": str(path)}
             size, _ = await call("read_file", args)
             keep("read_file", size, args)
-        for h in (hits or [])[:5]:
+        for h in hits[:5]:
             target = {"filePath": h["filePath"]} if h.get("filePath") else {"source": h["source"]}
             args = target | {"chunkIndex": h["chunkIndex"], "before": 50, "after": 50, "maxChars": 20000}
             size, _ = await call("read_chunk_neighbors", args)

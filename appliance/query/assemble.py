@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from appliance.ingest.chunk import section_text
+from appliance.paging import REPLY_BUDGET_CHARS, json_chars
 from appliance.query.hybrid import Candidate
 from appliance.records import Chunk
 
@@ -55,11 +56,6 @@ def hit_dict(row: dict[str, Any], *, distance: float | None = None, score: float
     return out
 
 
-REPLY_BUDGET_CHARS = 80_000
-"""Text one search answer carries at most (hits plus parent sections, ~20,000 tokens): clients cap
-tool output (Claude Code warns past 25,000 tokens) and the agent's context pays for all of it."""
-
-
 @dataclass
 class SearchResult:
     query: str
@@ -76,10 +72,18 @@ class SearchResult:
 
 
 def within_budget(result: SearchResult, budget: int = REPLY_BUDGET_CHARS) -> SearchResult:
-    """Keep the answer's text under `budget`: parent sections of the lowest-ranked hits go first,
-    then the lowest-ranked hits themselves; the reply says what was left out and how to get it."""
+    """Keep the whole answer, as the JSON a client receives, under `budget` characters: parent
+    sections of the lowest-ranked hits go first, then the lowest-ranked hits themselves; the reply
+    says what was left out and how to get it."""
+    envelope = json_chars({**result.to_dict(), "results": [], "parents": {}, "sources": []}) + _TRIMMED_NOTE_CHARS
+    hit_chars = [json_chars(h) + 1 for h in result.results]
+    parent_chars = {pid: json_chars({pid: text}) for pid, text in result.parents.items()}
+    source_chars = {s["source"]: json_chars(s) + 1 for s in result.sources}
+
     def size() -> int:
-        return sum(len(h["text"]) for h in result.results) + sum(len(t) for t in result.parents.values())
+        kept = {h["source"] for h in result.results}
+        return (envelope + sum(hit_chars[:len(result.results)]) + sum(parent_chars[p] for p in result.parents)
+                + sum(c for source, c in source_chars.items() if source in kept))
 
     if size() <= budget:
         return result
@@ -102,6 +106,10 @@ def within_budget(result: SearchResult, budget: int = REPLY_BUDGET_CHARS) -> Sea
                               "can be read with read_chunk_neighbors or read_file; ask with a smaller topK for "
                               "every section."}
     return result
+
+
+_TRIMMED_NOTE_CHARS = 400
+"""Room kept for the `trimmed` note itself."""
 
 
 def assemble(query: str, hits: Sequence[Candidate], section_rows: Sequence[dict[str, Any]], *,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from appliance.citations import hit_place
-from appliance.query.assemble import REPLY_BUDGET_CHARS
+from appliance.paging import REPLY_BUDGET_CHARS
 
 MAX_CONTEXT_LINES = 20
 

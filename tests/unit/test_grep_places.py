@@ -99,3 +99,13 @@ def test_a_runaway_regex_is_stopped_per_line_and_the_scan_says_so() -> None:
     found = grep(docs, r"ERR_\w+", is_regex=True)
     assert [(m["lineNumber"], m["line"]) for m in found.matches] == [(2, "ERR_ONE here")] and found.stopped is None
     assert found.documents_searched == found.files_searched == 1
+
+
+def test_a_reply_of_long_matching_lines_stays_within_the_reply_budget() -> None:
+    from appliance.paging import REPLY_BUDGET_CHARS, json_chars
+
+    line = "needle " + "x" * 900
+    markdown = "\n\n".join(line for _ in range(400))
+    out = grep([GrepDoc.from_rows(rows_of(markdown, lines=True, budget=2000))], "needle", max_results=500)
+    assert 50 < len(out.matches) < 400 and out.truncated  # cut by characters, not by maxResults
+    assert json_chars(out.to_dict()) <= REPLY_BUDGET_CHARS
