@@ -46,6 +46,7 @@ def hit_dict(row: dict[str, Any], *, distance: float | None = None, score: float
         "slide": row.get("slide"),
         "sheet": row.get("sheet") or None,
         "docClass": row.get("doc_class") or None,
+        "alsoIn": None,  # set by assemble when the passage was found elsewhere too; every key the wire has
     }
     if score is not None:
         out["score"] = round(score, 6)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import random
 import re
 import time
 from pathlib import Path
@@ -387,3 +388,24 @@ def test_query_documents_as_markdown_gives_numbered_cited_hits_with_surrounding_
     assert plain["results"][0]["displayPath"] == "manual.md"  # the JSON answer ranks the same hit first
     assert error(server, "query_documents", {"query": "x", "format": "markdown", "contextLines": 99})[
         "code"] == "invalid_argument"
+
+
+def test_search_and_grep_replies_stay_within_the_budget_as_the_client_receives_them(tmp_path: Path) -> None:
+    from appliance.paging import REPLY_BUDGET_CHARS
+
+    server, docs = serve(tmp_path)
+    rng = random.Random(7)
+    vocabulary = [f"{a}{b}" for a in ("val", "sel", "tor", "gas", "pum", "fil") for b in ("ve", "al", "que", "ket", "p", "ter")]
+    for n in range(40):  # 40 files of distinct long sections: topK 100 with parents would be several 100 KB
+        sections = "\n\n".join(f"## Part {k}\n\n" + " ".join(rng.choice(vocabulary) for _ in range(400)) + " torque"
+                                for k in range(4))
+        (docs / f"manual{n}.md").write_text(f"# Manual {n}\n\n{sections}\n", encoding="utf-8")
+    wait_for(server, ok(server, "sync_start", {}))
+    for name, args in (("query_documents", {"query": "valve seal torque spec", "topK": 100}),
+                       ("grep", {"pattern": "torque", "maxResults": 500})):
+        result = call(server, name, args)
+        assert not result.is_error, result.structured_content
+        wire = result.content[0].text
+        assert len(wire) <= REPLY_BUDGET_CHARS, (name, len(wire))
+        data = result.structured_content
+        assert data.get("trimmed") or data.get("truncated"), name  # it was cut, and says so
