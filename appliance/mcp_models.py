@@ -45,6 +45,9 @@ class RunReport(_Out):
     skipped: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     chunks: int = Field(0, description="Chunks written.")
+    chunksEmbedded: int = Field(0, description="Chunks whose text went to the embedding model.")
+    chunksReused: int = Field(0, description=(
+        "Chunks whose text the index had embedded before (same model and scheme): the stored vector was reused."))
     seconds: float = 0.0
 
 
@@ -77,6 +80,8 @@ class SyncRunning(_Out):
     filesDone: Optional[int] = Field(None, description="Files converted of filesTotal to (re-)index.")
     filesTotal: Optional[int] = None
     chunksWritten: Optional[int] = Field(None, description="Chunks embedded and written so far.")
+    chunksEmbedded: Optional[int] = Field(None, description="Chunks sent to the embedding model so far.")
+    chunksReused: Optional[int] = Field(None, description="Chunks that reused a vector the index held for the same text.")
     currentPath: Optional[str] = None
     filesPerSecond: Optional[float] = None
     etaSeconds: Optional[int] = Field(None, description="Estimated seconds until every file is converted.")
