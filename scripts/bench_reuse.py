@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Usage: scripts/bench_reuse.py [--json] [--code CHECKOUT] [--work DIR]
+"""Usage: scripts/bench_reuse.py [--json] [--code CHECKOUT] [--work DIR] [--only pdf|markdown|folder ...]
 
 What a sync costs after a small change: chunks sent to the model and seconds, with
 the real model, for
@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = 300
 FILES = 500
 LINE_CHARS = 90
+SCENARIOS = ["pdf", "markdown", "folder"]
 
 
 def abstracts(shared: Path, count: int) -> list[tuple[str, str]]:
@@ -105,7 +106,8 @@ class Measure:
                 "seconds": round(seconds, 1), "files": report.seen}
 
 
-def scenarios(work: Path, shared: Path, models_dir: Path, log: Callable[[str], None]) -> list[dict[str, Any]]:
+def scenarios(work: Path, shared: Path, models_dir: Path, log: Callable[[str], None],
+              only: set[str]) -> list[dict[str, Any]]:
     texts = abstracts(shared, 2 * PAGES + FILES)
     long_docs, small_docs = texts[:2 * PAGES], texts[2 * PAGES:]
     results = []
@@ -114,20 +116,22 @@ def scenarios(work: Path, shared: Path, models_dir: Path, log: Callable[[str], N
         results.append(m.sync(label))
         log(json.dumps(results[-1]))
 
-    pdf = Measure(work, "pdf", models_dir)
-    write_long_pdf(pdf.docs / "long.pdf", long_docs)
-    run(pdf, f"(a) first sync of a {PAGES}-page PDF")
     changed = list(long_docs)
     changed[PAGES] = (changed[PAGES][0], edited(changed[PAGES][1]))
-    write_long_pdf(pdf.docs / "long.pdf", changed)
-    run(pdf, "(a) one paragraph of the PDF edited")
-
-    md = Measure(work, "markdown", models_dir)
-    write_long_markdown(md.docs / "long.md", long_docs)
-    run(md, f"(a2) first sync of a Markdown file of {len(long_docs)} sections")
-    write_long_markdown(md.docs / "long.md", changed)
-    run(md, "(a2) one paragraph of the Markdown edited")
-
+    if "pdf" in only:
+        pdf = Measure(work, "pdf", models_dir)
+        write_long_pdf(pdf.docs / "long.pdf", long_docs)
+        run(pdf, f"(a) first sync of a {PAGES}-page PDF")
+        write_long_pdf(pdf.docs / "long.pdf", changed)
+        run(pdf, "(a) one paragraph of the PDF edited")
+    if "markdown" in only:
+        md = Measure(work, "markdown", models_dir)
+        write_long_markdown(md.docs / "long.md", long_docs)
+        run(md, f"(a2) first sync of a Markdown file of {len(long_docs)} sections")
+        write_long_markdown(md.docs / "long.md", changed)
+        run(md, "(a2) one paragraph of the Markdown edited")
+    if "folder" not in only:
+        return results
     folder = Measure(work, "folder", models_dir)
     (folder.docs / "papers").mkdir()
     for n, (title, text) in enumerate(small_docs):
@@ -145,6 +149,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout whose appliance package is measured")
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
+    parser.add_argument("--only", nargs="+", choices=SCENARIOS, default=SCENARIOS, help="run only these cases")
     args = parser.parse_args()
     code = args.code.resolve()
     sys.path[:0] = [str(code), str(ROOT)]  # the measured package first; this checkout's test fixtures after it
@@ -160,7 +165,7 @@ def main() -> int:
     log = (lambda line: print(line, file=sys.stderr)) if args.json else print
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
-        results = scenarios(work, shared_path(), models_dir, log)
+        results = scenarios(work, shared_path(), models_dir, log, set(args.only))
     load = os.getloadavg()
     out = {"code": str(code), "revision": revision, "loadAverage": [round(x, 2) for x in load], "results": results}
     if args.json:
