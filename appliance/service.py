@@ -91,7 +91,8 @@ class RunReport:
                 "unchanged": self.unchanged, "refreshed": self.refreshed, "deleted": self.deleted,
                 "skippedCount": len(self.skipped), "failedCount": len(self.failed),
                 "skipped": self.skipped, "failed": self.failed, "chunks": self.chunks,
-                "chunksEmbedded": self.embedded, "chunksReused": self.reused, "seconds": round(self.seconds, 3), "startedAt": self.started_at}
+                "chunksEmbedded": self.embedded, "chunksReused": self.reused,
+                "seconds": round(self.seconds, 3), "startedAt": self.started_at}
 
 
 def content_hash(path: Path) -> str:
