@@ -114,7 +114,8 @@ def _print_run(report: RunReport, as_json: bool) -> None:
         typer.echo(f"warn: {item['path']}: {item['reason']}", err=True)
     human = (f"seen {data['seen']}: added {data['added']}, updated {data['updated']}, unchanged {data['unchanged']}, "
              f"refreshed {data['refreshed']}, deleted {data['deleted']}, skipped {data['skippedCount']}, "
-             f"failed {data['failedCount']}; {data['chunks']} chunks in {data['seconds']:.1f} s")
+             f"failed {data['failedCount']}; {data['chunks']} chunks ({data['chunksEmbedded']} embedded, "
+             f"{data['chunksReused']} reused) in {data['seconds']:.1f} s")
     _emit(data, as_json, human)
     if not report.ok:
         raise typer.Exit(1)

@@ -45,6 +45,9 @@ class RunReport(_Out):
     skipped: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     chunks: int = Field(0, description="Chunks written.")
+    chunksEmbedded: int = Field(0, description="Chunks whose text went to the embedding model.")
+    chunksReused: int = Field(0, description=(
+        "Chunks whose text the index had embedded before (same model and scheme): the stored vector was reused."))
     seconds: float = 0.0
 
 
@@ -77,6 +80,8 @@ class SyncRunning(_Out):
     filesDone: int | None = Field(None, description="Files converted of filesTotal to (re-)index.")
     filesTotal: int | None = None
     chunksWritten: int | None = Field(None, description="Chunks embedded and written so far.")
+    chunksEmbedded: int | None = Field(None, description="Chunks sent to the embedding model so far.")
+    chunksReused: int | None = Field(None, description="Chunks that reused a vector the index held for the same text.")
     currentPath: str | None = None
     filesPerSecond: float | None = None
     etaSeconds: int | None = Field(None, description="Estimated seconds until every file is converted.")

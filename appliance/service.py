@@ -63,6 +63,7 @@ from appliance.query.distinct import collapse
 from appliance.query.filters import Filter, sql_str
 from appliance.query.hybrid import Side, cap_distance, cap_files, fuse, group_cut
 from appliance.records import Chunk, Converted
+from appliance.reuse import IndexLookup, ReusingEmbed, embed_key
 from appliance.state import SyncProgress, read_last_sync, read_scheduler_state, running_sync, save_last_sync
 from appliance.store import IDENTITY_FILE, Identity, Index, SourceRow, in_list
 
@@ -107,6 +108,8 @@ class RunReport:
     skipped: list[dict[str, str]] = field(default_factory=list)
     failed: list[dict[str, str]] = field(default_factory=list)
     chunks: int = 0
+    embedded: int = 0
+    reused: int = 0
     seconds: float = 0.0
     started_at: float = field(default_factory=time.time)
 
@@ -119,6 +122,7 @@ class RunReport:
                 "unchanged": self.unchanged, "refreshed": self.refreshed, "deleted": self.deleted,
                 "skippedCount": len(self.skipped), "failedCount": len(self.failed),
                 "skipped": self.skipped, "failed": self.failed, "chunks": self.chunks,
+                "chunksEmbedded": self.embedded, "chunksReused": self.reused,
                 "seconds": round(self.seconds, 3), "startedAt": self.started_at}
 
 
@@ -233,7 +237,7 @@ class Appliance:
         known = {s.source_id: s for start in range(0, len(ids), 200)
                  for s in self.index.source_rows(in_list("source_id", ids[start:start + 200]))}
         on_file = (lambda done, total, path: progress("indexing", done, total, path)) if progress else None
-        self._index_files(files, report, on_file, known=known, force=True)
+        self._index_files(files, report, on_file, self._embedding(report), known=known, force=True)
         return self._finish(report)
 
     def sync(self, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
@@ -290,15 +294,19 @@ class Appliance:
                                                   if s["code"] not in ("broken_link", "unreadable")}
         gone = [sid for sid in known if sid not in on_disk]
         damaged, stray = self._inconsistent(known, on_disk, under)
-        if gone or stray:
-            self.index.delete_sources(gone + stray)
-            report.deleted = len(gone)
+        if stray:
+            self.index.delete_sources(stray)
         if full:
             self.index.write_identity(self.identity())
-        self._index_files(files, report, lambda done, total, p: publisher.indexing(done, total, p, report.chunks),
-                          known=known, force=full, gone=gone, redo=damaged)
+        embed = self._embedding(report, reuse=not clean)
+        self._index_files(files, report, lambda done, total, p: publisher.indexing(done, total, p, report.chunks,
+                                                                                 report.embedded, report.reused),
+                          embed, known=known, force=full, gone=gone, redo=damaged)
         for start in range(0, len(kept), EMBED_BATCH_CHUNKS):
-            self._write_batch(kept[start:start + EMBED_BATCH_CHUNKS], report)
+            self._write_batch(kept[start:start + EMBED_BATCH_CHUNKS], report, embed)
+        if gone:  # after indexing: a moved file's vectors were still there to be reused
+            self.index.delete_sources(gone)
+            report.deleted = len(gone)
         publisher.finishing(report.chunks)
         report.seen += len(kept)
         report.updated += len(kept)
@@ -451,7 +459,7 @@ class Appliance:
         report = RunReport(seen=1)
         existed = bool(self.index.source_rows(f"source_id = {sql_str(source_id)}"))
         source = SourceRow(source_id=source_id, source_kind=kind, path=source_id, content_hash=digest, size=size)
-        self._write_batch([(source, converted)], report)
+        self._write_batch([(source, converted)], report, self._embedding(report))
         report.added, report.updated = (0, 1) if existed else (1, 0)
         self.index.refresh_indexes()
         return self._finish(report)
@@ -498,7 +506,7 @@ class Appliance:
         return "index", digest
 
     def _index_files(self, files: Sequence[FoundFile], report: RunReport,
-                     on_file: Callable[[int, int, str], None] | None,
+                     on_file: Callable[[int, int, str], None] | None, embed: ReusingEmbed,
                      *, known: dict[str, SourceRow], force: bool, gone: Sequence[str] = (),
                      redo: frozenset[str] = frozenset()) -> None:
         """Convert (in worker processes) while embedding and writing earlier files; `redo` names
@@ -549,7 +557,7 @@ class Appliance:
         sequences: dict[str, list[tuple[str, SourceRow, Converted]]] = {}
         by_path = {f.path: (f, digest) for f, digest in todo}
         with self._pool() as pool, EmbedWritePipeline(
-                self.embedder.embed_passages, lambda works: self._store(works, report),
+                embed, lambda works: self._store(works, report),
                 ahead_chunks=EMBED_AHEAD_CHUNKS, batch_chunks=EMBED_BATCH_CHUNKS) as pipeline:
             stream = pool.imap([f.path for f, _ in todo], in_flight=CONVERT_AHEAD, max_bytes=CONVERT_AHEAD_BYTES)
             for done, (path, result) in enumerate(stream, start=1):
@@ -581,11 +589,29 @@ class Appliance:
             pipeline.close()
         self.index.refresh_indexes()
 
-    def _write_batch(self, batch: list[tuple[SourceRow, Converted]], report: RunReport) -> None:
+    def _write_batch(self, batch: list[tuple[SourceRow, Converted]], report: RunReport, embed: ReusingEmbed) -> None:
         """Chunk, embed and store converted documents in one write, on this thread."""
         work = self._prepare(batch)
-        work.embed_with(self.embedder.embed_passages)
+        work.embed_with(embed)
         self._store([work], report)
+
+    def _embedding(self, report: RunReport, *, reuse: bool = True) -> ReusingEmbed:
+        """The model behind a lookup of vectors already in the index (reuse.py), counted into
+        `report`; `reuse=False` (sync --clean, which trusts nothing stored) asks the model for
+        every text, each distinct one once."""
+        where = f"model_id = {sql_str(self.spec.id)} AND scheme = {sql_str(SCHEME_VERSION)}"
+        lookup = IndexLookup(self.index, where, self._row_key) if reuse else _nothing_known
+        return ReusingEmbed(self.embedder.embed_passages, lookup, self.spec.dim, tally=report)
+
+    def _row_key(self, row: dict[str, Any]) -> str:
+        """A stored row's embed_key. Rows written before the column existed are keyed from their text
+        as that code embedded it: the title went only into chunk 0's vector then."""
+        if row.get("embed_key"):
+            return str(row["embed_key"])
+        text = row["text"]
+        if row["chunk_index"] == 0:
+            text = self._embedded_text(0, text, row["title"])
+        return embed_key(text)
 
     def _prepare(self, batch: list[tuple[SourceRow, Converted]], *,
                  snapshot_dates: Sequence[str] | None = None) -> Work:
@@ -614,8 +640,10 @@ class Appliance:
             key = source_key(source.source_id)
             date = snapshot_dates[n] if snapshot_dates is not None else None
             for entry in survivors:
-                work.texts.append(self._embedded_text(entry.chunk, converted.title))
-                work.rows.append(_chunk_row(full, entry.chunk, key, converted, meta, date, entry.also_unchanged_on))
+                text = self._embedded_text(entry.chunk.index, entry.chunk.text, converted.title)
+                work.texts.append(text)
+                work.rows.append(_chunk_row(full, entry.chunk, key, converted, meta, date, entry.also_unchanged_on)
+                                 | {"embed_key": embed_key(text)})
         return work
 
     def _store(self, works: list[Work], report: RunReport) -> None:
@@ -624,15 +652,15 @@ class Appliance:
         self.index.replace_sources([s for w in works for s in w.sources], rows)
         report.chunks += len(rows)
 
-    def _embedded_text(self, chunk: Chunk, title: str | None) -> str:
+    def _embedded_text(self, chunk_index: int, text: str, title: str | None) -> str:
         """Every chunk carries its document's title into its vector (when its text lacks it and
         it fits the window): a passage cut from the middle of a document is often about what
         the title names without naming it (scripts/embedding_text_experiments.py measures it).
         The stored text stays the document's."""
-        if not title or title in chunk.text:
-            return chunk.text
-        text = f"# {title}\n{chunk.text}"
-        return text if self.embedder.count_tokens(text) <= self.embedder.window else chunk.text
+        if not title or title in text:
+            return text
+        titled = f"# {title}\n{text}"
+        return titled if self.embedder.count_tokens(titled) <= self.embedder.window else text
 
     def _finish(self, report: RunReport) -> RunReport:
         report.seconds = time.time() - report.started_at
@@ -1105,6 +1133,10 @@ class Appliance:
             return self._ingest_fetched(key, converted)
         return self._jobs().start_ingest("ingest_url", key,
                                          lambda _progress: self._ingest_fetched(key, converted)).to_dict()
+
+
+def _nothing_known(_keys: list[str]) -> dict[str, Any]:
+    return {}
 
 
 def _utf8_size(text: str) -> int:

@@ -70,8 +70,8 @@ class SyncProgress:
         now = clock()
         self.data: dict[str, Any] = {"pid": os.getpid(), "startedBy": started_by, "startedAt": now,
                                      "phase": "scanning", "filesDone": 0, "filesTotal": 0, "filesSeen": 0,
-                                     "chunksWritten": 0, "currentPath": None, "filesPerSecond": None,
-                                     "etaSeconds": None, "updatedAt": now}
+                                     "chunksWritten": 0, "chunksEmbedded": 0, "chunksReused": 0, "currentPath": None,
+                                     "filesPerSecond": None, "etaSeconds": None, "updatedAt": now}
         self._indexing_since: float | None = None
         self._published = 0.0
         self._logged = now
@@ -83,13 +83,16 @@ class SyncProgress:
         if self._publish() and self.forward is not None:
             self.forward("scanning", seen, 0, "")
 
-    def indexing(self, done: int, total: int, path: str | None, chunks: int) -> None:
+    def indexing(self, done: int, total: int, path: str | None, chunks: int, embedded: int = 0,
+                 reused: int = 0) -> None:
+        """`chunks` written so far; of the chunks cut, `embedded` went to the model and `reused`
+        took a vector the index already held for the same text."""
         now = self.clock()
         if self._indexing_since is None:
             self._indexing_since = now
         rate = done / (now - self._indexing_since) if done and now > self._indexing_since else None
         self.data.update(phase="indexing", filesDone=done, filesTotal=total, currentPath=path, chunksWritten=chunks,
-                         filesPerSecond=round(rate, 3) if rate else None,
+                         chunksEmbedded=embedded, chunksReused=reused, filesPerSecond=round(rate, 3) if rate else None,
                          etaSeconds=round((total - done) / rate) if rate and done >= 2 else None)
         if self.forward is not None and path is not None:
             self.forward("indexing", done, total, path)
@@ -134,6 +137,8 @@ def progress_line(data: dict[str, Any], now: float | None = None) -> str:
     parts = [f"sync ({data.get('startedBy')}): {done:,}/{total:,} files"
              + (f" ({100 * done // total}%)" if total else ""),
              f"{data.get('chunksWritten', 0):,} chunks written"]
+    if data.get("chunksReused"):
+        parts.append(f"{data['chunksReused']:,} reused without the model")
     if data.get("filesPerSecond"):
         parts.append(f"{data['filesPerSecond']:.2f} files/s")
     if data.get("etaSeconds") is not None:

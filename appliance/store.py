@@ -92,6 +92,7 @@ def chunk_schema(dim: int) -> pa.Schema:
         pa.field("also_unchanged_on", pa.list_(pa.string())),
         pa.field("metadata", pa.string()),            # JSON object
         pa.field("vector", pa.list_(pa.float32(), dim)),
+        pa.field("embed_key", pa.string()),          # reuse.embed_key of the text the vector is of
     ])
 
 
@@ -480,7 +481,7 @@ class Index:
                     remove_stop_words=False, ascii_folding=False, with_position=False,
                     max_token_length=64,
                 ))
-            for column in ("id", "source_id", "parent_id"):
+            for column in ("id", "source_id", "parent_id", "embed_key"):
                 if (column,) not in present:
                     chunks.create_index(column, config=BTree())
             if ("vector",) not in present and rows >= VECTOR_INDEX_MIN_ROWS:
@@ -595,7 +596,7 @@ class Index:
         """
         if chunks.count_rows() > replica_module.MAX_ROWS:
             return None
-        names = [n for n in chunks.schema.names if n not in ("keywords", "metadata")]
+        names = [n for n in chunks.schema.names if n not in ("keywords", "metadata", "embed_key")]
         if old is not None and old.rows.column_names == [n for n in names if n != "vector"]:
             keys = chunks.search().select(KEY_COLUMNS).with_row_id(True).limit(None).to_arrow()
             try:
@@ -634,6 +635,23 @@ class Index:
         query = chunks.search().where(where).select(columns)
         query = query.limit(limit) if limit else query.limit(None)
         return _in_document_order(query.to_list())
+
+    @_guarded
+    def vectors_by_key(self, keys: Sequence[str], where: str) -> dict[str, Any]:
+        """{embed_key: vector} for the rows matching `where` that hold one of `keys` (read
+        `_IN_BATCH` keys at a time, through the key's B-tree once it exists)."""
+        chunks = self.chunks()
+        found: dict[str, Any] = {}
+        if chunks is None:
+            return found
+        for start in range(0, len(keys), _IN_BATCH):
+            table = (chunks.search().where(f"({in_list('embed_key', keys[start:start + _IN_BATCH])}) AND ({where})")
+                     .select(["embed_key", "vector"]).limit(None).to_arrow())
+            if table.num_rows:
+                vectors = table.column("vector").combine_chunks()
+                matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(-1, vectors.type.list_size)
+                found.update(zip(table.column("embed_key").to_pylist(), matrix, strict=False))
+        return found
 
     @_guarded
     def source_rows(self, where: str | None = None) -> list[SourceRow]:

@@ -109,6 +109,7 @@
     box.appendChild(bar);
     var facts = phase === "scanning" ? num(run.filesSeen) + " files seen" :
       num(run.filesDone) + " / " + num(run.filesTotal) + " files, " + num(run.chunksWritten) + " chunks written" +
+      (run.chunksReused ? " (" + num(run.chunksReused) + " reused without the model)" : "") +
       (run.etaSeconds !== null && run.etaSeconds !== undefined ? ", about " + fmtDuration(run.etaSeconds) + " left" : "");
     box.appendChild(el("p", facts));
     if (run.currentPath) box.appendChild(el("p", "At " + run.currentPath, "path"));
