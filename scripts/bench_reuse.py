@@ -118,18 +118,18 @@ def scenarios(work: Path, shared: Path, models_dir: Path, log: Callable[[str], N
 
     changed = list(long_docs)
     changed[PAGES] = (changed[PAGES][0], edited(changed[PAGES][1]))
-    if "pdf" in only:
-        pdf = Measure(work, "pdf", models_dir)
-        write_long_pdf(pdf.docs / "long.pdf", long_docs)
-        run(pdf, f"(a) first sync of a {PAGES}-page PDF")
-        write_long_pdf(pdf.docs / "long.pdf", changed)
-        run(pdf, "(a) one paragraph of the PDF edited")
-    if "markdown" in only:
-        md = Measure(work, "markdown", models_dir)
-        write_long_markdown(md.docs / "long.md", long_docs)
-        run(md, f"(a2) first sync of a Markdown file of {len(long_docs)} sections")
-        write_long_markdown(md.docs / "long.md", changed)
-        run(md, "(a2) one paragraph of the Markdown edited")
+    long_cases = (("pdf", "long.pdf", write_long_pdf, f"(a) first sync of a {PAGES}-page PDF",
+                   "(a) one paragraph of the PDF edited"),
+                  ("markdown", "long.md", write_long_markdown,
+                   f"(a2) first sync of a Markdown file of {len(long_docs)} sections",
+                   "(a2) one paragraph of the Markdown edited"))
+    for name, filename, write, first, edit in long_cases:
+        if name in only:
+            case = Measure(work, name, models_dir)
+            write(case.docs / filename, long_docs)
+            run(case, first)
+            write(case.docs / filename, changed)
+            run(case, edit)
     if "folder" not in only:
         return results
     folder = Measure(work, "folder", models_dir)
