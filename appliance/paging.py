@@ -16,7 +16,7 @@ from typing import Any
 from appliance.errors import InvalidArgument
 
 DEFAULT_PAGE = 500
-"""The MCP tool's default page: ~100 KB of JSON (10,011 files were one 1.94 MB reply)."""
+"""The MCP tool's default page (10,011 files were one 1.94 MB reply); a page also stops at the reply budget."""
 MAX_PAGE = 5000
 MAX_CURSOR_CHARS = 8192
 READ_PAGE_CHARS = 20_000
@@ -27,6 +27,10 @@ REPLY_BUDGET_CHARS = 80_000
 tokens): clients cap tool output (Claude Code warns past 25,000 tokens) and the agent's context pays
 for all of it."""
 _FILES, _SOURCES = 0, 1
+_PAGE_OVERHEAD_CHARS = 2_000
+"""The keys, totals and a cursor around a page's entries (a cursor of a long path is ~1,000)."""
+_WIRE_DEFAULTS: dict[int, dict[str, Any]] = {_FILES: {"reason": None}, _SOURCES: {"title": None, "chunkCount": 0}}
+"""Keys the tool's output model (mcp_models.FileEntry / SourceEntry) writes even when an entry lacks them."""
 
 
 def json_chars(value: Any) -> int:
@@ -37,19 +41,34 @@ def json_chars(value: Any) -> int:
 def page_after(files: list[dict[str, Any]], sources: list[dict[str, Any]], *, scope: str | None,
                limit: int | None, cursor: str | None) -> dict[str, Any]:
     """{files, sources, total, totalFiles, totalSources, nextCursor}: at most `limit` entries
-    (None: all) after `cursor` (None: from the start)."""
+    (None: all, unbudgeted, for the CLI) after `cursor` (None: from the start).
+
+    A limited page also ends where its JSON would pass REPLY_BUDGET_CHARS (at least one entry),
+    so 500 entries with long paths never make a reply a client refuses; nextCursor goes on."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE):
         raise InvalidArgument(f"limit must be an integer from 1 to {MAX_PAGE}, not {limit!r}")
     entries = sorted([((_FILES, f["filePath"]), f) for f in files] + [((_SOURCES, s["source"]), s) for s in sources],
                      key=lambda entry: entry[0])
     start = _decode(cursor, scope) if cursor is not None else None
     rest = [entry for entry in entries if start is None or entry[0] > start]
-    page = rest if limit is None else rest[:limit]
+    page = rest if limit is None else _within_budget(rest[:limit])
     more = len(page) < len(rest)
     return {"files": [e for key, e in page if key[0] == _FILES],
             "sources": [e for key, e in page if key[0] == _SOURCES],
             "total": len(entries), "totalFiles": len(files), "totalSources": len(sources),
             "nextCursor": _encode(page[-1][0], scope) if more else None}
+
+
+_Entry = tuple[tuple[int, str], dict[str, Any]]
+
+
+def _within_budget(entries: list[_Entry]) -> list[_Entry]:
+    used = _PAGE_OVERHEAD_CHARS
+    for n, (key, entry) in enumerate(entries):
+        used += json_chars(_WIRE_DEFAULTS[key[0]] | entry) + 2
+        if used > REPLY_BUDGET_CHARS and n:
+            return entries[:n]
+    return entries
 
 
 def _encode(key: tuple[int, str], scope: str | None) -> str:
