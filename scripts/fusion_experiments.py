@@ -173,6 +173,28 @@ def absent_abstain(alpha: float, vnorm: str, bnorm: str):
     return rule
 
 
+def sibling_evidence(alpha: float, mu: float):
+    """convex minmax/max, plus `mu` x the best score of another chunk of the same document: passage
+    evidence backed by its document (tried for SciFact's multi-chunk abstracts; it did not help)."""
+    def rule(q: Query, docs: dict) -> list[str]:
+        fused = convex(alpha, "minmax", "max")
+        order = fused(q, docs)
+        sims = [1.0 - h[2] for h in q["v"]]
+        v = dict(zip((h[0] for h in q["v"]), minmax(sims) if sims else sims))
+        b = dict(zip((h[0] for h in q["k"]), norm_bm25([h[2] for h in q["k"]], "max")))
+        doc_of = {h[0]: h[1] for h in q["v"] + q["k"]}
+        base = {c: (1 - alpha) * v.get(c, 0.0) + alpha * b.get(c, 0.0) for c in order}
+        per_doc: dict[str, list[float]] = {}
+        for c, x in base.items():
+            per_doc.setdefault(doc_of[c], []).append(x)
+        def sibling(c: str) -> float:
+            rest = sorted(per_doc[doc_of[c]], reverse=True)
+            rest.remove(base[c])
+            return rest[0] if rest else 0.0
+        return by_score({c: x + mu * sibling(c) for c, x in base.items()}, q)
+    return rule
+
+
 def coverage(q: Query, docs: dict) -> float:
     """Share of the query's terms that the best BM25 hit contains."""
     terms = q["terms"].split()
@@ -228,6 +250,8 @@ def rules() -> dict[str, Callable]:
         out[f"ident-aware convex minmax/minmax a={base}|0.8"] = query_dependent(
             base, 0.8, lambda a: convex(a, "minmax", "minmax"))
     out["rrf ident-aware w=0.3|0.8"] = query_dependent(0.3, 0.8, rrf)
+    for mu in (0.1, 0.2, 0.3):
+        out[f"sibling-evidence minmax/max a=0.6 mu={mu}"] = sibling_evidence(0.6, mu)
     for w in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
         out[f"shipped fuse w={w}"] = shipped(w)
     return out
