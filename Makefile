@@ -14,10 +14,12 @@ export MINIRAG_SHARED ?= $(abspath $(CURDIR)/../shared)
 help:      ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
 
+# --compile-bytecode: uv writes no .pyc by default and PYTHONDONTWRITEBYTECODE=1 stops the interpreter
+# from caching them, so every process (CLI, servers, conversion workers) recompiled lancedb & co.
 $(VENV)/.installed: requirements.lock pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q uv
-	$(VENV)/bin/uv pip install -q --python $(PY) --require-hashes -r requirements.lock
+	$(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode --require-hashes -r requirements.lock
 	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
 	touch $@
 
