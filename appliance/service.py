@@ -60,12 +60,12 @@ from appliance.query.assemble import (
     within_budget,
 )
 from appliance.query.distinct import collapse
-from appliance.query.filters import Filter, sql_str
+from appliance.query.filters import Filter
 from appliance.query.hybrid import Side, cap_distance, cap_files, fuse, group_cut
-from appliance.records import Chunk, Converted
+from appliance.records import Converted
 from appliance.reuse import IndexLookup, ReusingEmbed, embed_key
 from appliance.state import SyncProgress, read_last_sync, read_scheduler_state, running_sync, save_last_sync
-from appliance.store import IDENTITY_FILE, Identity, Index, SourceRow, in_list
+from appliance.store import IDENTITY_FILE, Identity, Index, SourceRow, chunk_row
 
 if TYPE_CHECKING:
     from appliance.grep import GrepDoc, GrepResult
@@ -233,9 +233,7 @@ class Appliance:
                 files.append(FoundFile(target, root, st.st_size, st.st_mtime_ns))
         report.seen = len(files) + len(report.skipped)
         self._check_writable_identity()
-        ids = [str(f.path) for f in files]
-        known = {s.source_id: s for start in range(0, len(ids), 200)
-                 for s in self.index.source_rows(in_list("source_id", ids[start:start + 200]))}
+        known = self.index.sources_by_id([str(f.path) for f in files])
         on_file = (lambda done, total, path: progress("indexing", done, total, path)) if progress else None
         self._index_files(files, report, on_file, self._embedding(report), known=known, force=True)
         return self._finish(report)
@@ -283,7 +281,7 @@ class Appliance:
             self._collect(item, files, report)
             publisher.scanning(len(files) + len(report.skipped))
         report.seen = len(files) + len(report.skipped)
-        known = {s.source_id: s for s in self.index.source_rows("source_kind = 'file'")}
+        known = {s.source_id: s for s in self.index.file_sources()}
         if under is not None:
             known = {k: v for k, v in known.items() if Path(k) == under or Path(k).is_relative_to(under)}
         elif not clean:
@@ -350,13 +348,13 @@ class Appliance:
         rebuild refuses and names them, unless told to discard them.
         """
         try:
-            items = [s for s in self.index.source_rows("source_kind != 'file'") if not s.error_code]
+            items = [s for s in self.index.item_sources() if not s.error_code]
         except ApplianceError:
             items = []  # the sources table itself is unreadable: nothing can be named or kept
         if not items:
             return []
         try:
-            rows = self.index.chunk_rows("source_kind != 'file'", HIT_COLUMNS)
+            by_source = self.index.chunks_by_source(None, HIT_COLUMNS)
         except ApplianceError as exc:
             if discard_unrecoverable:
                 return []
@@ -366,9 +364,6 @@ class Appliance:
                 f"rebuild would lose them: {names}",
                 hint="Re-ingest them after the rebuild, then run `minirag sync --clean --discard-unrecoverable`; "
                      "files on disk are always rebuilt.") from exc
-        by_source: dict[str, list[dict[str, Any]]] = {}
-        for row in rows:
-            by_source.setdefault(row["source_id"], []).append(row)
         kept = []
         for item in items:
             chunks = by_source.get(item.source_id)
@@ -409,9 +404,8 @@ class Appliance:
         stray = [sid for sid in counts if sid.startswith("/") and sid not in known and sid not in on_disk
                  and (under is None or Path(sid) == under or Path(sid).is_relative_to(under))]
         if stray:
-            rows = {s.source_id for start in range(0, len(stray), 200)
-                    for s in self.index.source_rows(in_list("source_id", stray[start:start + 200]))}
-            stray = [sid for sid in stray if sid not in rows]
+            recorded = self.index.sources_by_id(stray)
+            stray = [sid for sid in stray if sid not in recorded]
         return damaged, stray
 
     def ingest_data(self, source_id: str, content: str, fmt: str = "markdown", *,
@@ -457,7 +451,7 @@ class Appliance:
 
     def _ingest_converted(self, source_id: str, kind: str, converted: Converted, digest: str, size: int) -> RunReport:
         report = RunReport(seen=1)
-        existed = bool(self.index.source_rows(f"source_id = {sql_str(source_id)}"))
+        existed = self.index.source(source_id) is not None
         source = SourceRow(source_id=source_id, source_kind=kind, path=source_id, content_hash=digest, size=size)
         self._write_batch([(source, converted)], report, self._embedding(report))
         report.added, report.updated = (0, 1) if existed else (1, 0)
@@ -467,9 +461,9 @@ class Appliance:
     def delete(self, target: str, is_source: bool = False, *, require_absolute: bool = False) -> dict[str, Any]:
         """Remove a file, data item or URL item from the index (never from disk)."""
         source_id = self._source_id_for(target, is_source, require_absolute=require_absolute)
-        rows = self.index.source_rows(f"source_id = {sql_str(source_id)}")
-        chunks = self.index.count_chunks(f"source_id = {sql_str(source_id)}")
-        if not rows and not chunks:
+        recorded = self.index.source(source_id)
+        chunks = self.index.count_chunks_of(source_id)
+        if recorded is None and not chunks:
             raise NotFound(f"Nothing indexed for {source_id}", hint="`minirag list` shows what is indexed.")
         self.index.delete_sources([source_id])
         return {"source": source_id, "deleted": True, "chunksRemoved": chunks}
@@ -599,19 +593,10 @@ class Appliance:
         """The model behind a lookup of vectors already in the index (reuse.py), counted into
         `report`; `reuse=False` (sync --clean, which trusts nothing stored) asks the model for
         every text, each distinct one once."""
-        where = f"model_id = {sql_str(self.spec.id)} AND scheme = {sql_str(SCHEME_VERSION)}"
-        lookup = IndexLookup(self.index, where, self._row_key) if reuse else _nothing_known
+        lookup = (IndexLookup(self.index, self.spec.id, SCHEME_VERSION,
+                              lambda text, title: self._embedded_text(0, text, title))
+                  if reuse else _nothing_known)
         return ReusingEmbed(self.embedder.embed_passages, lookup, self.spec.dim, tally=report)
-
-    def _row_key(self, row: dict[str, Any]) -> str:
-        """A stored row's embed_key. Rows written before the column existed are keyed from their text
-        as that code embedded it: the title went only into chunk 0's vector then."""
-        if row.get("embed_key"):
-            return str(row["embed_key"])
-        text = row["text"]
-        if row["chunk_index"] == 0:
-            text = self._embedded_text(0, text, row["title"])
-        return embed_key(text)
 
     def _prepare(self, batch: list[tuple[SourceRow, Converted]], *,
                  snapshot_dates: Sequence[str] | None = None) -> Work:
@@ -631,19 +616,20 @@ class Appliance:
             kept = [[Kept(c) for c in chunks] for chunks in cut]
         work = Work([])
         for n, ((source, converted), survivors) in enumerate(zip(batch, kept, strict=True)):
-            meta = json.dumps(converted.metadata, ensure_ascii=False, sort_keys=True)
-            full = SourceRow(**{**source.__dict__, "title": converted.title or "", "scheme": SCHEME_VERSION,
-                                "model_id": self.spec.id, "chunk_count": len(survivors), "ingested_at": now,
-                                "ocr_engine": converted.ocr_engine, "doc_class": _doc_class(converted),
-                                "metadata": meta, "error_code": "", "error": ""})
+            full = replace(source, title=converted.title or "", scheme=SCHEME_VERSION, model_id=self.spec.id,
+                           chunk_count=len(survivors), ingested_at=now, ocr_engine=converted.ocr_engine,
+                           doc_class=_doc_class(converted), error_code="", error="",
+                           metadata=json.dumps(converted.metadata, ensure_ascii=False, sort_keys=True))
             work.sources.append(full)
             key = source_key(source.source_id)
             date = snapshot_dates[n] if snapshot_dates is not None else None
             for entry in survivors:
                 text = self._embedded_text(entry.chunk.index, entry.chunk.text, converted.title)
                 work.texts.append(text)
-                work.rows.append(_chunk_row(full, entry.chunk, key, converted, meta, date, entry.also_unchanged_on)
-                                 | {"embed_key": embed_key(text)})
+                work.rows.append(chunk_row(full, entry.chunk, key=key, has_lines=converted.has_lines,
+                                           keywords=keywords_field(full.title, entry.chunk.text),
+                                           embed_key=embed_key(text), snapshot_date=date,
+                                           also_unchanged_on=entry.also_unchanged_on))
         return work
 
     def _store(self, works: list[Work], report: RunReport) -> None:
@@ -760,7 +746,7 @@ class Appliance:
         check_range(("startLine", "endLine"), start_line, end_line)
         check_range(("pageStart", "pageEnd"), page_start, page_end)
         source_id = self._source_id_for(target, is_source, require_absolute=require_absolute)
-        rows = self.index.chunk_rows(f"source_id = {sql_str(source_id)}", HIT_COLUMNS)
+        rows = self.index.document_chunks(source_id, HIT_COLUMNS)
         if not rows:
             raise NotFound(f"Nothing indexed for {source_id}",
                            hint="Run `minirag sync` (or ingest the file) first; `minirag list` shows what is indexed.")
@@ -821,9 +807,7 @@ class Appliance:
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= cap:
                 raise InvalidArgument(f"{name} must be an integer from {low} to {cap}, not {value!r}")
         source_id = self._source_id_for(target, is_source, require_absolute=require_absolute)
-        where = (f"source_id = {sql_str(source_id)} AND chunk_index >= {chunk_index - before} "
-                 f"AND chunk_index <= {chunk_index + after}")
-        rows = {int(r["chunk_index"]): r for r in self.index.chunk_rows(where, HIT_COLUMNS)}
+        rows = self.index.chunks_around(source_id, chunk_index - before, chunk_index + after, HIT_COLUMNS)
         if chunk_index not in rows:
             raise NotFound(f"{source_id} has no chunk {chunk_index}")
         kept, used = {chunk_index}, len(rows[chunk_index]["text"])
@@ -915,7 +899,7 @@ class Appliance:
             index["unindexedRows"] = self.index.unindexed_rows()
             index["hasKeywordIndex"] = self.index.has_fts_index()
             index["hasVectorIndex"] = self.index.has_vector_index()
-            stale = self.index.count_chunks(f"scheme != {sql_str(SCHEME_VERSION)}") if index["chunkCount"] else 0
+            stale = self.index.count_chunks_not_cut_by(SCHEME_VERSION) if index["chunkCount"] else 0
             index["staleChunkCount"] = stale
             if stale:
                 index["schemeWarning"] = (f"{stale} chunks were cut by an older chunking scheme; "
@@ -993,10 +977,7 @@ class Appliance:
             chunks += max(1, source.chunk_count)
             if chunks < GREP_BATCH_CHUNKS and len(batch) < 200 and n + 1 < len(sources):
                 continue
-            rows = self.index.chunk_rows(in_list("source_id", [s.source_id for s in batch]), GREP_COLUMNS)
-            by_source: dict[str, list[dict[str, Any]]] = {}
-            for row in rows:
-                by_source.setdefault(row["source_id"], []).append(row)
+            by_source = self.index.chunks_by_source([s.source_id for s in batch], GREP_COLUMNS)
             for s in batch:
                 mine = by_source.get(s.source_id)
                 yield GrepDoc.from_rows(mine) if mine else GrepDoc.empty(
@@ -1163,30 +1144,12 @@ def _doc_class(converted: Converted) -> str:
     return tags[0] if tags else "note"
 
 
-def _chunk_row(source: SourceRow, chunk: Chunk, key: str, converted: Converted, meta: str,
-               snapshot_date: str | None, also_unchanged_on: list[str]) -> dict[str, Any]:
-    return {
-        "id": f"{key}:{chunk.index}", "source_id": source.source_id, "source_kind": source.source_kind,
-        "root": source.root, "path": source.path, "chunk_index": chunk.index, "text": chunk.text,
-        "body_start": chunk.body_start, "keywords": keywords_field(source.title, chunk.text),
-        "title": source.title, "parent_id": f"{key}:s{chunk.section}", "heading": chunk.heading,
-        "start_line": chunk.start_line if converted.has_lines else None,
-        "end_line": chunk.end_line if converted.has_lines else None,
-        "page_start": chunk.page_start, "page_end": chunk.page_end, "slide": chunk.slide, "sheet": chunk.sheet,
-        "content_hash": source.content_hash, "mtime_ns": source.mtime_ns, "size": source.size,
-        "scheme": source.scheme, "model_id": source.model_id, "ingested_at": source.ingested_at,
-        "ocr_engine": source.ocr_engine, "doc_class": source.doc_class, "snapshot_date": snapshot_date,
-        "also_unchanged_on": also_unchanged_on, "metadata": meta,
-    }
-
-
 def _replace_stat(old: SourceRow, f: FoundFile) -> SourceRow:
-    return SourceRow(**{**old.__dict__, "mtime_ns": f.mtime_ns, "size": f.size})
+    return replace(old, mtime_ns=f.mtime_ns, size=f.size)
 
 
 def _failed(source: SourceRow, exc: ApplianceError) -> SourceRow:
-    return SourceRow(**{**source.__dict__, "error_code": exc.code, "error": exc.message,
-                        "ingested_at": time.time()})
+    return replace(source, error_code=exc.code, error=exc.message, ingested_at=time.time())
 
 
 def _file_state(found: FoundFile, old: SourceRow | None) -> dict[str, Any]:
