@@ -167,7 +167,8 @@ def test_a_change_of_model_or_scheme_embeds_everything_again(tmp_path: Path, mon
     report = build(tmp_path, other).sync(full=True)
     assert report.embedded == len(other.passages) == report.chunks == first.chunks and report.reused == 0
 
-    monkeypatch.setattr("appliance.service.SCHEME_VERSION", "structure-v99")
+    for module in ("core", "sync_plan", "indexing", "health"):  # every module that reads the scheme
+        monkeypatch.setattr(f"appliance.{module}.SCHEME_VERSION", "structure-v99")
     rescheme = CountingEmbedder(model_id="test/another-model")
     report = build(tmp_path, rescheme).sync()
     assert report.updated == 7 and report.embedded == len(rescheme.passages) == report.chunks and report.reused == 0
