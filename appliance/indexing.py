@@ -28,7 +28,7 @@ from appliance.keywords import keywords_field
 from appliance.locking import sync_lock
 from appliance.pipeline import EmbedWritePipeline, Work
 from appliance.records import Converted
-from appliance.results import RunReport
+from appliance.results import Deleted, RunReport
 from appliance.reuse import IndexLookup, ReusingEmbed, embed_key
 from appliance.state import SyncProgress, save_last_sync
 from appliance.store import SourceRow, chunk_row
@@ -209,7 +209,7 @@ def _ingest_converted(core: Core, source_id: str, kind: str, converted: Converte
     return _finish(core, report)
 
 
-def delete(core: Core, target: str, is_source: bool = False, *, require_absolute: bool = False) -> dict[str, Any]:
+def delete(core: Core, target: str, is_source: bool = False, *, require_absolute: bool = False) -> Deleted:
     """Remove a file, data item or URL item from the index (never from disk)."""
     source_id = core.source_id_for(target, is_source, require_absolute=require_absolute)
     recorded = core.index.source(source_id)
@@ -217,7 +217,7 @@ def delete(core: Core, target: str, is_source: bool = False, *, require_absolute
     if recorded is None and not chunks:
         raise NotFound(f"Nothing indexed for {source_id}", hint="`minirag list` shows what is indexed.")
     core.index.delete_sources([source_id])
-    return {"source": source_id, "deleted": True, "chunksRemoved": chunks}
+    return Deleted(source=source_id, chunks_removed=chunks)
 
 
 def _collect(core: Core, item: FoundFile | Skipped, files: list[FoundFile], report: RunReport) -> None:

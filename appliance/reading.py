@@ -15,6 +15,7 @@ from appliance.ingest.chunk import reconstruct
 from appliance.ingest.discover import FoundFile, Skipped, printable, walk
 from appliance.paging import MAX_PAGE_CHARS, READ_PAGE_CHARS, text_page
 from appliance.query.assemble import HIT_COLUMNS, hit_dict, row_to_chunk
+from appliance.results import Neighbors
 from appliance.store import SourceRow
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def read(core: Core, target: str, is_source: bool = False, *, require_absolute: 
 
 
 def read_neighbors(core: Core, target: str, is_source: bool, chunk_index: int, *, before: int = 2, after: int = 2,
-                   require_absolute: bool = False, max_chars: int = READ_PAGE_CHARS) -> dict[str, Any]:
+                   require_absolute: bool = False, max_chars: int = READ_PAGE_CHARS) -> Neighbors:
     """The chunks around one hit, in document order, within `max_chars` of text.
 
     The hit's own chunk always comes; the others are taken nearest first, alternating
@@ -97,10 +98,9 @@ def read_neighbors(core: Core, target: str, is_source: bool, chunk_index: int, *
             break
         kept.add(i)
         used += len(rows[i]["text"])
-    return {"source": source_id, "chunkIndex": chunk_index,
-            "chunks": [hit_dict(rows[i]) for i in sorted(kept)],
-            "omittedBefore": sum(1 for i in rows if i < chunk_index and i not in kept),
-            "omittedAfter": sum(1 for i in rows if i > chunk_index and i not in kept)}
+    return Neighbors(source=source_id, chunk_index=chunk_index, chunks=[hit_dict(rows[i]) for i in sorted(kept)],
+                     omitted_before=sum(1 for i in rows if i < chunk_index and i not in kept),
+                     omitted_after=sum(1 for i in rows if i > chunk_index and i not in kept))
 
 
 def list_files(core: Core, *, scope: str | None = None, include_ignored: bool = False, require_absolute: bool = False,

@@ -36,3 +36,111 @@ class RunReport:
                 "chunksEmbedded": self.embedded, "chunksReused": self.reused,
                 "seconds": round(self.seconds, 3), "startedAt": self.started_at}
 
+
+ABSENT_WHEN_NONE = "absent_when_none"
+"""Field metadata: the wire shape leaves the key out when the value is None (wire.to_wire)."""
+_ABSENT = {ABSENT_WHEN_NONE: True}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deleted:
+    """What `delete` removed."""
+
+    source: str
+    deleted: bool = True
+    chunks_removed: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RootCounts:
+    """One configured root: its name, path and indexed/failed files (None when the index is unreadable)."""
+
+    name: str
+    path: str
+    exists: bool
+    indexed_files: int | None = None
+    failed_files: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RootList:
+    """The configured roots with their counts, and the ingest_data and URL items (which belong to no root)."""
+
+    roots: list[RootCounts]
+    data_sources: int | None = None
+    url_sources: int | None = None
+    index_error: dict[str, Any] | None = field(default=None, metadata=_ABSENT)
+    unconfigured_roots: dict[str, int] | None = field(default=None, metadata=_ABSENT)
+    """Roots of indexed files that are not configured, with their file counts (None: there are none)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Neighbors:
+    """The chunks around one hit, in document order, and how many asked for were left out."""
+
+    source: str
+    chunk_index: int
+    chunks: list[dict[str, Any]]
+    """Hits as query.assemble.hit_dict shapes them."""
+    omitted_before: int
+    omitted_after: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncActivity:
+    """The sync running on this index now (whoever started it), the last finished one, and this process's jobs."""
+
+    running: dict[str, Any] | None
+    last_sync: dict[str, Any] | None
+    jobs: list[Any]
+    """jobs.SyncJob records, newest first."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelInfo:
+    id: str
+    dim: int
+    max_seq_length: int
+    baked: bool
+    """Whether the model's files are in the models directory."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexHealth:
+    """What the index holds and what is wrong with it; the warnings say what to run."""
+
+    db_path: str
+    source_count: int
+    failed_count: int
+    unconfigured_roots: dict[str, int] | None = field(default=None, metadata=_ABSENT)
+    roots_warning: str | None = field(default=None, metadata=_ABSENT)
+    chunk_count: int
+    unindexed_rows: int
+    has_keyword_index: bool
+    has_vector_index: bool
+    stale_chunk_count: int
+    scheme_warning: str | None = field(default=None, metadata=_ABSENT)
+    identity: dict[str, Any] | None
+    """store.Identity's fields as stored (snake_case on the wire too)."""
+    consistency_warning: str | None = field(default=None, metadata=_ABSENT)
+    identity_warning: str | None = field(default=None, metadata=_ABSENT)
+    identity_mismatch: str | None = field(default=None, metadata=_ABSENT)
+    identity_hint: str | None = field(default=None, metadata=_ABSENT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Status:
+    """Configuration and index health; `index_error` instead of `index` when the index cannot be read."""
+
+    version: str
+    config: dict[str, Any]
+    ocr: str
+    ocr_hint: str | None = field(default=None, metadata=_ABSENT)
+    model: ModelInfo
+    chunk_token_budget: int | None = field(default=None, metadata=_ABSENT)
+    index: IndexHealth | None = field(default=None, metadata=_ABSENT)
+    index_error: dict[str, Any] | None = field(default=None, metadata=_ABSENT)
+    sync_running: dict[str, Any] | None
+    scheduler: dict[str, Any] | None
+    last_sync: dict[str, Any] | None
+    ignore_problems: list[Any]

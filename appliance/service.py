@@ -18,14 +18,14 @@ from appliance.errors import ApplianceError
 from appliance.indexing import Progress
 from appliance.locking import lock_holder
 from appliance.paging import READ_PAGE_CHARS
-from appliance.results import RunReport
+from appliance.results import Deleted, Neighbors, RootList, RunReport, Status, SyncActivity
 from appliance.state import read_last_sync, running_sync
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from appliance.grep import GrepResult
-    from appliance.jobs import SyncJobs
+    from appliance.jobs import SyncJob, SyncJobs
     from appliance.query.assemble import SearchResult
 
 __all__ = ["Appliance", "Progress", "RunReport"]
@@ -56,7 +56,7 @@ class Appliance(Core):
         """Fetch one http(s) URL (opt-in: ALLOW_URL_INGEST) and index it under the URL or `source_id`."""
         return indexing.ingest_url(self, url, source_id=source_id)
 
-    def delete(self, target: str, is_source: bool = False, *, require_absolute: bool = False) -> dict[str, Any]:
+    def delete(self, target: str, is_source: bool = False, *, require_absolute: bool = False) -> Deleted:
         """Remove a file, data item or URL item from the index (never from disk)."""
         return indexing.delete(self, target, is_source, require_absolute=require_absolute)
 
@@ -82,7 +82,7 @@ class Appliance(Core):
                             page_start=page_start, page_end=page_end)
 
     def read_neighbors(self, target: str, is_source: bool, chunk_index: int, *, before: int = 2, after: int = 2,
-                       require_absolute: bool = False, max_chars: int = READ_PAGE_CHARS) -> dict[str, Any]:
+                       require_absolute: bool = False, max_chars: int = READ_PAGE_CHARS) -> Neighbors:
         """The chunks around one hit, in document order, within `max_chars` of text."""
         return reading.read_neighbors(self, target, is_source, chunk_index, before=before, after=after,
                                       require_absolute=require_absolute, max_chars=max_chars)
@@ -93,7 +93,7 @@ class Appliance(Core):
         return reading.list_files(self, scope=scope, include_ignored=include_ignored, require_absolute=require_absolute,
                                   limit=limit, cursor=cursor)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
         """Configuration and index health; never raises for a broken index."""
         return health.status(self)
 
@@ -106,7 +106,7 @@ class Appliance(Core):
         return reading.grep(self, pattern, regex=regex, case_sensitive=case_sensitive, scope=scope, root=root,
                             file_glob=file_glob, max_results=max_results, require_absolute=require_absolute)
 
-    def list_roots(self) -> dict[str, Any]:
+    def list_roots(self) -> RootList:
         """The configured roots by name and path, with their indexed and failed file counts, and the counts of
         ingest_data and URL items (which belong to no root)."""
         return health.list_roots(self)
@@ -118,7 +118,7 @@ class Appliance(Core):
         with contextlib.suppress(ApplianceError):
             self.search("warm up", top_k=1)
 
-    def sync_start(self, path: str | None = None, *, require_absolute: bool = False) -> dict[str, Any]:
+    def sync_start(self, path: str | None = None, *, require_absolute: bool = False) -> SyncJob:
         """Start `sync(path)` in a background thread and return the job; SyncBusy while a sync holds the lock."""
         from appliance.errors import SyncBusy
 
@@ -127,9 +127,9 @@ class Appliance(Core):
         holder = lock_holder(self.settings.db_path)
         if holder is not None:
             raise SyncBusy(f"Another sync is running (pid {holder.get('pid', '?')}) on {self.settings.db_path}")
-        return self._jobs().start(path, lambda progress: self.sync(path, progress=progress, origin="mcp")).to_dict()
+        return self._jobs().start(path, lambda progress: self.sync(path, progress=progress, origin="mcp"))
 
-    def sync_status(self, job_id: str | None = None) -> dict[str, Any]:
+    def sync_status(self, job_id: str | None = None) -> SyncJob | SyncActivity:
         """A job (a sync, or an ingest too large for the foreground) started in this process; NotFound for an
         unknown id.
 
@@ -137,9 +137,10 @@ class Appliance(Core):
         scheduler, another client, `minirag sync`), the last finished sync, and this
         process's recent jobs."""
         if job_id is not None:
-            return self._jobs().get(job_id).to_dict()
-        return {"running": running_sync(self.settings.db_path), "lastSync": read_last_sync(self.settings.db_path),
-                "jobs": [job.to_dict() for job in self._jobs().recent()]}
+            return self._jobs().get(job_id)
+        db_path = self.settings.db_path
+        return SyncActivity(running=running_sync(db_path), last_sync=read_last_sync(db_path),
+                            jobs=list(self._jobs().recent()))
 
     def _jobs(self) -> SyncJobs:
         from appliance.jobs import SyncJobs
@@ -149,7 +150,7 @@ class Appliance(Core):
 
     # ---- ingests bounded in time (the MCP server's ingest_data / ingest_url) ----
     def ingest_data_bounded(self, source_id: str, content: str, fmt: str = "markdown", *,
-                            title: str | None = None) -> RunReport | dict[str, Any]:
+                            title: str | None = None) -> RunReport | SyncJob:
         """`ingest_data`, answered within seconds: content above INGEST_FOREGROUND_MAX_BYTES is
         embedded by a background job and the job record (poll it with sync_status) is returned.
         Bad arguments and content above MAX_FILE_SIZE are refused before any job starts."""
@@ -157,9 +158,9 @@ class Appliance(Core):
         if indexing.utf8_size(content) <= self.settings.ingest_foreground_max_bytes:
             return self.ingest_data(key, content, fmt, title=title)
         return self._jobs().start_ingest("ingest_data", key, lambda _progress: self.ingest_data(
-            key, content, fmt, title=title)).to_dict()
+            key, content, fmt, title=title))
 
-    def ingest_url_bounded(self, url: str, *, source_id: str | None = None) -> RunReport | dict[str, Any]:
+    def ingest_url_bounded(self, url: str, *, source_id: str | None = None) -> RunReport | SyncJob:
         """`ingest_url`, answered within seconds plus the download: the page is fetched in the
         foreground (the fetcher's timeout and size cap bound it, and refusals answer at once);
         a page whose Markdown is above INGEST_FOREGROUND_MAX_BYTES is embedded by a job."""
@@ -167,4 +168,4 @@ class Appliance(Core):
         if indexing.utf8_size(converted.markdown) <= self.settings.ingest_foreground_max_bytes:
             return indexing.ingest_fetched(self, key, converted)
         return self._jobs().start_ingest("ingest_url", key,
-                                         lambda _progress: indexing.ingest_fetched(self, key, converted)).to_dict()
+                                         lambda _progress: indexing.ingest_fetched(self, key, converted))

@@ -99,10 +99,10 @@ def test_status_warns_when_the_chunks_are_gone_and_sync_restores_them(make_app) 
     assert "identity.json is missing" not in index.get("identityWarning", "")  # no chunks, nothing unknown
     make_app().sync()
     assert make_app().search("harbour lantern").results
-    assert "consistencyWarning" not in make_app().status()["index"]
+    assert make_app().status().index.consistency_warning is None
 
 
 def test_status_warns_when_identity_is_missing_beside_chunks(make_app) -> None:  # type: ignore[no-untyped-def]
     app = _indexed(make_app)
     (app.settings.db_path / "identity.json").unlink()
-    assert "sync --full" in make_app().status()["index"]["identityWarning"]
+    assert "sync --full" in make_app().status().index.identity_warning

@@ -233,7 +233,7 @@ def test_a_sync_after_a_killed_one_reuses_what_the_killed_one_left(tmp_path: Pat
     assert report.ok and report.embedded == len(embedder.passages) == len(never_written) > 0
     assert report.reused >= first.chunks and report.embedded + report.reused == report.chunks
     assert {r["source_id"].split("/")[-2] for r in final} == {"renamed", "aa-new"}
-    assert app.status()["index"].get("consistencyWarning") is None
+    assert app.status().index.consistency_warning is None
 
 
 WRITER = """
