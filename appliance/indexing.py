@@ -60,7 +60,7 @@ def ingest(core: Core, paths: Sequence[str | Path], *, require_absolute: bool = 
         target, root = core.resolve(raw, require_absolute=require_absolute)
         if target.is_dir():
             for item in walk(core.settings.roots, core.extensions(), under=target):
-                _collect(core, item, files, report)
+                _collect(item, files, report)
         else:
             if target.suffix.lower() not in core.extensions():
                 raise UnsupportedFile(f"Cannot index {target}: "
@@ -73,7 +73,7 @@ def ingest(core: Core, paths: Sequence[str | Path], *, require_absolute: bool = 
     known = core.index.sources_by_id([str(f.path) for f in files])
     on_file = (lambda done, total, path: progress("indexing", done, total, path)) if progress else None
     _index_files(core, files, report, on_file, _embedding(core, report), known=known, force=True)
-    return _finish(core, report)
+    return _finish(report)
 
 
 def sync(core: Core, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
@@ -117,7 +117,7 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
         core.check_writable_identity()
     files: list[FoundFile] = []
     for item in walk(core.settings.roots, core.extensions(), under=under):
-        _collect(core, item, files, report)
+        _collect(item, files, report)
         publisher.scanning(len(files) + len(report.skipped))
     report.seen = len(files) + len(report.skipped)
     known = {s.source_id: s for s in core.index.file_sources()}
@@ -148,7 +148,7 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     report.seen += len(kept)
     report.updated += len(kept)
     core.index.refresh_indexes(wrote=bool(gone or stray or report.refreshed or core.index.unindexed_rows()))
-    result = _finish(core, report)
+    result = _finish(report)
     _save_last_sync(core, result, under)
     return result
 
@@ -206,7 +206,7 @@ def _ingest_converted(core: Core, source_id: str, kind: str, converted: Converte
     _write_batch(core, [(source, converted)], report, _embedding(core, report))
     report.added, report.updated = (0, 1) if existed else (1, 0)
     core.index.refresh_indexes()
-    return _finish(core, report)
+    return _finish(report)
 
 
 def delete(core: Core, target: str, is_source: bool = False, *, require_absolute: bool = False) -> Deleted:
@@ -220,7 +220,7 @@ def delete(core: Core, target: str, is_source: bool = False, *, require_absolute
     return Deleted(source=source_id, chunks_removed=chunks)
 
 
-def _collect(core: Core, item: FoundFile | Skipped, files: list[FoundFile], report: RunReport) -> None:
+def _collect(item: FoundFile | Skipped, files: list[FoundFile], report: RunReport) -> None:
     if isinstance(item, FoundFile):
         files.append(item)
     else:
@@ -383,7 +383,7 @@ def embedded_text(core: Core, chunk_index: int, text: str, title: str | None) ->
     return titled if core.embedder.count_tokens(titled) <= core.embedder.window else text
 
 
-def _finish(core: Core, report: RunReport) -> RunReport:
+def _finish(report: RunReport) -> RunReport:
     report.seconds = time.time() - report.started_at
     return report
 

@@ -165,4 +165,4 @@ def test_read_rebuilds_document_and_neighbors_surround_a_hit(synced: SimpleNames
     doc = app.read(str(corpus / "billing-maintenance.md"))
     assert " ".join(doc["content"].split()) == " ".join(f"# Billing maintenance\n\n{EN_PASSAGE}".split())
     around = app.read_neighbors(str(corpus / "billing-maintenance.md"), False, 0, before=1, after=1)
-    assert around["chunks"][0]["chunkIndex"] == 0
+    assert around.chunks[0]["chunkIndex"] == 0
