@@ -20,6 +20,7 @@ from appliance.config import Environment, read_environment
 from appliance.errors import ApplianceError
 from appliance.models.cli import models_app
 from appliance.paging import READ_PAGE_CHARS
+from appliance.wire import to_wire
 
 if TYPE_CHECKING:
     from appliance.service import Appliance, Progress, RunReport
@@ -273,6 +274,7 @@ def read_neighbors(ctx: typer.Context, file_path: Annotated[str | None, typer.Op
         out = _appliance(ctx, base_dir, db_path, models_dir, model_name).read_neighbors(
             source or file_path or "", source is not None, chunk_index, before=before, after=after,
             max_chars=max_chars)
+    out = to_wire(out)
     _emit(out, as_json, "\n\n".join(f"[{c['chunkIndex']}{hit_place(c)}] {c['text']}" for c in out["chunks"]))
     if not as_json and (out["omittedBefore"] or out["omittedAfter"]):
         typer.echo(f"({out['omittedBefore']} chunks before and {out['omittedAfter']} after left out; "
@@ -309,7 +311,7 @@ def status(ctx: typer.Context, base_dir: BaseDir = None, db_path: DbPath = None,
            model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Configuration and index health. Exits 0 even when the configuration is broken."""
     try:
-        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).status()
+        out = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).status())
     except ApplianceError as exc:
         out = {"version": __version__, "configError": exc.to_dict()}
     _emit(out, True)
@@ -322,8 +324,9 @@ def delete(ctx: typer.Context, target: Annotated[str | None, typer.Argument(help
            model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Remove a document from the index (the file on disk is untouched)."""
     with _reported(as_json):
-        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).delete(source or target or "",
-                                                                                source is not None)
+        deleted = _appliance(ctx, base_dir, db_path, models_dir, model_name).delete(source or target or "",
+                                                                                    source is not None)
+    out = to_wire(deleted)
     _emit(out, as_json, f"deleted {out['source']} ({out['chunksRemoved']} chunks)")
 
 
@@ -360,7 +363,7 @@ def roots(ctx: typer.Context, base_dir: BaseDir = None, db_path: DbPath = None, 
           model_name: ModelName = None, as_json: AsJson = False) -> None:
     """List the document roots by name and path, with their indexed and failed file counts."""
     with _reported(as_json):
-        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).list_roots()
+        out = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).list_roots())
     lines = [f"{r['name']}\t{r['path']}\t{r['indexedFiles']} indexed, {r['failedFiles']} failed"
              + ("" if r["exists"] else " (missing)") for r in out["roots"]]
     lines.append(f"data items: {out['dataSources']}, url items: {out['urlSources']}")

@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from appliance.store import Index, in_list
+from appliance.store import Index
 
 Lookup = Callable[[list[str]], dict[str, np.ndarray]]
 """keys -> {key: vector} for the keys the index holds a vector for."""
-RowKey = Callable[[dict[str, Any]], str]
-"""The embed_key of a stored chunk row (its `embed_key`, or computed from its text, title and index)."""
+TitledText = Callable[[str, str | None], str]
+"""(text, title) -> the text given to the model for a first chunk (chunk 0) with that title."""
 KEYED_COLUMNS = ["id", "embed_key", "text", "title", "chunk_index"]
 
 RECENT_KEYS = 8192
@@ -84,33 +84,42 @@ class ReusingEmbed:
 
 
 class IndexLookup:
-    """The index's vectors by key, from rows of the current model and scheme (`where`).
+    """The index's vectors by key, from rows of the current model and scheme.
 
     Rows written before `embed_key` existed hold null there; they are keyed from their
     stored text once per sync, on the first miss, and their vectors fetched by row id,
     re-checked against the key because the row may have been rewritten since. No
     migration and no `sync --full`: such rows gain a key whenever they are rewritten.
+    Those rows were embedded by the rule of their time: the title went only into chunk
+    0's vector (`titled` gives that text).
     """
 
-    def __init__(self, index: Index, where: str, key_of_row: RowKey) -> None:
-        self._index, self._where, self._key_of_row = index, where, key_of_row
+    def __init__(self, index: Index, model_id: str, scheme: str, titled: TitledText) -> None:
+        self._index, self._model_id, self._scheme, self._titled = index, model_id, scheme, titled
         self._unkeyed: dict[str, str] | None = None
 
     def __call__(self, keys: list[str]) -> dict[str, np.ndarray]:
-        found = self._index.vectors_by_key(keys, self._where)
+        found = self._index.vectors_by_key(keys, self._model_id, self._scheme)
         rest = {k for k in keys if k not in found}
         unkeyed = self._unkeyed_ids() if rest else {}
         ids = [unkeyed[k] for k in rest if k in unkeyed]
-        for start in range(0, len(ids), 200):
-            where = f"({in_list('id', ids[start:start + 200])}) AND ({self._where})"
-            for row in self._index.chunk_rows(where, [*KEYED_COLUMNS, "vector"]):
-                key = self._key_of_row(row)
-                if key in rest:
-                    found[key] = np.asarray(row["vector"], dtype=np.float32)
+        for row in self._index.chunks_by_id(ids, self._model_id, self._scheme, [*KEYED_COLUMNS, "vector"]):
+            key = self._key_of_row(row)
+            if key in rest:
+                found[key] = np.asarray(row["vector"], dtype=np.float32)
         return found
 
     def _unkeyed_ids(self) -> dict[str, str]:
         if self._unkeyed is None:
-            rows = self._index.chunk_rows(f"embed_key IS NULL AND ({self._where})", KEYED_COLUMNS)
+            rows = self._index.unkeyed_chunks(self._model_id, self._scheme, KEYED_COLUMNS)
             self._unkeyed = {self._key_of_row(row): row["id"] for row in rows}
         return self._unkeyed
+
+    def _key_of_row(self, row: dict[str, Any]) -> str:
+        """A stored row's embed_key; a row from before the column is keyed from its text as that code embedded it."""
+        if row.get("embed_key"):
+            return str(row["embed_key"])
+        text = row["text"]
+        if row["chunk_index"] == 0:
+            text = self._titled(text, row["title"])
+        return embed_key(text)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from appliance.config import Environment, Settings
 from appliance.errors import ApplianceError, ConfigError
 from appliance.instructions import build_instructions
+from appliance.wire import to_wire
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -89,9 +90,7 @@ class Runtime:
 
 def tool_data(model: type[BaseModel], work: Callable[[], Any]) -> dict[str, Any]:
     """What a tool returns as structured content: `work()`'s result, validated by `model`, as JSON data."""
-    out = work()
-    out = out.to_dict() if hasattr(out, "to_dict") else out
-    return model.model_validate(out).model_dump(mode="json")
+    return model.model_validate(to_wire(work())).model_dump(mode="json")
 
 
 def result_text(data: dict[str, Any]) -> str:

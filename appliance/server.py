@@ -35,6 +35,7 @@ from appliance.agent_hints import for_agents
 from appliance.errors import ApplianceError, ConfigError, InvalidArgument, UrlIngestDisabled
 from appliance.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_CHARS, READ_PAGE_CHARS
 from appliance.runtime import Runtime, result_text, tool_data
+from appliance.wire import to_wire
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
@@ -118,7 +119,8 @@ def _hints_for_agents(model: type[BaseModel], data: dict[str, Any]) -> dict[str,
 def _status(runtime: Runtime) -> dict[str, Any]:
     """The service's status, or {version, configError} when the configuration cannot be used."""
     try:
-        return runtime.appliance().status()
+        status: dict[str, Any] = to_wire(runtime.appliance().status())
+        return status
     except ApplianceError as exc:
         out: dict[str, Any] = {"version": __version__, "configError": exc.to_dict()}
         with contextlib.suppress(ConfigError):

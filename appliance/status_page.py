@@ -44,6 +44,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from appliance.citations import hit_place
 from appliance.errors import ApplianceError, InvalidArgument
 from appliance.paging import READ_PAGE_CHARS
+from appliance.wire import to_wire
 
 if TYPE_CHECKING:
     from starlette.types import Scope
@@ -246,7 +247,7 @@ def _status(runtime: Runtime, sign_in: bool) -> dict[str, Any]:
 
     out = status_or_config_error(runtime)
     if "configError" not in out:
-        out["recentJobs"] = runtime.appliance().sync_status()["jobs"]
+        out["recentJobs"] = to_wire(runtime.appliance().sync_status())["jobs"]
     return out | {"signInRequired": sign_in, "now": time.time()}
 
 
@@ -256,7 +257,7 @@ def _sync(runtime: Runtime) -> dict[str, Any]:
     from appliance.state import read_scheduler_state
 
     app = runtime.appliance()
-    sync = app.sync_status()
+    sync = to_wire(app.sync_status())
     return {"syncRunning": sync["running"], "lastSync": sync["lastSync"], "recentJobs": sync["jobs"],
             "scheduler": read_scheduler_state(app.settings.db_path), "now": time.time()}
 

@@ -38,6 +38,7 @@ from appliance import replica as replica_module, stopping
 from appliance.errors import CONFLICT_ATTEMPTS, IndexCorrupt, is_commit_conflict, storage_error
 from appliance.query.filters import Filter, sql_str
 from appliance.query.hybrid import Side
+from appliance.records import Chunk
 from appliance.replica import KEY_COLUMNS, Replica, unit
 
 CHUNKS = "chunks"
@@ -188,6 +189,32 @@ def _open_error(exc: Exception, table: str, db_path: Path) -> Exception:
 
 def in_list(column: str, values: Sequence[str]) -> str:
     return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
+
+
+def _embedded_by(model_id: str, scheme: str) -> str:
+    """Rows whose vectors the model `model_id` made from chunks cut by `scheme`."""
+    return f"model_id = {sql_str(model_id)} AND scheme = {sql_str(scheme)}"
+
+
+def chunk_row(source: SourceRow, chunk: Chunk, *, key: str, has_lines: bool, keywords: str, embed_key: str,
+              snapshot_date: str | None = None, also_unchanged_on: Sequence[str] = ()) -> dict[str, Any]:
+    """The `chunks` row (chunk_schema) of `chunk` of the indexed `source`; its vector comes from the embedder.
+
+    `key` names the source in chunk and section ids; `has_lines` says whether the chunk's
+    line numbers are the source file's (else they are stored as null)."""
+    return {
+        "id": f"{key}:{chunk.index}", "source_id": source.source_id, "source_kind": source.source_kind,
+        "root": source.root, "path": source.path, "chunk_index": chunk.index, "text": chunk.text,
+        "body_start": chunk.body_start, "keywords": keywords,
+        "title": source.title, "parent_id": f"{key}:s{chunk.section}", "heading": chunk.heading,
+        "start_line": chunk.start_line if has_lines else None,
+        "end_line": chunk.end_line if has_lines else None,
+        "page_start": chunk.page_start, "page_end": chunk.page_end, "slide": chunk.slide, "sheet": chunk.sheet,
+        "content_hash": source.content_hash, "mtime_ns": source.mtime_ns, "size": source.size,
+        "scheme": source.scheme, "model_id": source.model_id, "ingested_at": source.ingested_at,
+        "ocr_engine": source.ocr_engine, "doc_class": source.doc_class, "snapshot_date": snapshot_date,
+        "also_unchanged_on": list(also_unchanged_on), "metadata": source.metadata, "embed_key": embed_key,
+    }
 
 
 _P = ParamSpec("_P")
@@ -637,11 +664,12 @@ class Index:
         return _in_document_order(query.to_list())
 
     @_guarded
-    def vectors_by_key(self, keys: Sequence[str], where: str) -> dict[str, Any]:
-        """{embed_key: vector} for the rows matching `where` that hold one of `keys` (read
+    def vectors_by_key(self, keys: Sequence[str], model_id: str, scheme: str) -> dict[str, Any]:
+        """{embed_key: vector} for the rows embedded by `model_id` under `scheme` that hold one of `keys` (read
         `_IN_BATCH` keys at a time, through the key's B-tree once it exists)."""
         chunks = self.chunks()
         found: dict[str, Any] = {}
+        where = _embedded_by(model_id, scheme)
         if chunks is None:
             return found
         for start in range(0, len(keys), _IN_BATCH):
@@ -652,6 +680,39 @@ class Index:
                 matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(-1, vectors.type.list_size)
                 found.update(zip(table.column("embed_key").to_pylist(), matrix, strict=False))
         return found
+
+    def unkeyed_chunks(self, model_id: str, scheme: str, columns: list[str]) -> list[dict[str, Any]]:
+        """Rows embedded by `model_id` under `scheme` before `embed_key` existed (it is null there)."""
+        return self.chunk_rows(f"embed_key IS NULL AND ({_embedded_by(model_id, scheme)})", columns)
+
+    def chunks_by_id(self, ids: Sequence[str], model_id: str, scheme: str, columns: list[str]) -> list[dict[str, Any]]:
+        """The rows `ids` that are still embedded by `model_id` under `scheme` (read `_IN_BATCH` at a time)."""
+        where = _embedded_by(model_id, scheme)
+        return [row for start in range(0, len(ids), _IN_BATCH)
+                for row in self.chunk_rows(f"({in_list('id', ids[start:start + _IN_BATCH])}) AND ({where})", columns)]
+
+    def document_chunks(self, source_id: str, columns: list[str]) -> list[dict[str, Any]]:
+        """Every chunk of one document, in document order."""
+        return self.chunk_rows(f"source_id = {sql_str(source_id)}", columns)
+
+    def chunks_around(self, source_id: str, first: int, last: int, columns: list[str]) -> dict[int, dict[str, Any]]:
+        """The chunks `first`..`last` (inclusive) of one document that exist, by chunk index."""
+        where = f"source_id = {sql_str(source_id)} AND chunk_index >= {first} AND chunk_index <= {last}"
+        return {int(r["chunk_index"]): r for r in self.chunk_rows(where, columns)}
+
+    def chunks_by_source(self, source_ids: Sequence[str] | None, columns: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """{source id: its chunks in document order} for `source_ids` (read `_IN_BATCH` at a time), or, with
+        None, for every ingest_data and URL item (the documents a rebuild from disk cannot bring back).
+        `columns` must include source_id."""
+        if source_ids is None:
+            rows = self.chunk_rows("source_kind != 'file'", columns)
+        else:
+            rows = [row for start in range(0, len(source_ids), _IN_BATCH)
+                    for row in self.chunk_rows(in_list("source_id", source_ids[start:start + _IN_BATCH]), columns)]
+        by_source: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_source.setdefault(row["source_id"], []).append(row)
+        return by_source
 
     @_guarded
     def source_rows(self, where: str | None = None) -> list[SourceRow]:
@@ -668,6 +729,32 @@ class Index:
     def count_chunks(self, where: str | None = None) -> int:
         chunks = self.chunks()
         return 0 if chunks is None else chunks.count_rows(where)
+
+    def source(self, source_id: str) -> SourceRow | None:
+        """One document's record, or None when the index does not know it."""
+        rows = self.source_rows(f"source_id = {sql_str(source_id)}")
+        return rows[0] if rows else None
+
+    def sources_by_id(self, source_ids: Sequence[str]) -> dict[str, SourceRow]:
+        """The records of those of `source_ids` the index knows, by id (read `_IN_BATCH` at a time)."""
+        return {s.source_id: s for start in range(0, len(source_ids), _IN_BATCH)
+                for s in self.source_rows(in_list("source_id", source_ids[start:start + _IN_BATCH]))}
+
+    def file_sources(self) -> list[SourceRow]:
+        """The records of every file (no ingest_data or URL item)."""
+        return self.source_rows("source_kind = 'file'")
+
+    def item_sources(self) -> list[SourceRow]:
+        """The records of every ingest_data and URL item (no file)."""
+        return self.source_rows("source_kind != 'file'")
+
+    def count_chunks_of(self, source_id: str) -> int:
+        """Chunks stored for one document."""
+        return self.count_chunks(f"source_id = {sql_str(source_id)}")
+
+    def count_chunks_not_cut_by(self, scheme: str) -> int:
+        """Chunks cut by a chunking scheme other than `scheme` (an older one: a sync re-cuts them)."""
+        return self.count_chunks(f"scheme != {sql_str(scheme)}")
 
     @_guarded
     def chunk_counts(self) -> dict[str, int]:

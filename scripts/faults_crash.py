@@ -44,6 +44,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from appliance.wire import to_wire  # noqa: E402
+
 SUPPORTED = {".md", ".txt", ".pdf", ".docx", ".pptx", ".xlsx", ".xls", ".html", ".htm", ".csv", ".epub",
              ".ipynb", ".json"}
 WORDS = ("harbour lantern meadow copper violin orbit basalt ferry quartz glacier ledger turbine invoice "
@@ -231,7 +233,7 @@ class Checker:
         app = app or self.fresh()
         problems = []
         try:
-            status = app.status()
+            status = to_wire(app.status())
             if "indexError" in status:
                 problems.append(f"status: {status['indexError']}")
         except Exception as exc:  # noqa: BLE001 - any exception is a finding

@@ -12,6 +12,7 @@ import shutil
 
 import pytest
 
+from appliance.wire import to_wire
 from scripts.faults_crash import Checker, crash_trials, generated_text, make_lab
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(1800)]  # process starts: slow on a loaded machine
@@ -85,7 +86,7 @@ def test_ingest_killed_after_deleting_old_chunks_is_repaired_by_sync(small, monk
         _kill_at(patch, "chunks", "add")
         with pytest.raises(Killed):
             checker.fresh().ingest([docs / "doc1.md"])
-    status = checker.fresh().status()
+    status = to_wire(checker.fresh().status())
     assert "minirag sync" in status["index"]["consistencyWarning"]
     report = checker.fresh().sync()
     assert report.updated == 1

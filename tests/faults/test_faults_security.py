@@ -270,7 +270,7 @@ def test_inside_paths_work_and_a_sync_skips_every_escaping_link(layout: Layout, 
     assert found["results"] and SECRET not in json.dumps([found["results"], found["parents"]])
     a = str(layout.docs / "a.md")
     assert app.read(a)["content"].startswith("# Alpha")
-    assert app.read_neighbors(a, False, 0)["chunks"]
+    assert app.read_neighbors(a, False, 0).chunks
     assert app.ingest([a]).updated == 1
     assert app.sync(str(layout.docs / "sub")).unchanged == 1
     assert [f["filePath"] for f in app.list_files(scope=str(layout.docs / "sub"))["files"]] == [
@@ -283,7 +283,7 @@ def test_inside_paths_work_and_a_sync_skips_every_escaping_link(layout: Layout, 
                        ("delete_file", {"filePath": a})):
         result = call_tool(server, tool, args)
         assert not result.is_error, (tool, result.structured_content)
-    assert app.delete(str(layout.docs / "sub" / "b.md"))["deleted"]
+    assert app.delete(str(layout.docs / "sub" / "b.md")).deleted
 
 
 # ------------------------------------------------------------------ SSRF through ingest_url

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from appliance.errors import DiskFull, IndexCorrupt, IndexUnwritable, storage_error
+from appliance.wire import to_wire
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(1800)]  # ~20 process starts: past 600 s on a loaded machine
 
@@ -94,15 +95,15 @@ def test_status_warns_when_the_chunks_are_gone_and_sync_restores_them(make_app) 
     for manifest in (app.settings.db_path / "chunks.lance" / "_versions").glob("*.manifest"):
         manifest.unlink()
     (app.settings.db_path / "identity.json").unlink()
-    index = make_app().status()["index"]
+    index = to_wire(make_app().status())["index"]
     assert index["chunkCount"] == 0 and "minirag sync" in index["consistencyWarning"]
     assert "identity.json is missing" not in index.get("identityWarning", "")  # no chunks, nothing unknown
     make_app().sync()
     assert make_app().search("harbour lantern").results
-    assert "consistencyWarning" not in make_app().status()["index"]
+    assert make_app().status().index.consistency_warning is None
 
 
 def test_status_warns_when_identity_is_missing_beside_chunks(make_app) -> None:  # type: ignore[no-untyped-def]
     app = _indexed(make_app)
     (app.settings.db_path / "identity.json").unlink()
-    assert "sync --full" in make_app().status()["index"]["identityWarning"]
+    assert "sync --full" in make_app().status().index.identity_warning

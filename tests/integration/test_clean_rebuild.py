@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from appliance.errors import IndexCorrupt
+from appliance.wire import to_wire
 
 pytestmark = pytest.mark.model
 
@@ -87,7 +88,7 @@ def test_readers_keep_answering_while_another_process_cleans(make_app, tmp_path:
     print(f"search+status rounds during the rebuild: {answered[0]} answered, {len(failed)} failed")
     assert failed == [], failed[:5]
     assert answered[0] > 10
-    assert app.status()["index"]["sourceCount"] == 40
+    assert app.status().index.source_count == 40
 
 
 @pytest.mark.slow  # a `sync` subprocess
@@ -96,7 +97,7 @@ def test_status_and_list_files_follow_another_process_within_two_seconds(make_ap
     docs = _docs(tmp_path / "docs", 5)
     app = make_app(docs)
     app.sync()
-    assert app.status()["index"]["sourceCount"] == 5
+    assert app.status().index.source_count == 5
     assert {f["state"] for f in app.list_files()["files"]} == {"indexed"}
     _docs(docs, 12)  # 7 more files, synced by another process
     env = {**os.environ, "BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "index"), "MODELS_DIR": str(models_dir)}
@@ -104,7 +105,7 @@ def test_status_and_list_files_follow_another_process_within_two_seconds(make_ap
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     time.sleep(2.0)
-    index = app.status()["index"]
+    index = to_wire(app.status())["index"]
     assert (index["sourceCount"], index["chunkCount"]) == (12, 12)
     assert "consistencyWarning" not in index
     assert {f["state"] for f in app.list_files()["files"]} == {"indexed"}

@@ -167,7 +167,8 @@ def test_a_change_of_model_or_scheme_embeds_everything_again(tmp_path: Path, mon
     report = build(tmp_path, other).sync(full=True)
     assert report.embedded == len(other.passages) == report.chunks == first.chunks and report.reused == 0
 
-    monkeypatch.setattr("appliance.service.SCHEME_VERSION", "structure-v99")
+    for module in ("core", "sync_plan", "indexing", "health"):  # every module that reads the scheme
+        monkeypatch.setattr(f"appliance.{module}.SCHEME_VERSION", "structure-v99")
     rescheme = CountingEmbedder(model_id="test/another-model")
     report = build(tmp_path, rescheme).sync()
     assert report.updated == 7 and report.embedded == len(rescheme.passages) == report.chunks and report.reused == 0
@@ -232,7 +233,7 @@ def test_a_sync_after_a_killed_one_reuses_what_the_killed_one_left(tmp_path: Pat
     assert report.ok and report.embedded == len(embedder.passages) == len(never_written) > 0
     assert report.reused >= first.chunks and report.embedded + report.reused == report.chunks
     assert {r["source_id"].split("/")[-2] for r in final} == {"renamed", "aa-new"}
-    assert app.status()["index"].get("consistencyWarning") is None
+    assert app.status().index.consistency_warning is None
 
 
 WRITER = """

@@ -91,7 +91,7 @@ def test_row_added_after_fts_index_is_found_by_keyword(make_app, corpus: Path) -
     assert app.index.has_fts_index()
     (corpus / "late.md").write_text("The password rotation code is QUUXWIDGET42 for the staging vault.\n")
     app.ingest([str(corpus / "late.md")])
-    assert app.status()["index"]["unindexedRows"] == 0
+    assert app.status().index.unindexed_rows == 0
     keyword_only = make_app(corpus, RAG_HYBRID_WEIGHT="1.0").search("QUUXWIDGET42", top_k=3)
     assert _top(keyword_only) == "late.md"
     assert keyword_only.results[0]["text"].count("QUUXWIDGET42") == 1
@@ -157,7 +157,7 @@ def test_changed_model_identity_refuses_queries(synced: SimpleNamespace) -> None
     other = synced.make_app(CHUNK_TOKEN_BUDGET=str(synced.app.budget // 2))
     with pytest.raises(IndexMismatch):
         other.search("cats")
-    assert "identityMismatch" in other.status()["index"]
+    assert other.status().index.identity_mismatch is not None
 
 
 def test_read_rebuilds_document_and_neighbors_surround_a_hit(synced: SimpleNamespace) -> None:
@@ -165,4 +165,4 @@ def test_read_rebuilds_document_and_neighbors_surround_a_hit(synced: SimpleNames
     doc = app.read(str(corpus / "billing-maintenance.md"))
     assert " ".join(doc["content"].split()) == " ".join(f"# Billing maintenance\n\n{EN_PASSAGE}".split())
     around = app.read_neighbors(str(corpus / "billing-maintenance.md"), False, 0, before=1, after=1)
-    assert around["chunks"][0]["chunkIndex"] == 0
+    assert around.chunks[0]["chunkIndex"] == 0

@@ -99,7 +99,7 @@ def test_second_sync_refuses_while_one_runs(make_app, tmp_path: Path) -> None:
         with pytest.raises(SyncBusy) as err:
             app.sync()
     assert f"pid {os.getpid()}" in err.value.message
-    assert app.status()["syncRunning"] is None
+    assert app.status().sync_running is None
 
 
 @pytest.mark.slow  # `minirag sync` subprocesses killed at random, then a clean build to compare
@@ -132,7 +132,7 @@ def test_killed_syncs_converge_to_a_clean_build(make_app, tmp_path: Path, models
     clean.sync()
     assert _state(recovered) == _state(clean)
     assert recovered.search("river harbour", top_k=3).results
-    assert recovered.status()["index"]["unindexedRows"] == 0
+    assert recovered.status().index.unindexed_rows == 0
 
 
 def test_snapshot_sequence_is_deduplicated_and_hits_carry_dates(make_app, tmp_path: Path) -> None:
@@ -183,7 +183,7 @@ def test_git_ignored_secrets_stay_out_and_unreadable_rules_are_reported(make_app
     assert str(docs / "secret" / "creds.md") not in listed
     assert app.list_files(include_ignored=True)["files"][-1] == {
         "filePath": str(docs / "secret"), "state": "ignored", "reason": "ignored by .gitignore"}
-    assert app.status()["ignoreProblems"] == []
+    assert app.status().ignore_problems == []
 
     (docs / "proj" / ".gitignore").write_bytes(b"\xff\xfe not utf-8\n")
     report = app.sync()
@@ -192,7 +192,7 @@ def test_git_ignored_secrets_stay_out_and_unreadable_rules_are_reported(make_app
     assert skip["code"] == "ignore_rules_unreadable" and skip["path"] == str(docs / "proj")
     assert "proj/.gitignore" in skip["reason"]
     assert sorted(_state(app)) == [str(docs / "readme.md")]  # what the rules might exclude is taken out
-    (problem,) = app.status()["ignoreProblems"]
+    (problem,) = app.status().ignore_problems
     assert problem == {"root": str(docs), "skipped": str(docs / "proj"), "reason": skip["reason"]}
 
 

@@ -118,3 +118,16 @@ def test_each_heavy_library_is_imported_only_by_its_owner() -> None:
 def test_the_cycle_finder_finds_cycles() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+SERVICE = {"service", "core", "sync_plan", "indexing", "searching", "reading", "health", "results"}
+"""The service layer: it returns records; only the adapters give them their wire shapes."""
+ADAPTERS = {"cli", "server", "runtime", "mcp_models", "status_page", "http_server", "stdio_front", "wire"}
+
+
+def test_the_service_imports_no_adapter_and_no_wire_shape() -> None:
+    graph = internal_graph()
+    crossed = sorted(f"{module} imports {target}" for module in SERVICE for target in graph.get(module, set())
+                     if target in ADAPTERS)
+    assert crossed == []
+    assert SERVICE <= set(graph)  # every service module exists under that name

@@ -1,0 +1,130 @@
+"""What every operation needs: the settings, the model, the index, and paths checked against the roots."""
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from appliance.config import Settings
+from appliance.embed import Embedder, load_spec
+from appliance.errors import ConfigError, IndexMismatch, InvalidArgument
+from appliance.ingest import convert
+from appliance.ingest.chunk import SCHEME_VERSION
+from appliance.ingest.discover import contained_root, resolve_in_roots
+from appliance.ingest.ocr import OcrConfig, ocr_status
+from appliance.store import Identity, Index, SourceRow
+
+MAX_SOURCE_ID_CHARS = 1024
+DEFAULT_BUDGET = 256
+RESERVED_TOKENS = 16
+"""Room in the model window beyond the budget: special tokens and the passage prefix."""
+
+
+class Core:
+    """Settings, model spec and index of one appliance; the model is loaded on first use."""
+
+    def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
+        self.settings = settings
+        self.spec = embedder.spec if embedder is not None else load_spec(settings.model_name, settings.models_dir,
+                                                                          settings.models_manifest)
+        self._embedder = embedder
+        self._embedder_lock = threading.Lock()
+        self.index = Index(settings.db_path, self.spec.dim)
+
+    @property
+    def embedder(self) -> Embedder:
+        """Loaded on first use, once, so the server starts without the model."""
+        if self._embedder is None:
+            with self._embedder_lock:
+                if self._embedder is None:
+                    self._embedder = Embedder(self.spec, self.settings.models_dir,
+                                              threads=self.settings.embed_threads)
+        return self._embedder
+
+    @property
+    def budget(self) -> int:
+        budget = self.settings.chunk_token_budget or DEFAULT_BUDGET
+        window = self.spec.max_seq_length - RESERVED_TOKENS
+        if not 16 <= budget <= window:
+            raise ConfigError(f"CHUNK_TOKEN_BUDGET must be between 16 and {window} for {self.spec.id}, not {budget}")
+        return budget
+
+    def identity(self) -> Identity:
+        return Identity(model_id=self.spec.id, dim=self.spec.dim, scheme=SCHEME_VERSION, budget=self.budget)
+
+    def identity_problem(self) -> str | None:
+        """Why the index cannot be used with the current model/budget, or None."""
+        stored = self.index.read_identity()
+        if stored is None:
+            return None
+        current = self.identity()
+        if (stored.model_id, stored.dim) != (current.model_id, current.dim):
+            return (f"The index at {self.settings.db_path} was built with {stored.model_id} ({stored.dim} dims), "
+                    f"not the configured {current.model_id} ({current.dim} dims)")
+        if stored.budget != current.budget:
+            return (f"The index at {self.settings.db_path} was cut with a {stored.budget}-token budget, "
+                    f"not the configured {current.budget}")
+        return None
+
+    def require_identity(self) -> None:
+        problem = self.identity_problem()
+        if problem:
+            raise IndexMismatch(problem)
+
+    def ocr_config(self) -> OcrConfig:
+        return OcrConfig(languages=self.settings.ocr_languages,
+                                 min_chars_per_page=self.settings.ocr_min_chars_per_page)
+
+    def extensions(self) -> frozenset[str]:
+        name, _hint = ocr_status(self.ocr_config())
+        images = convert.IMAGE_EXTENSIONS if name != "unavailable" else frozenset()
+        return convert.SUPPORTED_EXTENSIONS | images
+
+    def resolve(self, path: str | Path, *, require_absolute: bool = False,
+                must_exist: bool = True) -> tuple[Path, Path]:
+        return resolve_in_roots(path, self.settings.roots, require_absolute=require_absolute, must_exist=must_exist)
+
+    def foreign_roots(self, rows: Iterable[SourceRow]) -> dict[str, int]:
+        """Roots of indexed files that lie under none of the configured roots, with their file counts."""
+        configured = {str(r) for r in self.settings.roots}
+        held: dict[str, int] = {}
+        for row in rows:
+            if row.source_kind == "file" and row.root and row.root not in configured \
+                    and contained_root(Path(row.source_id), self.settings.roots) is None:
+                held[row.root] = held.get(row.root, 0) + 1
+        return held
+
+    def check_writable_identity(self) -> None:
+        problem = self.identity_problem()
+        if problem:
+            raise IndexMismatch(problem)
+        if self.index.read_identity() is None:
+            self.index.write_identity(self.identity())
+
+    def source_id_for(self, target: str, is_source: bool, *, require_absolute: bool) -> str:
+        """A file path (resolved and contained) or a data/url source id, as stored.
+
+        Without `is_source`, a target that looks like a path is taken as one.
+        """
+        if not isinstance(target, str) or not target.strip():
+            raise InvalidArgument("Name a file path or a source id")
+        if is_source:
+            return valid_source_id(target)
+        if require_absolute:  # a caller that names a file path (MCP's filePath): never a source id
+            return str(self.resolve(target, require_absolute=True, must_exist=False)[0])
+        looks_like_path = target.startswith(("/", "~", ".")) or (os.sep in target and "://" not in target)
+        if looks_like_path or Path(target).exists():
+            return str(self.resolve(target, must_exist=False)[0])
+        return valid_source_id(target)
+
+
+def valid_source_id(source_id: str) -> str:
+    if not isinstance(source_id, str) or not source_id.strip():
+        raise InvalidArgument("A source id must be a non-empty string")
+    if len(source_id) > MAX_SOURCE_ID_CHARS or any(ord(c) < 32 for c in source_id):
+        raise InvalidArgument(
+            f"A source id must be at most {MAX_SOURCE_ID_CHARS} characters without control characters")
+    if source_id.startswith("/"):
+        raise InvalidArgument("A data source id must not start with /; that namespace belongs to files")
+    return source_id.strip()

@@ -1,0 +1,432 @@
+"""Documents into stored chunks: convert in workers, cut, embed (reusing stored vectors) and write."""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from appliance import sync_plan
+from appliance.core import Core, valid_source_id
+from appliance.errors import (
+    ApplianceError,
+    InvalidArgument,
+    NotFound,
+    UnsupportedFile,
+    UrlIngestDisabled,
+    storage_error,
+)
+from appliance.ingest import convert
+from appliance.ingest.chunk import SCHEME_VERSION, chunk_document
+from appliance.ingest.discover import FoundFile, Skipped, printable, walk
+from appliance.ingest.isolate import ConvertPool
+from appliance.ingest.snapshots import Kept, Member, dedupe_sequence, snapshot_members
+from appliance.keywords import keywords_field
+from appliance.locking import sync_lock
+from appliance.pipeline import EmbedWritePipeline, Work
+from appliance.records import Converted
+from appliance.results import Deleted, RunReport
+from appliance.reuse import IndexLookup, ReusingEmbed, embed_key
+from appliance.state import SyncProgress, save_last_sync
+from appliance.store import SourceRow, chunk_row
+from appliance.sync_plan import content_hash
+
+Progress = Callable[[str, int, int, str], None]
+"""progress(phase, done, total, current_path)"""
+
+EMBED_BATCH_CHUNKS = 128
+EMBED_AHEAD_CHUNKS = 4096
+"""Chunks cut and waiting for the model (a few MB of rows): enough to keep it busy for
+minutes while the conversion worker is stuck in a slow PDF."""
+CONVERT_AHEAD = 64
+CONVERT_AHEAD_BYTES = 32 * 1024 * 1024
+"""Files (and their bytes on disk) converted ahead of the embedder, so conversion overlaps
+embedding. With 16 files the embedder sat idle behind every slow PDF: 69% busy over
+the corpus; the byte bound keeps the converted text waiting in memory small."""
+WORKER_RECYCLE_FILES = 2000
+"""A fresh worker costs ~3 s of imports; recycling every 200 files spent a third of a
+small-file sync restarting workers. Memory stays bounded by the worker's rlimit."""
+
+
+def ingest(core: Core, paths: Sequence[str | Path], *, require_absolute: bool = False,
+           progress: Progress | None = None) -> RunReport:
+    """Index the named files and everything under the named directories, replacing old content."""
+    report = RunReport()
+    files: list[FoundFile] = []
+    for raw in paths:
+        target, root = core.resolve(raw, require_absolute=require_absolute)
+        if target.is_dir():
+            for item in walk(core.settings.roots, core.extensions(), under=target):
+                _collect(item, files, report)
+        else:
+            if target.suffix.lower() not in core.extensions():
+                raise UnsupportedFile(f"Cannot index {target}: "
+                                      f"the extension {target.suffix or '(none)'} is not supported",
+                                      hint="Supported: " + " ".join(sorted(core.extensions())))
+            st = target.stat()
+            files.append(FoundFile(target, root, st.st_size, st.st_mtime_ns))
+    report.seen = len(files) + len(report.skipped)
+    core.check_writable_identity()
+    known = core.index.sources_by_id([str(f.path) for f in files])
+    on_file = (lambda done, total, path: progress("indexing", done, total, path)) if progress else None
+    _index_files(core, files, report, on_file, _embedding(core, report), known=known, force=True)
+    return _finish(report)
+
+
+def sync(core: Core, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
+         discard_unrecoverable: bool = False, forget_roots: bool = False,
+         progress: Progress | None = None, origin: str = "cli") -> RunReport:
+    """Make the index equal to the files on disk (under `path`, when given).
+
+    `clean` rebuilds everything: files, and ingest_data/URL items re-embedded from
+    their stored text. A readable index is rebuilt in place, so readers in other
+    processes keep answering from the old rows until each document's new ones
+    replace them; a damaged one gets empty tables first (as new versions, so a
+    reader holding the old version is not pulled from under its feet).
+
+    While it runs, its progress is published beside the lock for every process
+    (`status`, `sync_status`; see state.SyncProgress); `origin` says who started it.
+    """
+    if clean and path is not None:
+        raise InvalidArgument("--clean rebuilds the whole index; run it without a path")
+    with sync_lock(core.settings.db_path):
+        publisher = SyncProgress(core.settings.db_path, origin, forward=progress)
+        try:
+            return _sync_locked(core, path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
+                                     forget_roots=forget_roots, publisher=publisher)
+        finally:
+            publisher.close()
+
+
+def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool, discard_unrecoverable: bool,
+                 forget_roots: bool, publisher: SyncProgress) -> RunReport:
+    report = RunReport()
+    under = None
+    if path is not None:
+        under, _root = core.resolve(path)
+    kept: list[tuple[SourceRow, Converted]] = []
+    if clean:
+        kept = sync_plan.items_to_keep(core, discard_unrecoverable)
+        if not sync_plan.rebuildable_in_place(core):
+            core.index.drop_all()
+        full = True
+    elif not full:
+        core.check_writable_identity()
+    files: list[FoundFile] = []
+    for item in walk(core.settings.roots, core.extensions(), under=under):
+        _collect(item, files, report)
+        publisher.scanning(len(files) + len(report.skipped))
+    report.seen = len(files) + len(report.skipped)
+    known = {s.source_id: s for s in core.index.file_sources()}
+    if under is not None:
+        known = {k: v for k, v in known.items() if Path(k) == under or Path(k).is_relative_to(under)}
+    elif not clean:
+        sync_plan.check_roots(core, known.values(), forget=forget_roots)
+    # a skipped file keeps what was indexed for it, unless it is a link that leads nowhere now
+    # or a file this process may no longer read (what its owner withdrew is not served either)
+    on_disk = {str(f.path) for f in files} | {s["path"] for s in report.skipped
+                                              if s["code"] not in ("broken_link", "unreadable")}
+    gone = [sid for sid in known if sid not in on_disk]
+    damaged, stray = sync_plan.inconsistent(core, known, on_disk, under)
+    if stray:
+        core.index.delete_sources(stray)
+    if full:
+        core.index.write_identity(core.identity())
+    embed = _embedding(core, report, reuse=not clean)
+    _index_files(core, files, report, lambda done, total, p: publisher.indexing(done, total, p, report.chunks,
+                                                                             report.embedded, report.reused),
+                      embed, known=known, force=full, gone=gone, redo=damaged)
+    for start in range(0, len(kept), EMBED_BATCH_CHUNKS):
+        _write_batch(core, kept[start:start + EMBED_BATCH_CHUNKS], report, embed)
+    if gone:  # after indexing: a moved file's vectors were still there to be reused
+        core.index.delete_sources(gone)
+        report.deleted = len(gone)
+    publisher.finishing(report.chunks)
+    report.seen += len(kept)
+    report.updated += len(kept)
+    core.index.refresh_indexes(wrote=bool(gone or stray or report.refreshed or core.index.unindexed_rows()))
+    result = _finish(report)
+    _save_last_sync(core, result, under)
+    return result
+
+
+def ingest_data(core: Core, source_id: str, content: str, fmt: str = "markdown", *,
+                title: str | None = None) -> RunReport:
+    """Index content the caller holds under a source id of its choosing."""
+    source_id = checked_data(core, source_id, content, fmt)
+    converted = convert.convert_data(content, fmt, title=title)
+    digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+    return _ingest_converted(core, source_id, "data", converted, digest, len(content))
+
+
+def checked_data(core: Core, source_id: str, content: str, fmt: str) -> str:
+    """ingest_data's arguments checked (the source id as stored), before any work or job."""
+    source_id = valid_source_id(source_id)
+    if fmt not in ("text", "markdown", "html"):
+        raise InvalidArgument(f"format must be one of text, markdown, html, not {fmt!r}")
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidArgument("content must be non-empty text")
+    if utf8_size(content) > core.settings.max_file_size:
+        raise InvalidArgument(f"content is larger than MAX_FILE_SIZE ({core.settings.max_file_size} bytes)")
+    core.check_writable_identity()
+    return source_id
+
+
+def ingest_url(core: Core, url: str, *, source_id: str | None = None) -> RunReport:
+    """Fetch one http(s) URL (opt-in: ALLOW_URL_INGEST) and index it under the URL or `source_id`."""
+    key, converted = fetch_url(core, url, source_id)
+    return ingest_fetched(core, key, converted)
+
+
+def fetch_url(core: Core, url: str, source_id: str | None) -> tuple[str, Converted]:
+    """(source id, the page as Markdown): the download, bounded by the fetcher's timeout and size cap."""
+    if not core.settings.allow_url_ingest:
+        raise UrlIngestDisabled("URL ingestion is disabled in this appliance")
+    from appliance.ingest.fetch import fetch_to_converted
+
+    key = valid_source_id(source_id or url)
+    core.check_writable_identity()
+    converted = fetch_to_converted(url, allow_private=core.settings.allow_private_urls,
+                                   max_bytes=min(core.settings.max_file_size, 50 * 1024 * 1024))
+    return key, converted
+
+
+def ingest_fetched(core: Core, key: str, converted: Converted) -> RunReport:
+    digest = hashlib.sha256(converted.markdown.encode("utf-8", "surrogatepass")).hexdigest()
+    return _ingest_converted(core, key, "url", converted, digest, len(converted.markdown))
+
+
+def _ingest_converted(core: Core, source_id: str, kind: str, converted: Converted, digest: str, size: int) -> RunReport:
+    report = RunReport(seen=1)
+    existed = core.index.source(source_id) is not None
+    source = SourceRow(source_id=source_id, source_kind=kind, path=source_id, content_hash=digest, size=size)
+    _write_batch(core, [(source, converted)], report, _embedding(core, report))
+    report.added, report.updated = (0, 1) if existed else (1, 0)
+    core.index.refresh_indexes()
+    return _finish(report)
+
+
+def delete(core: Core, target: str, is_source: bool = False, *, require_absolute: bool = False) -> Deleted:
+    """Remove a file, data item or URL item from the index (never from disk)."""
+    source_id = core.source_id_for(target, is_source, require_absolute=require_absolute)
+    recorded = core.index.source(source_id)
+    chunks = core.index.count_chunks_of(source_id)
+    if recorded is None and not chunks:
+        raise NotFound(f"Nothing indexed for {source_id}", hint="`minirag list` shows what is indexed.")
+    core.index.delete_sources([source_id])
+    return Deleted(source=source_id, chunks_removed=chunks)
+
+
+def _collect(item: FoundFile | Skipped, files: list[FoundFile], report: RunReport) -> None:
+    if isinstance(item, FoundFile):
+        files.append(item)
+    else:
+        report.skipped.append({"path": printable(item.path), "code": item.code, "reason": item.reason})
+
+
+def _index_files(core: Core, files: Sequence[FoundFile], report: RunReport,
+                 on_file: Callable[[int, int, str], None] | None, embed: ReusingEmbed,
+                 *, known: dict[str, SourceRow], force: bool, gone: Sequence[str] = (),
+                 redo: frozenset[str] = frozenset()) -> None:
+    """Convert (in worker processes) while embedding and writing earlier files; `redo` names
+    files to re-index even when unchanged.
+
+    A dated snapshot sequence in which anything changed is re-indexed as a
+    whole, in date order, in one write, so its de-duplication stays exact.
+    """
+    plans = {f.path: (f, *sync_plan.classify(core, f, known.get(str(f.path)), force or str(f.path) in redo))
+             for f in files}
+    members: dict[Path, Member] = {}
+    if core.settings.snapshot_dedupe:
+        every = snapshot_members([*plans, *(Path(g) for g in gone)])
+        touched = {m.group for p, m in every.items() if p not in plans or plans[p][1] == "index"}
+        members = {p: m for p, m in every.items() if p in plans and m.group in touched}
+    todo: list[tuple[FoundFile, str]] = []
+    unreadable: list[SourceRow] = []
+    for path, (f, kind, digest) in plans.items():
+        if path in members and kind in ("unchanged", "refresh", "failed"):
+            kind, digest = "index", content_hash(path) if kind == "unchanged" else digest
+        old = known.get(str(path))
+        if kind == "unchanged":
+            report.unchanged += 1
+        elif kind == "refresh":
+            assert old is not None  # _classify refreshes only a known row
+            core.index.record_sources([_replace_stat(old, f)])
+            report.refreshed += 1
+        elif kind == "failed":
+            assert old is not None  # _classify reports a failure again only for a known row
+            report.failed.append({"path": str(path), "code": old.error_code, "reason": old.error})
+        elif kind == "error":
+            report.failed.append({"path": str(path), "code": "unreadable", "reason": digest})
+            if old is None or old.error_code != "unreadable" or (old.mtime_ns, old.size) != (f.mtime_ns, f.size):
+                unreadable.append(SourceRow(source_id=str(path), source_kind="file", root=str(f.root),
+                                            path=f.display, mtime_ns=f.mtime_ns, size=f.size,
+                                            ingested_at=time.time(),
+                                            error_code="unreadable", error=f"cannot read the file: {digest}"))
+        else:
+            todo.append((f, digest))
+    if unreadable:  # what can no longer be read is no longer served either
+        core.index.replace_sources(unreadable, [])
+    if not todo:
+        return
+    todo.sort(key=lambda item: str(item[0].path))
+    waiting: dict[str, int] = {}
+    for f, _ in todo:
+        if f.path in members:
+            waiting[members[f.path].group] = waiting.get(members[f.path].group, 0) + 1
+    sequences: dict[str, list[tuple[str, SourceRow, Converted]]] = {}
+    by_path = {f.path: (f, digest) for f, digest in todo}
+    with _pool(core) as pool, EmbedWritePipeline(
+            embed, lambda works: _store(core, works, report),
+            ahead_chunks=EMBED_AHEAD_CHUNKS, batch_chunks=EMBED_BATCH_CHUNKS) as pipeline:
+        stream = pool.imap([f.path for f, _ in todo], in_flight=CONVERT_AHEAD, max_bytes=CONVERT_AHEAD_BYTES)
+        for done, (path, result) in enumerate(stream, start=1):
+            f, digest = by_path[path]
+            old = known.get(str(path))
+            source = SourceRow(source_id=str(path), source_kind="file", root=str(f.root), path=f.display,
+                               content_hash=digest, mtime_ns=f.mtime_ns, size=f.size)
+            if isinstance(result, ApplianceError):
+                pipeline.put(Work([_failed(source, result)]))
+                report.failed.append({"path": str(path), "code": result.code, "reason": result.message})
+            else:
+                if old is None:
+                    report.added += 1
+                else:
+                    report.updated += 1
+                if path in members:
+                    sequences.setdefault(members[path].group, []).append((members[path].date, source, result))
+                else:
+                    pipeline.put(_prepare(core, [(source, result)]))
+            member = members.get(path)
+            if member is not None:
+                waiting[member.group] -= 1
+                if waiting[member.group] == 0:
+                    sequence = sorted(sequences.pop(member.group, []), key=lambda item: item[0])
+                    pipeline.put(_prepare(core, [(s_, c_) for _d, s_, c_ in sequence],
+                                               snapshot_dates=[d for d, _s, _c in sequence]))
+            if on_file:
+                on_file(done, len(todo), str(path))
+        pipeline.close()
+    core.index.refresh_indexes()
+
+
+def _write_batch(core: Core, batch: list[tuple[SourceRow, Converted]], report: RunReport, embed: ReusingEmbed) -> None:
+    """Chunk, embed and store converted documents in one write, on this thread."""
+    work = _prepare(core, batch)
+    work.embed_with(embed)
+    _store(core, [work], report)
+
+
+def _embedding(core: Core, report: RunReport, *, reuse: bool = True) -> ReusingEmbed:
+    """The model behind a lookup of vectors already in the index (reuse.py), counted into
+    `report`; `reuse=False` (sync --clean, which trusts nothing stored) asks the model for
+    every text, each distinct one once."""
+    lookup = (IndexLookup(core.index, core.spec.id, SCHEME_VERSION,
+                          lambda text, title: embedded_text(core, 0, text, title))
+              if reuse else _nothing_known)
+    return ReusingEmbed(core.embedder.embed_passages, lookup, core.spec.dim, tally=report)
+
+
+def _prepare(core: Core, batch: list[tuple[SourceRow, Converted]], *,
+             snapshot_dates: Sequence[str] | None = None) -> Work:
+    """Cut converted documents into chunk rows and the texts their vectors come from.
+
+    With `snapshot_dates`, the batch is one dated sequence in date order and
+    chunks repeated from the previous snapshot are not stored again.
+    """
+    budget = core.budget
+    embedder = core.embedder
+    now = time.time()
+    cut = [chunk_document(converted.markdown, count_tokens=embedder.count_tokens, budget=budget,
+                          title=converted.title, ceiling=embedder.window) for _source, converted in batch]
+    if snapshot_dates is not None:
+        kept = dedupe_sequence(list(zip(snapshot_dates, cut, strict=True)))
+    else:
+        kept = [[Kept(c) for c in chunks] for chunks in cut]
+    work = Work([])
+    for n, ((source, converted), survivors) in enumerate(zip(batch, kept, strict=True)):
+        full = replace(source, title=converted.title or "", scheme=SCHEME_VERSION, model_id=core.spec.id,
+                       chunk_count=len(survivors), ingested_at=now, ocr_engine=converted.ocr_engine,
+                       doc_class=_doc_class(converted), error_code="", error="",
+                       metadata=json.dumps(converted.metadata, ensure_ascii=False, sort_keys=True))
+        work.sources.append(full)
+        key = source_key(source.source_id)
+        date = snapshot_dates[n] if snapshot_dates is not None else None
+        for entry in survivors:
+            text = embedded_text(core, entry.chunk.index, entry.chunk.text, converted.title)
+            work.texts.append(text)
+            work.rows.append(chunk_row(full, entry.chunk, key=key, has_lines=converted.has_lines,
+                                       keywords=keywords_field(full.title, entry.chunk.text),
+                                       embed_key=embed_key(text), snapshot_date=date,
+                                       also_unchanged_on=entry.also_unchanged_on))
+    return work
+
+
+def _store(core: Core, works: list[Work], report: RunReport) -> None:
+    """Write embedded works as one write: each source's chunks replaced, then its record."""
+    rows = [r for w in works for r in w.rows]
+    core.index.replace_sources([s for w in works for s in w.sources], rows)
+    report.chunks += len(rows)
+
+
+def embedded_text(core: Core, chunk_index: int, text: str, title: str | None) -> str:
+    """Every chunk carries its document's title into its vector (when its text lacks it and
+    it fits the window): a passage cut from the middle of a document is often about what
+    the title names without naming it (scripts/embedding_text_experiments.py measures it).
+    The stored text stays the document's."""
+    if not title or title in text:
+        return text
+    titled = f"# {title}\n{text}"
+    return titled if core.embedder.count_tokens(titled) <= core.embedder.window else text
+
+
+def _finish(report: RunReport) -> RunReport:
+    report.seconds = time.time() - report.started_at
+    return report
+
+
+def _save_last_sync(core: Core, report: RunReport, under: Path | None) -> None:
+    data = report.to_dict() | {"finishedAt": time.time(), "scope": str(under) if under else None}
+    try:
+        save_last_sync(core.settings.db_path, data)
+    except OSError as exc:
+        raise (storage_error(exc, f"the index at {core.settings.db_path}", core.settings.db_path) or exc) from exc
+
+
+def _pool(core: Core) -> ConvertPool:
+    return ConvertPool(workers=core.settings.convert_workers, timeout_s=core.settings.convert_timeout_s,
+                       memory_bytes=core.settings.convert_memory_mb * 1024 * 1024,
+                       ocr=core.ocr_config(), max_file_size=core.settings.max_file_size,
+                       max_tasks_per_worker=WORKER_RECYCLE_FILES)
+
+
+def source_key(source_id: str) -> str:
+    return hashlib.sha1(source_id.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def _nothing_known(_keys: list[str]) -> dict[str, Any]:
+    return {}
+
+
+def utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _doc_class(converted: Converted) -> str:
+    meta = converted.metadata
+    kind = (meta.get("type") or "").strip().lower()
+    if kind:
+        return kind
+    tags = [t.strip().lower() for t in (meta.get("tags") or "").split(",") if t.strip()]
+    return tags[0] if tags else "note"
+
+
+def _replace_stat(old: SourceRow, f: FoundFile) -> SourceRow:
+    return replace(old, mtime_ns=f.mtime_ns, size=f.size)
+
+
+def _failed(source: SourceRow, exc: ApplianceError) -> SourceRow:
+    return replace(source, error_code=exc.code, error=exc.message, ingested_at=time.time())

@@ -1,0 +1,268 @@
+"""Reading what is indexed: a document, the chunks around a hit, the files and their states, exact-match grep."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from appliance.core import Core
+from appliance.errors import InvalidArgument, NotFound
+from appliance.ingest import convert
+from appliance.ingest.chunk import reconstruct
+from appliance.ingest.discover import FoundFile, Skipped, printable, walk
+from appliance.paging import MAX_PAGE_CHARS, READ_PAGE_CHARS, text_page
+from appliance.query.assemble import HIT_COLUMNS, hit_dict, row_to_chunk
+from appliance.results import Neighbors
+from appliance.store import SourceRow
+
+if TYPE_CHECKING:
+    from appliance.grep import GrepDoc, GrepResult
+
+
+GREP_BATCH_CHUNKS = 2000
+"""Chunks grep reads from the index in one go (a few MB of text), so memory stays bounded."""
+
+
+def read(core: Core, target: str, is_source: bool = False, *, require_absolute: bool = False,
+         offset: int = 0, max_chars: int | None = None, revision: str | None = None,
+         start_line: int | None = None, end_line: int | None = None,
+         page_start: int | None = None, page_end: int | None = None) -> dict[str, Any]:
+    """A document rebuilt from its chunks (no repeated breadcrumbs or headers), whole or one page.
+
+    A page is at most `max_chars` characters from `offset`, cut at a line end when one
+    lies in its second half; `nextOffset` continues it (None at the end). `revision`
+    names the text the offsets count in: a page asked with another document's or an
+    older revision is refused, so a reader never stitches two versions together.
+
+    `start_line`/`end_line` (sources with lines) or `page_start`/`page_end` (PDFs and
+    scans; slides of a presentation) read only that part (1-based, inclusive; either
+    bound may be left out); offsets then count in that part's text, and the revision
+    is still the whole document's.
+    """
+    from appliance.query.ranges import check_range, line_range, page_range
+
+    lines = start_line is not None or end_line is not None
+    pages = page_start is not None or page_end is not None
+    if lines and pages:
+        raise InvalidArgument("Give a line range or a page range, not both")
+    check_range(("startLine", "endLine"), start_line, end_line)
+    check_range(("pageStart", "pageEnd"), page_start, page_end)
+    source_id = core.source_id_for(target, is_source, require_absolute=require_absolute)
+    rows = core.index.document_chunks(source_id, HIT_COLUMNS)
+    if not rows:
+        raise NotFound(f"Nothing indexed for {source_id}",
+                       hint="Run `minirag sync` (or ingest the file) first; `minirag list` shows what is indexed.")
+    rows.sort(key=lambda r: r["chunk_index"])
+    content = reconstruct([row_to_chunk(r) for r in rows])
+    current = hashlib.sha1(f"{source_id}\0{content}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    if revision is not None and revision != current:
+        raise InvalidArgument(f"revision {revision!r} is not the indexed text of {source_id} (now {current}): "
+                              "the document changed or the revision belongs to another one",
+                              hint="Read again from offset 0 without a revision.")
+    part: dict[str, Any] = {}
+    if lines:
+        part = line_range(source_id, rows, start_line, end_line)
+    elif pages:
+        part = page_range(source_id, rows, page_start, page_end)
+    text = part.pop("content", content)
+    page, next_offset = text_page(text, offset, max_chars)
+    return {"source": source_id, "sourceKind": rows[0]["source_kind"], "displayPath": rows[0]["path"],
+            "title": rows[0]["title"] or None, "chunkCount": len(rows), "content": page,
+            "offset": offset, "totalChars": len(text), "nextOffset": next_offset,
+            "remainingChars": len(text) - (next_offset if next_offset is not None else len(text)),
+            "revision": current, **part}
+
+
+def read_neighbors(core: Core, target: str, is_source: bool, chunk_index: int, *, before: int = 2, after: int = 2,
+                   require_absolute: bool = False, max_chars: int = READ_PAGE_CHARS) -> Neighbors:
+    """The chunks around one hit, in document order, within `max_chars` of text.
+
+    The hit's own chunk always comes; the others are taken nearest first, alternating
+    after and before, while their text fits. `omittedBefore`/`omittedAfter` count
+    the requested chunks left out (ask again from the first/last chunk returned)."""
+    for name, value, low, cap in (("chunkIndex", chunk_index, 0, 10**9), ("before", before, 0, 50),
+                                  ("after", after, 0, 50), ("maxChars", max_chars, 1, MAX_PAGE_CHARS)):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= cap:
+            raise InvalidArgument(f"{name} must be an integer from {low} to {cap}, not {value!r}")
+    source_id = core.source_id_for(target, is_source, require_absolute=require_absolute)
+    rows = core.index.chunks_around(source_id, chunk_index - before, chunk_index + after, HIT_COLUMNS)
+    if chunk_index not in rows:
+        raise NotFound(f"{source_id} has no chunk {chunk_index}")
+    kept, used = {chunk_index}, len(rows[chunk_index]["text"])
+    nearest = sorted((i for i in rows if i != chunk_index), key=lambda i: (abs(i - chunk_index), i < chunk_index))
+    for i in nearest:
+        if used + len(rows[i]["text"]) > max_chars:
+            break
+        kept.add(i)
+        used += len(rows[i]["text"])
+    return Neighbors(source=source_id, chunk_index=chunk_index, chunks=[hit_dict(rows[i]) for i in sorted(kept)],
+                     omitted_before=sum(1 for i in rows if i < chunk_index and i not in kept),
+                     omitted_after=sum(1 for i in rows if i > chunk_index and i not in kept))
+
+
+def list_files(core: Core, *, scope: str | None = None, include_ignored: bool = False, require_absolute: bool = False,
+               limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+    """Every file under the roots with its state, then the indexed data and URL sources, in pages.
+
+    Files come sorted by path, then sources by id; a page holds at most `limit` entries of
+    both (None: all of them) and `nextCursor` continues after the last one (None at the end).
+    """
+    from appliance.paging import page_after
+
+    under = core.resolve(scope, require_absolute=require_absolute)[0] if scope else None
+    known = {s.source_id: s for s in core.index.source_rows()}
+    files: list[dict[str, Any]] = []
+    for item in walk(core.settings.roots, core.extensions(), under=under, report_skips=include_ignored):
+        if isinstance(item, Skipped):
+            files.append({"filePath": printable(item.path), "state": item.code, "reason": item.reason})
+            continue
+        old = known.pop(str(item.path), None)
+        files.append(_file_state(item, old))
+    others = []
+    for s in known.values():
+        if s.source_kind == "file":
+            if under is None or Path(s.source_id).is_relative_to(under):
+                files.append({"filePath": s.source_id, "state": "missing", "chunkCount": s.chunk_count,
+                              "reason": "indexed, but no longer on disk; the next sync removes it"})
+        else:
+            others.append({"source": s.source_id, "sourceKind": s.source_kind, "title": s.title or None,
+                           "chunkCount": s.chunk_count, "ingestedAt": s.ingested_at})
+    return page_after(files, others, scope=scope, limit=limit, cursor=cursor)
+
+
+def grep(core: Core, pattern: str, *, regex: bool = False, case_sensitive: bool = False, scope: str | None = None,
+         root: str | None = None, file_glob: str | None = None, max_results: int = 100,
+         require_absolute: bool = False) -> GrepResult:
+    """Matching lines in the indexed text of every indexed document: files of every format
+    (PDF, Office, EPUB, OCRed scans, text), ingest_data items and fetched pages.
+
+    Filters: `scope` (a path under the roots), `root` (a configured root, by path or by
+    list_roots' name), `file_glob` (on the display path). Files on disk that are not
+    indexed (new, or failed to convert) have no indexed text and are not searched: the
+    result counts them, with a note, instead of leaving them out silently.
+    """
+    from appliance.grep import check_max_results, compile_pattern, grep, path_glob
+
+    compile_pattern(pattern, is_regex=regex, case_sensitive=case_sensitive)
+    check_max_results(max_results)
+    under = core.resolve(scope, require_absolute=require_absolute)[0] if scope else None
+    root_path = _root_named(core, root) if root is not None else None
+    matches = path_glob(file_glob) if file_glob is not None else None
+
+    def selected(kind: str, source_id: str, root_of: str, display: str) -> bool:
+        if (under is not None or root_path is not None) and kind != "file":
+            return False
+        return ((under is None or Path(source_id) == under or Path(source_id).is_relative_to(under))
+                and (root_path is None or root_of == str(root_path))
+                and (matches is None or matches(display)))
+
+    core.index.checkout_latest()
+    known = {s.source_id: s for s in core.index.source_rows()}
+    indexed = sorted((s for s in known.values()
+                      if not s.error_code and selected(s.source_kind, s.source_id, s.root, s.path)),
+                     key=lambda s: s.source_id)
+    coverage = _grep_coverage(core, known, len(indexed), under or root_path, selected)
+    result = grep(_grep_documents(core, indexed), pattern, is_regex=regex, case_sensitive=case_sensitive,
+                  max_results=max_results)
+    result.coverage = coverage
+    return result
+
+
+def _grep_documents(core: Core, sources: Sequence[SourceRow]) -> Iterator[GrepDoc]:
+    """The documents' texts from their stored chunks, read a bounded batch at a time."""
+    from appliance.grep import GREP_COLUMNS, GrepDoc, describe
+
+    batch: list[SourceRow] = []
+    chunks = 0
+    for n, source in enumerate(sources):
+        batch.append(source)
+        chunks += max(1, source.chunk_count)
+        if chunks < GREP_BATCH_CHUNKS and len(batch) < 200 and n + 1 < len(sources):
+            continue
+        by_source = core.index.chunks_by_source([s.source_id for s in batch], GREP_COLUMNS)
+        for s in batch:
+            mine = by_source.get(s.source_id)
+            yield GrepDoc.from_rows(mine) if mine else GrepDoc.empty(
+                describe(s.source_id, s.source_kind, s.path, s.title))
+        batch, chunks = [], 0
+
+
+def _grep_coverage(core: Core, known: dict[str, SourceRow], indexed: int, under: Path | None,
+                   selected: Callable[[str, str, str, str], bool]) -> dict[str, Any]:
+    """What grep cannot search among the files the filters select: new (not indexed yet) and
+    failed files, and changed ones (searched as last indexed), with a sentence saying so."""
+    new = failed = changed = 0
+    if under is not None and under.is_file():
+        under = under.parent  # the scan's own view of the file: its extension, the ignore rules
+    for item in walk(core.settings.roots, core.extensions(), under=under):
+        if not isinstance(item, FoundFile) or not selected("file", str(item.path), str(item.root), item.display):
+            continue
+        old = known.get(str(item.path))
+        if old is None:
+            new += 1
+        elif old.error_code:
+            failed += 1
+        elif (old.mtime_ns, old.size) != (item.mtime_ns, item.size):
+            changed += 1
+    notes = []
+    if new or failed:
+        notes.append(f"{new + failed} file(s) under the roots have no indexed text and were not searched "
+                     f"({new} not indexed yet, {failed} failed to index; list_files names them)")
+    if changed:
+        notes.append(f"{changed} file(s) changed on disk since indexing and were searched as last indexed")
+    if new or changed:
+        notes.append("a sync (sync_start, or `minirag sync`) indexes them")
+    if not indexed and not notes:
+        notes.append("no indexed document matches the filters")
+    note = "; ".join(notes) + "." if notes else None
+    return {"documentsIndexed": indexed, "unindexedFiles": new, "failedFiles": failed, "staleFiles": changed,
+            "note": note[0].upper() + note[1:] if note else None}
+
+
+def _root_named(core: Core, root: str) -> Path:
+    """The configured root `root` names: its path (as configured, or resolved) or its list_roots name."""
+    from appliance.ingest.discover import root_names
+
+    roots = core.settings.roots
+    names = root_names(roots)
+    if isinstance(root, str) and root.strip() and "\x00" not in root:
+        text = root.strip()
+        for path, name in zip(roots, names, strict=True):
+            if text == name:
+                return path
+        if text.startswith(("/", "~")):
+            given: Path | None
+            real: Path | None
+            try:
+                given = Path(os.path.normpath(Path(text).expanduser()))
+                real = given.resolve()
+            except (RuntimeError, OSError):  # ~user without a home, a link loop: no root
+                given = real = None
+            for path in roots:
+                if path in (given, real):
+                    return path
+    listed = ", ".join(f"{name} ({path})" for name, path in zip(names, roots, strict=True))
+    raise InvalidArgument(f"root {root!r} is not one of the configured roots", hint=f"The roots: {listed}.")
+
+
+def _file_state(found: FoundFile, old: SourceRow | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"filePath": str(found.path), "displayPath": found.display, "size": found.size}
+    if old is None:
+        entry["state"] = "new"
+    elif old.error_code:
+        entry |= {"state": "failed", "reason": old.error, "code": old.error_code}
+    elif old.mtime_ns != found.mtime_ns or old.size != found.size:
+        entry |= {"state": "changed", "chunkCount": old.chunk_count}
+    else:
+        entry |= {"state": "indexed", "chunkCount": old.chunk_count, "title": old.title or None,
+                  "ocrEngine": old.ocr_engine, "docClass": old.doc_class}
+        try:
+            missing = convert.pages_left_without_ocr(json.loads(old.metadata or "{}"))
+        except ValueError:
+            missing = None
+        if missing:
+            entry["reason"] = missing
+    return entry

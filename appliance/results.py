@@ -1,0 +1,146 @@
+"""What the service returns: records the CLI and the MCP server render in their own (camelCase) shapes."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class RunReport:
+    """What an ingest or sync did; counts add up to what it saw."""
+
+    seen: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    refreshed: int = 0
+    deleted: int = 0
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    failed: list[dict[str, str]] = field(default_factory=list)
+    chunks: int = 0
+    embedded: int = 0
+    reused: int = 0
+    seconds: float = 0.0
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seen": self.seen, "added": self.added, "updated": self.updated,
+                "unchanged": self.unchanged, "refreshed": self.refreshed, "deleted": self.deleted,
+                "skippedCount": len(self.skipped), "failedCount": len(self.failed),
+                "skipped": self.skipped, "failed": self.failed, "chunks": self.chunks,
+                "chunksEmbedded": self.embedded, "chunksReused": self.reused,
+                "seconds": round(self.seconds, 3), "startedAt": self.started_at}
+
+
+ABSENT_WHEN_NONE = "absent_when_none"
+"""Field metadata: the wire shape leaves the key out when the value is None (wire.to_wire)."""
+_ABSENT = {ABSENT_WHEN_NONE: True}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deleted:
+    """What `delete` removed."""
+
+    source: str
+    deleted: bool = True
+    chunks_removed: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RootCounts:
+    """One configured root: its name, path and indexed/failed files (None when the index is unreadable)."""
+
+    name: str
+    path: str
+    exists: bool
+    indexed_files: int | None = None
+    failed_files: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RootList:
+    """The configured roots with their counts, and the ingest_data and URL items (which belong to no root)."""
+
+    roots: list[RootCounts]
+    data_sources: int | None = None
+    url_sources: int | None = None
+    index_error: dict[str, Any] | None = field(default=None, metadata=_ABSENT)
+    unconfigured_roots: dict[str, int] | None = field(default=None, metadata=_ABSENT)
+    """Roots of indexed files that are not configured, with their file counts (None: there are none)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Neighbors:
+    """The chunks around one hit, in document order, and how many asked for were left out."""
+
+    source: str
+    chunk_index: int
+    chunks: list[dict[str, Any]]
+    """Hits as query.assemble.hit_dict shapes them."""
+    omitted_before: int
+    omitted_after: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncActivity:
+    """The sync running on this index now (whoever started it), the last finished one, and this process's jobs."""
+
+    running: dict[str, Any] | None
+    last_sync: dict[str, Any] | None
+    jobs: list[Any]
+    """jobs.SyncJob records, newest first."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelInfo:
+    id: str
+    dim: int
+    max_seq_length: int
+    baked: bool
+    """Whether the model's files are in the models directory."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexHealth:
+    """What the index holds and what is wrong with it; the warnings say what to run."""
+
+    db_path: str
+    source_count: int
+    failed_count: int
+    unconfigured_roots: dict[str, int] | None = field(default=None, metadata=_ABSENT)
+    roots_warning: str | None = field(default=None, metadata=_ABSENT)
+    chunk_count: int
+    unindexed_rows: int
+    has_keyword_index: bool
+    has_vector_index: bool
+    stale_chunk_count: int
+    scheme_warning: str | None = field(default=None, metadata=_ABSENT)
+    identity: dict[str, Any] | None
+    """store.Identity's fields as stored (snake_case on the wire too)."""
+    consistency_warning: str | None = field(default=None, metadata=_ABSENT)
+    identity_warning: str | None = field(default=None, metadata=_ABSENT)
+    identity_mismatch: str | None = field(default=None, metadata=_ABSENT)
+    identity_hint: str | None = field(default=None, metadata=_ABSENT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Status:
+    """Configuration and index health; `index_error` instead of `index` when the index cannot be read."""
+
+    version: str
+    config: dict[str, Any]
+    ocr: str
+    ocr_hint: str | None = field(default=None, metadata=_ABSENT)
+    model: ModelInfo
+    chunk_token_budget: int | None = field(default=None, metadata=_ABSENT)
+    index: IndexHealth | None = field(default=None, metadata=_ABSENT)
+    index_error: dict[str, Any] | None = field(default=None, metadata=_ABSENT)
+    sync_running: dict[str, Any] | None
+    scheduler: dict[str, Any] | None
+    last_sync: dict[str, Any] | None
+    ignore_problems: list[Any]

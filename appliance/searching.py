@@ -1,0 +1,113 @@
+"""Hybrid search over the index (vector and BM25 fused), and its answer as one Markdown block."""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from appliance.config import TOP_K_CAP
+from appliance.core import Core
+from appliance.errors import ApplianceError, InvalidArgument
+from appliance.ingest.discover import contained_root
+from appliance.keywords import language, query_terms
+from appliance.query.assemble import HIT_COLUMNS, RANK_COLUMNS, SearchResult, assemble, within_budget
+from appliance.query.distinct import collapse
+from appliance.query.filters import Filter
+from appliance.query.hybrid import Side, cap_distance, cap_files, fuse, group_cut
+
+MAX_QUERY_CHARS = 4000
+
+_KEYWORD_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="bm25")
+"""Runs each query's BM25 side beside its vector side; one pool per process (a thread per query cost ~1 ms)."""
+
+
+def search(core: Core, query: str, *, top_k: int = 10, scope: str | None = None,
+           doc_class: str | None = None) -> SearchResult:
+    """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse)."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidArgument("The query is empty", hint="Ask with a few words or an exact identifier.")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidArgument(f"The query is {len(query)} characters; at most {MAX_QUERY_CHARS} are accepted")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise InvalidArgument(f"topK must be at least 1, not {top_k!r}")
+    top_k = min(top_k, TOP_K_CAP)
+    core.require_identity()
+    core.index.checkout_latest()
+    where = _filters(core, scope, doc_class)
+    fetch = max(top_k * 4, 40)
+    weight = core.settings.hybrid_weight
+    keyword_future = None
+    if weight > 0.0:
+        keyword_future = _KEYWORD_POOL.submit(core.index.keyword_side, query_terms(query), fetch, where,
+                                              RANK_COLUMNS)
+    vector = core.embedder.embed_query(query)
+    vector_side = core.index.vector_side(vector, fetch, where, RANK_COLUMNS)
+    keyword_side = keyword_future.result() if keyword_future else Side([], 0.0, 0.0)
+    found = {row["id"] for row in vector_side.rows}
+    similarity = core.index.similarities(vector, [r["id"] for r in keyword_side.rows if r["id"] not in found])
+    fused = fuse(vector_side, keyword_side, weight, language(query), similarity)
+    fused = cap_distance(fused, core.settings.max_distance)
+    fused = group_cut(fused, core.settings.grouping)
+    # Twice the hits asked for, so near-identical passages can collapse and still leave top_k distinct ones.
+    ranked = cap_files(fused, core.settings.max_files)[:top_k * 2]
+    # Ranking reads a few narrow columns; the full rows of the hits come back with
+    # their sections in one read, since every hit lies inside its own section.
+    parents = sorted({h.row["parent_id"] for h in ranked})
+    section_rows = core.index.section_rows(parents, HIT_COLUMNS)
+    full = {row["id"]: row for row in section_rows}
+    distinct = collapse([replace(h, row=full[h.id]) for h in ranked if h.id in full], top_k)
+    return within_budget(assemble(query, distinct.kept, section_rows, also_in=distinct.also_in))
+
+
+def _filters(core: Core, scope: str | None, doc_class: str | None) -> Filter | None:
+    prefix = scope_prefix(core, scope) if scope else None
+    if doc_class:
+        known = {s.doc_class for s in core.index.source_rows()} | {"note"}
+        if doc_class not in known:
+            raise InvalidArgument(f"Unknown doc class {doc_class!r}",
+                                  hint="Known classes: " + ", ".join(sorted(known)))
+    return Filter(prefix, doc_class or None) if prefix is not None or doc_class else None
+
+
+def scope_prefix(core: Core, scope: str) -> str:
+    """The source-id prefix of a scope; it matches at a separator: /docs/proj never matches /docs/project-x."""
+    if not isinstance(scope, str) or not scope.strip() or "\x00" in scope:
+        raise InvalidArgument("scope must be a non-empty path or source-id prefix")
+    if scope.startswith("/") or scope.startswith("~"):
+        path = Path(os.path.normpath(Path(scope).expanduser()))
+        roots = core.settings.roots
+        if contained_root(path, roots) is None and contained_root(path.resolve(), roots) is None \
+                and not any(r.is_relative_to(path) for r in roots):
+            raise InvalidArgument(f"scope {scope!r} is outside the configured document roots")
+        prefix = str(path)
+    else:
+        prefix = scope.rstrip("/") or scope
+    return prefix.rstrip("/") if len(prefix) > 1 else prefix
+
+
+def gather(core: Core, query: str, *, top_k: int = 10, scope: str | None = None, doc_class: str | None = None,
+           context_lines: int = 3) -> dict[str, Any]:
+    """`search`'s answer as one Markdown block (query.gather): numbered hits with their citations
+    and, for text files, `context_lines` lines of the file around each passage."""
+    from appliance.ingest.textfile import read_text
+    from appliance.query.gather import MAX_CONTEXT_LINES, render_markdown
+
+    if isinstance(context_lines, bool) or not isinstance(context_lines, int) \
+            or not 0 <= context_lines <= MAX_CONTEXT_LINES:
+        raise InvalidArgument(
+            f"contextLines must be an integer from 0 to {MAX_CONTEXT_LINES}, not {context_lines!r}")
+    answer = search(core, query, top_k=top_k, scope=scope, doc_class=doc_class).to_dict()
+
+    def read_lines(path: str) -> list[str] | None:
+        try:
+            target, _root = core.resolve(path)
+            if target.stat().st_size > core.settings.max_file_size:
+                return None
+            return read_text(target)[0].splitlines()
+        except (ApplianceError, OSError, ValueError):
+            return None
+
+    return {"query": answer["query"], "resultCount": len(answer["results"]),
+            "markdown": render_markdown(answer, context_lines=context_lines, read_lines=read_lines)}

@@ -1,0 +1,131 @@
+"""What a sync decides before converting: which files changed, what a killed write left, which roots are gone."""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from appliance.core import Core
+from appliance.errors import ApplianceError, IndexCorrupt, RootsChanged
+from appliance.ingest.chunk import SCHEME_VERSION, reconstruct
+from appliance.ingest.discover import FoundFile
+from appliance.query.assemble import HIT_COLUMNS, row_to_chunk
+from appliance.records import Converted
+from appliance.store import SourceRow
+
+
+def content_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def classify(core: Core, f: FoundFile, old: SourceRow | None, force: bool) -> tuple[str, str]:
+    """(what to do, content hash): unchanged, refresh, failed, error (unreadable) or index."""
+    fresh = (old if old is not None and not old.error_code and old.scheme == SCHEME_VERSION
+             and old.model_id == core.spec.id else None)  # the row, when it is current
+    if not force and fresh is not None and core.settings.change_detection == "stat" \
+            and fresh.mtime_ns == f.mtime_ns and fresh.size == f.size:
+        return "unchanged", fresh.content_hash
+    try:
+        digest = content_hash(f.path)
+    except OSError as exc:
+        return "error", exc.strerror or str(exc)
+    if not force and fresh is not None and fresh.content_hash == digest:
+        return "refresh", digest
+    if not force and old is not None and old.error_code and old.content_hash == digest \
+            and old.mtime_ns == f.mtime_ns:
+        return "failed", digest
+    return "index", digest
+
+
+def check_roots(core: Core, known: Iterable[SourceRow], *, forget: bool) -> None:
+    """Refuse a sync that would delete every file of a root this process was not given.
+
+    Files are keyed by absolute path, so the same folder mounted at another path (the
+    host's ~/docs and the container's /docs) would be deleted and embedded again.
+    """
+    held = core.foreign_roots(known)
+    if not held or forget:
+        return
+    roots = ", ".join(f"{root} ({count} files)" for root, count in sorted(held.items()))
+    configured = ", ".join(str(r) for r in core.settings.roots)
+    raise RootsChanged(
+        f"The index at {core.settings.db_path} holds documents under {roots}, which is not among the "
+        f"configured roots ({configured}); a sync would delete them and embed them again under the new path",
+        hint=("Give this process the documents at the path the index knows them by (BASE_DIRS, or the "
+              "container's -v HOST_FOLDER:/docs), use a separate DB_PATH per layout, or run "
+              "`minirag sync --forget-roots` to drop the entries of roots that are gone for good."))
+
+
+def items_to_keep(core: Core, discard_unrecoverable: bool) -> list[tuple[SourceRow, Converted]]:
+    """ingest_data and URL items with their text rebuilt from the stored chunks, for `sync --clean`.
+
+    A rebuild from disk cannot bring them back, so when their text is unreadable the
+    rebuild refuses and names them, unless told to discard them.
+    """
+    try:
+        items = [s for s in core.index.item_sources() if not s.error_code]
+    except ApplianceError:
+        items = []  # the sources table itself is unreadable: nothing can be named or kept
+    if not items:
+        return []
+    try:
+        by_source = core.index.chunks_by_source(None, HIT_COLUMNS)
+    except ApplianceError as exc:
+        if discard_unrecoverable:
+            return []
+        names = ", ".join(s.source_id for s in items[:20]) + (" …" if len(items) > 20 else "")
+        raise IndexCorrupt(
+            f"The stored text of {len(items)} ingest_data/URL items is unreadable ({exc.message}), so a "
+            f"rebuild would lose them: {names}",
+            hint="Re-ingest them after the rebuild, then run `minirag sync --clean --discard-unrecoverable`; "
+                 "files on disk are always rebuilt.") from exc
+    kept = []
+    for item in items:
+        chunks = by_source.get(item.source_id)
+        if not chunks:
+            continue
+        try:
+            metadata = json.loads(item.metadata or "{}")
+        except ValueError:
+            metadata = {}
+        text = reconstruct([row_to_chunk(r) for r in chunks])
+        kept.append((item, Converted(markdown=text, title=item.title or None, ocr_engine=item.ocr_engine,
+                                     has_lines=chunks[0]["start_line"] is not None, metadata=metadata)))
+    return kept
+
+
+def rebuildable_in_place(core: Core) -> bool:
+    """True when both tables read whole and hold vectors of the configured size."""
+    try:
+        stored = core.index.read_identity()
+        if stored is not None and stored.dim != core.spec.dim:
+            return False
+        core.index.read_everything()
+        return True
+    except ApplianceError:
+        return False
+
+
+def inconsistent(core: Core, known: dict[str, SourceRow], on_disk: set[str],
+                  under: Path | None) -> tuple[frozenset[str], list[str]]:
+    """What a killed write left behind: (files whose chunks differ from their source row, chunks of no source).
+
+    A process killed between deleting a source's old chunks and recording it again
+    (a re-ingest, a delete) leaves a source row that no longer matches the chunks;
+    one killed before recording a new file leaves chunks without a row. Both are
+    seen by counting chunks per source, so the next sync re-indexes or removes them.
+    """
+    counts = core.index.chunk_counts()
+    damaged = frozenset(sid for sid, row in known.items() if sid in on_disk
+                        and counts.get(sid, 0) != (0 if row.error_code else row.chunk_count))
+    stray = [sid for sid in counts if sid.startswith("/") and sid not in known and sid not in on_disk
+             and (under is None or Path(sid) == under or Path(sid).is_relative_to(under))]
+    if stray:
+        recorded = core.index.sources_by_id(stray)
+        stray = [sid for sid in stray if sid not in recorded]
+    return damaged, stray
