@@ -220,7 +220,7 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
         with _reported(as_json):
             gathered = _appliance(ctx, base_dir, db_path, models_dir, model_name).gather(
                 text, top_k=top_k, scope=scope, doc_class=doc_class, context_lines=context_lines)
-        _emit(gathered, as_json, gathered["markdown"])
+        _emit(to_wire(gathered), as_json, gathered.markdown)
         return
     with _reported(as_json):
         result = _appliance(ctx, base_dir, db_path, models_dir, model_name).search(
@@ -254,9 +254,9 @@ def read(ctx: typer.Context, target: Annotated[str | None, typer.Argument(help="
         doc = _appliance(ctx, base_dir, db_path, models_dir, model_name).read(
             source or target or "", source is not None, offset=offset, max_chars=max_chars,
             start_line=start_line, end_line=end_line, page_start=page_start, page_end=page_end)
-    _emit(doc, as_json, doc["content"])
-    if not as_json and doc["nextOffset"] is not None:
-        typer.echo(f"[{doc['remainingChars']} more characters: --offset {doc['nextOffset']}]", err=True)
+    _emit(to_wire(doc), as_json, doc.content)
+    if not as_json and doc.next_offset is not None:
+        typer.echo(f"[{doc.remaining_chars} more characters: --offset {doc.next_offset}]", err=True)
 
 
 @app.command("read-neighbors")
@@ -293,8 +293,8 @@ def list_(ctx: typer.Context, scope: Annotated[str | None, typer.Option("--scope
     """List every file under the roots with its state, and indexed data/URL sources (all of them,
     or one page with --limit/--cursor)."""
     with _reported(as_json):
-        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).list_files(
-            scope=scope, include_ignored=ignored, limit=limit, cursor=cursor)
+        out = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).list_files(
+            scope=scope, include_ignored=ignored, limit=limit, cursor=cursor))
     if out["nextCursor"] and not as_json:
         typer.echo(f"more: {out['total']} entries in all; next page: --cursor {out['nextCursor']}", err=True)
     lines = []

@@ -28,7 +28,7 @@ from appliance.keywords import keywords_field
 from appliance.locking import sync_lock
 from appliance.pipeline import EmbedWritePipeline, Work
 from appliance.records import Converted
-from appliance.results import Deleted, RunReport
+from appliance.results import Deleted, FileProblem, RunReport
 from appliance.reuse import IndexLookup, ReusingEmbed, embed_key
 from appliance.state import SyncProgress, save_last_sync
 from appliance.store import SourceRow, chunk_row
@@ -127,8 +127,8 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
         sync_plan.check_roots(core, known.values(), forget=forget_roots)
     # a skipped file keeps what was indexed for it, unless it is a link that leads nowhere now
     # or a file this process may no longer read (what its owner withdrew is not served either)
-    on_disk = {str(f.path) for f in files} | {s["path"] for s in report.skipped
-                                              if s["code"] not in ("broken_link", "unreadable")}
+    on_disk = {str(f.path) for f in files} | {s.path for s in report.skipped
+                                              if s.code not in ("broken_link", "unreadable")}
     gone = [sid for sid in known if sid not in on_disk]
     damaged, stray = sync_plan.inconsistent(core, known, on_disk, under)
     if stray:
@@ -224,7 +224,7 @@ def _collect(item: FoundFile | Skipped, files: list[FoundFile], report: RunRepor
     if isinstance(item, FoundFile):
         files.append(item)
     else:
-        report.skipped.append({"path": printable(item.path), "code": item.code, "reason": item.reason})
+        report.skipped.append(FileProblem(printable(item.path), item.code, item.reason))
 
 
 def _index_files(core: Core, files: Sequence[FoundFile], report: RunReport,
@@ -258,9 +258,9 @@ def _index_files(core: Core, files: Sequence[FoundFile], report: RunReport,
             report.refreshed += 1
         elif kind == "failed":
             assert old is not None  # _classify reports a failure again only for a known row
-            report.failed.append({"path": str(path), "code": old.error_code, "reason": old.error})
+            report.failed.append(FileProblem(str(path), old.error_code, old.error))
         elif kind == "error":
-            report.failed.append({"path": str(path), "code": "unreadable", "reason": digest})
+            report.failed.append(FileProblem(str(path), "unreadable", digest))
             if old is None or old.error_code != "unreadable" or (old.mtime_ns, old.size) != (f.mtime_ns, f.size):
                 unreadable.append(SourceRow(source_id=str(path), source_kind="file", root=str(f.root),
                                             path=f.display, mtime_ns=f.mtime_ns, size=f.size,
@@ -290,7 +290,7 @@ def _index_files(core: Core, files: Sequence[FoundFile], report: RunReport,
                                content_hash=digest, mtime_ns=f.mtime_ns, size=f.size)
             if isinstance(result, ApplianceError):
                 pipeline.put(Work([_failed(source, result)]))
-                report.failed.append({"path": str(path), "code": result.code, "reason": result.message})
+                report.failed.append(FileProblem(str(path), result.code, result.message))
             else:
                 if old is None:
                     report.added += 1

@@ -14,6 +14,8 @@ import json
 from typing import Any
 
 from appliance.errors import InvalidArgument
+from appliance.results import FileList, FileState, ItemState
+from appliance.wire import to_wire
 
 DEFAULT_PAGE = 500
 """The MCP tool's default page (10,011 files were one 1.94 MB reply); a page also stops at the reply budget."""
@@ -38,34 +40,34 @@ def json_chars(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, default=str))
 
 
-def page_after(files: list[dict[str, Any]], sources: list[dict[str, Any]], *, scope: str | None,
-               limit: int | None, cursor: str | None) -> dict[str, Any]:
-    """{files, sources, total, totalFiles, totalSources, nextCursor}: at most `limit` entries
-    (None: all, unbudgeted, for the CLI) after `cursor` (None: from the start).
+def page_after(files: list[FileState], sources: list[ItemState], *, scope: str | None,
+               limit: int | None, cursor: str | None) -> FileList:
+    """At most `limit` entries (None: all, unbudgeted, for the CLI) after `cursor` (None: from the
+    start), with the listing's totals and the cursor of the next page.
 
     A limited page also ends where its JSON would pass REPLY_BUDGET_CHARS (at least one entry),
     so 500 entries with long paths never make a reply a client refuses; nextCursor goes on."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE):
         raise InvalidArgument(f"limit must be an integer from 1 to {MAX_PAGE}, not {limit!r}")
-    entries = sorted([((_FILES, f["filePath"]), f) for f in files] + [((_SOURCES, s["source"]), s) for s in sources],
-                     key=lambda entry: entry[0])
+    entries: list[_Entry] = sorted([((_FILES, f.file_path), f) for f in files]
+                                   + [((_SOURCES, s.source), s) for s in sources], key=lambda entry: entry[0])
     start = _decode(cursor, scope) if cursor is not None else None
     rest = [entry for entry in entries if start is None or entry[0] > start]
     page = rest if limit is None else _within_budget(rest[:limit])
     more = len(page) < len(rest)
-    return {"files": [e for key, e in page if key[0] == _FILES],
-            "sources": [e for key, e in page if key[0] == _SOURCES],
-            "total": len(entries), "totalFiles": len(files), "totalSources": len(sources),
-            "nextCursor": _encode(page[-1][0], scope) if more else None}
+    return FileList(files=[e for _key, e in page if not isinstance(e, ItemState)],
+                    sources=[e for _key, e in page if isinstance(e, ItemState)],
+                    total=len(entries), total_files=len(files), total_sources=len(sources),
+                    next_cursor=_encode(page[-1][0], scope) if more else None)
 
 
-_Entry = tuple[tuple[int, str], dict[str, Any]]
+_Entry = tuple[tuple[int, str], FileState | ItemState]
 
 
 def _within_budget(entries: list[_Entry]) -> list[_Entry]:
     used = _PAGE_OVERHEAD_CHARS
     for n, (key, entry) in enumerate(entries):
-        used += json_chars(_WIRE_DEFAULTS[key[0]] | entry) + 2
+        used += json_chars(_WIRE_DEFAULTS[key[0]] | to_wire(entry)) + 2
         if used > REPLY_BUDGET_CHARS and n:
             return entries[:n]
     return entries

@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,19 @@ from appliance.ingest.chunk import reconstruct
 from appliance.ingest.discover import FoundFile, Skipped, printable, walk
 from appliance.paging import MAX_PAGE_CHARS, READ_PAGE_CHARS, text_page
 from appliance.query.assemble import HIT_COLUMNS, hit_dict, row_to_chunk
-from appliance.results import Neighbors
+from appliance.results import (
+    ChangedFile,
+    Document,
+    FailedFile,
+    FileList,
+    FileState,
+    IndexedFile,
+    ItemState,
+    MissingFile,
+    Neighbors,
+    NewFile,
+    SkippedFile,
+)
 from appliance.store import SourceRow
 
 if TYPE_CHECKING:
@@ -29,11 +42,11 @@ GREP_BATCH_CHUNKS = 2000
 def read(core: Core, target: str, is_source: bool = False, *, require_absolute: bool = False,
          offset: int = 0, max_chars: int | None = None, revision: str | None = None,
          start_line: int | None = None, end_line: int | None = None,
-         page_start: int | None = None, page_end: int | None = None) -> dict[str, Any]:
+         page_start: int | None = None, page_end: int | None = None) -> Document:
     """A document rebuilt from its chunks (no repeated breadcrumbs or headers), whole or one page.
 
     A page is at most `max_chars` characters from `offset`, cut at a line end when one
-    lies in its second half; `nextOffset` continues it (None at the end). `revision`
+    lies in its second half; `next_offset` continues it (None at the end). `revision`
     names the text the offsets count in: a page asked with another document's or an
     older revision is refused, so a reader never stitches two versions together.
 
@@ -62,18 +75,16 @@ def read(core: Core, target: str, is_source: bool = False, *, require_absolute: 
         raise InvalidArgument(f"revision {revision!r} is not the indexed text of {source_id} (now {current}): "
                               "the document changed or the revision belongs to another one",
                               hint="Read again from offset 0 without a revision.")
-    part: dict[str, Any] = {}
-    if lines:
-        part = line_range(source_id, rows, start_line, end_line)
-    elif pages:
-        part = page_range(source_id, rows, page_start, page_end)
-    text = part.pop("content", content)
+    span = line_range(source_id, rows, start_line, end_line) if lines else \
+        page_range(source_id, rows, page_start, page_end) if pages else None
+    text = span.content if span is not None else content
     page, next_offset = text_page(text, offset, max_chars)
-    return {"source": source_id, "sourceKind": rows[0]["source_kind"], "displayPath": rows[0]["path"],
-            "title": rows[0]["title"] or None, "chunkCount": len(rows), "content": page,
-            "offset": offset, "totalChars": len(text), "nextOffset": next_offset,
-            "remainingChars": len(text) - (next_offset if next_offset is not None else len(text)),
-            "revision": current, **part}
+    ranged = {f.name: getattr(span, f.name) for f in fields(span) if f.name != "content"} if span else {}
+    return Document(source=source_id, source_kind=rows[0]["source_kind"], display_path=rows[0]["path"],
+                    title=rows[0]["title"] or None, chunk_count=len(rows), content=page, offset=offset,
+                    total_chars=len(text), next_offset=next_offset,
+                    remaining_chars=len(text) - (next_offset if next_offset is not None else len(text)),
+                    revision=current, **ranged)
 
 
 def read_neighbors(core: Core, target: str, is_source: bool, chunk_index: int, *, before: int = 2, after: int = 2,
@@ -104,20 +115,20 @@ def read_neighbors(core: Core, target: str, is_source: bool, chunk_index: int, *
 
 
 def list_files(core: Core, *, scope: str | None = None, include_ignored: bool = False, require_absolute: bool = False,
-               limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+               limit: int | None = None, cursor: str | None = None) -> FileList:
     """Every file under the roots with its state, then the indexed data and URL sources, in pages.
 
     Files come sorted by path, then sources by id; a page holds at most `limit` entries of
-    both (None: all of them) and `nextCursor` continues after the last one (None at the end).
+    both (None: all of them) and `next_cursor` continues after the last one (None at the end).
     """
     from appliance.paging import page_after
 
     under = core.resolve(scope, require_absolute=require_absolute)[0] if scope else None
     known = {s.source_id: s for s in core.index.source_rows()}
-    files: list[dict[str, Any]] = []
+    files: list[FileState] = []
     for item in walk(core.settings.roots, core.extensions(), under=under, report_skips=include_ignored):
         if isinstance(item, Skipped):
-            files.append({"filePath": printable(item.path), "state": item.code, "reason": item.reason})
+            files.append(SkippedFile(file_path=printable(item.path), state=item.code, reason=item.reason))
             continue
         old = known.pop(str(item.path), None)
         files.append(_file_state(item, old))
@@ -125,11 +136,10 @@ def list_files(core: Core, *, scope: str | None = None, include_ignored: bool = 
     for s in known.values():
         if s.source_kind == "file":
             if under is None or Path(s.source_id).is_relative_to(under):
-                files.append({"filePath": s.source_id, "state": "missing", "chunkCount": s.chunk_count,
-                              "reason": "indexed, but no longer on disk; the next sync removes it"})
+                files.append(MissingFile(file_path=s.source_id, chunk_count=s.chunk_count))
         else:
-            others.append({"source": s.source_id, "sourceKind": s.source_kind, "title": s.title or None,
-                           "chunkCount": s.chunk_count, "ingestedAt": s.ingested_at})
+            others.append(ItemState(source=s.source_id, source_kind=s.source_kind, title=s.title or None,
+                                    chunk_count=s.chunk_count, ingested_at=s.ingested_at))
     return page_after(files, others, scope=scope, limit=limit, cursor=cursor)
 
 
@@ -248,21 +258,18 @@ def _root_named(core: Core, root: str) -> Path:
     raise InvalidArgument(f"root {root!r} is not one of the configured roots", hint=f"The roots: {listed}.")
 
 
-def _file_state(found: FoundFile, old: SourceRow | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"filePath": str(found.path), "displayPath": found.display, "size": found.size}
+def _file_state(found: FoundFile, old: SourceRow | None) -> FileState:
+    path, display, size = str(found.path), found.display, found.size
     if old is None:
-        entry["state"] = "new"
-    elif old.error_code:
-        entry |= {"state": "failed", "reason": old.error, "code": old.error_code}
-    elif old.mtime_ns != found.mtime_ns or old.size != found.size:
-        entry |= {"state": "changed", "chunkCount": old.chunk_count}
-    else:
-        entry |= {"state": "indexed", "chunkCount": old.chunk_count, "title": old.title or None,
-                  "ocrEngine": old.ocr_engine, "docClass": old.doc_class}
-        try:
-            missing = convert.pages_left_without_ocr(json.loads(old.metadata or "{}"))
-        except ValueError:
-            missing = None
-        if missing:
-            entry["reason"] = missing
-    return entry
+        return NewFile(file_path=path, display_path=display, size=size)
+    if old.error_code:
+        return FailedFile(file_path=path, display_path=display, size=size, reason=old.error, code=old.error_code)
+    if old.mtime_ns != found.mtime_ns or old.size != found.size:
+        return ChangedFile(file_path=path, display_path=display, size=size, chunk_count=old.chunk_count)
+    try:
+        missing = convert.pages_left_without_ocr(json.loads(old.metadata or "{}"))
+    except ValueError:
+        missing = None
+    return IndexedFile(file_path=path, display_path=display, size=size, chunk_count=old.chunk_count,
+                       title=old.title or None, ocr_engine=old.ocr_engine, doc_class=old.doc_class,
+                       reason=missing or None)

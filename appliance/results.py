@@ -3,7 +3,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    """A file a run skipped (a skip code such as ignored, broken_link) or failed to index (an error code)."""
+
+    path: str
+    code: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "code": self.code, "reason": self.reason}
 
 
 @dataclass
@@ -16,8 +28,8 @@ class RunReport:
     unchanged: int = 0
     refreshed: int = 0
     deleted: int = 0
-    skipped: list[dict[str, str]] = field(default_factory=list)
-    failed: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[FileProblem] = field(default_factory=list)
+    failed: list[FileProblem] = field(default_factory=list)
     chunks: int = 0
     embedded: int = 0
     reused: int = 0
@@ -32,7 +44,8 @@ class RunReport:
         return {"seen": self.seen, "added": self.added, "updated": self.updated,
                 "unchanged": self.unchanged, "refreshed": self.refreshed, "deleted": self.deleted,
                 "skippedCount": len(self.skipped), "failedCount": len(self.failed),
-                "skipped": self.skipped, "failed": self.failed, "chunks": self.chunks,
+                "skipped": [s.to_dict() for s in self.skipped], "failed": [f.to_dict() for f in self.failed],
+                "chunks": self.chunks,
                 "chunksEmbedded": self.embedded, "chunksReused": self.reused,
                 "seconds": round(self.seconds, 3), "startedAt": self.started_at}
 
@@ -144,3 +157,131 @@ class Status:
     scheduler: dict[str, Any] | None
     last_sync: dict[str, Any] | None
     ignore_problems: list[Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Document:
+    """A document rebuilt from its chunks: one page of it (`next_offset` continues, None at the end),
+    or of the lines or pages asked for (the fields of that range are set, the others None)."""
+
+    source: str
+    source_kind: str
+    display_path: str
+    title: str | None
+    chunk_count: int
+    content: str
+    """This page of the text."""
+    offset: int
+    total_chars: int
+    next_offset: int | None
+    remaining_chars: int
+    revision: str
+    """Names the whole document's text; a page asked with another revision is refused."""
+    start_line: int | None = field(default=None, metadata=_ABSENT)
+    end_line: int | None = field(default=None, metadata=_ABSENT)
+    total_lines: int | None = field(default=None, metadata=_ABSENT)
+    page_unit: Literal["page", "slide"] | None = field(default=None, metadata=_ABSENT)
+    page_start: int | None = field(default=None, metadata=_ABSENT)
+    page_end: int | None = field(default=None, metadata=_ABSENT)
+    total_pages: int | None = field(default=None, metadata=_ABSENT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Markdown:
+    """`search`'s answer as one Markdown block (gather)."""
+
+    query: str
+    result_count: int
+    markdown: str
+
+
+MISSING_REASON = "indexed, but no longer on disk; the next sync removes it"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkippedFile:
+    """A file the scan left out (list_files with include_ignored): its skip code is its state."""
+
+    file_path: str
+    state: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class MissingFile:
+    """An indexed file no longer on disk."""
+
+    file_path: str
+    state: Literal["missing"] = "missing"
+    chunk_count: int
+    reason: str = MISSING_REASON
+
+
+@dataclass(frozen=True, kw_only=True)
+class _OnDisk:
+    file_path: str
+    display_path: str
+    size: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewFile(_OnDisk):
+    """On disk, never indexed."""
+
+    state: Literal["new"] = "new"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailedFile(_OnDisk):
+    """Indexing it failed: the error code and message."""
+
+    state: Literal["failed"] = "failed"
+    reason: str
+    code: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChangedFile(_OnDisk):
+    """Changed on disk since it was indexed."""
+
+    state: Literal["changed"] = "changed"
+    chunk_count: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexedFile(_OnDisk):
+    """Indexed as it is on disk; `reason` names the pages left without OCR, if any."""
+
+    state: Literal["indexed"] = "indexed"
+    chunk_count: int
+    title: str | None
+    ocr_engine: str
+    doc_class: str
+    reason: str | None = field(default=None, metadata=_ABSENT)
+
+
+FileState = SkippedFile | MissingFile | NewFile | FailedFile | ChangedFile | IndexedFile
+"""A list_files entry: each state carries its own fields."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ItemState:
+    """An indexed ingest_data or URL item (they belong to no root)."""
+
+    source: str
+    source_kind: str
+    title: str | None
+    chunk_count: int
+    ingested_at: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileList:
+    """One page of list_files: files sorted by path, then items by id; `next_cursor` continues (None at the end)."""
+
+    files: list[FileState]
+    sources: list[ItemState]
+    total: int
+    total_files: int
+    total_sources: int
+    next_cursor: str | None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from appliance import health, indexing, reading, searching
 from appliance.core import Core
@@ -18,7 +18,17 @@ from appliance.errors import ApplianceError
 from appliance.indexing import Progress
 from appliance.locking import lock_holder
 from appliance.paging import READ_PAGE_CHARS
-from appliance.results import Deleted, Neighbors, RootList, RunReport, Status, SyncActivity
+from appliance.results import (
+    Deleted,
+    Document,
+    FileList,
+    Markdown,
+    Neighbors,
+    RootList,
+    RunReport,
+    Status,
+    SyncActivity,
+)
 from appliance.state import read_last_sync, running_sync
 
 if TYPE_CHECKING:
@@ -67,7 +77,7 @@ class Appliance(Core):
         return searching.search(self, query, top_k=top_k, scope=scope, doc_class=doc_class)
 
     def gather(self, query: str, *, top_k: int = 10, scope: str | None = None, doc_class: str | None = None,
-               context_lines: int = 3) -> dict[str, Any]:
+               context_lines: int = 3) -> Markdown:
         """`search`'s answer as one Markdown block (query.gather): numbered hits with their citations and, for text
         files, `context_lines` lines of the file around each passage."""
         return searching.gather(self, query, top_k=top_k, scope=scope, doc_class=doc_class, context_lines=context_lines)
@@ -75,7 +85,7 @@ class Appliance(Core):
     def read(self, target: str, is_source: bool = False, *, require_absolute: bool = False,
              offset: int = 0, max_chars: int | None = None, revision: str | None = None,
              start_line: int | None = None, end_line: int | None = None,
-             page_start: int | None = None, page_end: int | None = None) -> dict[str, Any]:
+             page_start: int | None = None, page_end: int | None = None) -> Document:
         """A document rebuilt from its chunks (no repeated breadcrumbs or headers), whole or one page."""
         return reading.read(self, target, is_source, require_absolute=require_absolute, offset=offset,
                             max_chars=max_chars, revision=revision, start_line=start_line, end_line=end_line,
@@ -88,7 +98,7 @@ class Appliance(Core):
                                       require_absolute=require_absolute, max_chars=max_chars)
 
     def list_files(self, *, scope: str | None = None, include_ignored: bool = False, require_absolute: bool = False,
-                   limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+                   limit: int | None = None, cursor: str | None = None) -> FileList:
         """Every file under the roots with its state, then the indexed data and URL sources, in pages."""
         return reading.list_files(self, scope=scope, include_ignored=include_ignored, require_absolute=require_absolute,
                                   limit=limit, cursor=cursor)

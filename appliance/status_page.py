@@ -280,8 +280,10 @@ def _read(runtime: Runtime, params: dict[str, str], offset: int) -> dict[str, An
         target, is_source = source, True
     else:
         raise InvalidArgument("Give exactly one of path or source", hint="Open a document from a search hit.")
-    return runtime.appliance().read(target, is_source, require_absolute=True, offset=offset,
-                                    max_chars=READ_PAGE_CHARS, revision=params.get("revision") or None)
+    data: dict[str, Any] = to_wire(runtime.appliance().read(target, is_source, require_absolute=True, offset=offset,
+                                                            max_chars=READ_PAGE_CHARS,
+                                                            revision=params.get("revision") or None))
+    return data
 
 
 class Routes(Protocol):

@@ -9,11 +9,33 @@ begin or end with part of a neighbouring page, and the reply names the pages it 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from appliance.errors import InvalidArgument
 
 MAX_POSITION = 10**9
+
+
+@dataclass(frozen=True)
+class LineSpan:
+    """The text of lines start_line..end_line (inclusive) and the source's last line."""
+
+    content: str
+    start_line: int
+    end_line: int
+    total_lines: int
+
+
+@dataclass(frozen=True)
+class PageSpan:
+    """The text of the chunks on some pages (or slides), the pages that text spans, and the last page."""
+
+    content: str
+    page_unit: Literal["page", "slide"]
+    page_start: int
+    page_end: int
+    total_pages: int
 
 
 def check_range(names: tuple[str, str], start: int | None, end: int | None) -> None:
@@ -31,8 +53,8 @@ def _body(row: dict[str, Any]) -> str:
     return str(row["text"])[int(row.get("body_start") or 0):]
 
 
-def line_range(source: str, rows: Sequence[dict[str, Any]], start: int | None, end: int | None) -> dict[str, Any]:
-    """{content, startLine, endLine, totalLines}: the source's lines start..end (inclusive, clipped to its
+def line_range(source: str, rows: Sequence[dict[str, Any]], start: int | None, end: int | None) -> LineSpan:
+    """The source's lines start..end (inclusive, clipped to its
     last line), rebuilt from the chunks (in chunk order) that cover them."""
     last = max((r["end_line"] or r["start_line"] for r in rows if r.get("start_line") is not None), default=None)
     if last is None:
@@ -57,14 +79,14 @@ def line_range(source: str, rows: Sequence[dict[str, Any]], start: int | None, e
             glue = ""
         glue = " " if body[-1:].isspace() else ""
     content = "\n".join(lines.get(n, "") for n in range(start, end + 1))
-    return {"content": content, "startLine": start, "endLine": end, "totalLines": last}
+    return LineSpan(content, start, end, last)
 
 
-def page_range(source: str, rows: Sequence[dict[str, Any]], start: int | None, end: int | None) -> dict[str, Any]:
-    """{content, pageUnit, pageStart, pageEnd, totalPages}: the text of the chunks on pages (or, for a
+def page_range(source: str, rows: Sequence[dict[str, Any]], start: int | None, end: int | None) -> PageSpan:
+    """The text of the chunks on pages (or, for a
     presentation, slides) start..end, and the pages that text spans."""
     pages = [(r["page_start"], r["page_end"] or r["page_start"], r) for r in rows if r.get("page_start") is not None]
-    unit = "page"
+    unit: Literal["page", "slide"] = "page"
     if not pages:
         pages = [(r["slide"], r["slide"], r) for r in rows if r.get("slide") is not None]
         unit = "slide"
@@ -79,4 +101,4 @@ def page_range(source: str, rows: Sequence[dict[str, Any]], start: int | None, e
     chosen = [(a, b, r) for a, b, r in pages if a <= end and b >= start]
     content = "".join(_body(r) for _a, _b, r in chosen).strip()
     spans = (min(a for a, _b, _r in chosen), max(b for _a, b, _r in chosen)) if chosen else (start, end)
-    return {"content": content, "pageUnit": unit, "pageStart": spans[0], "pageEnd": spans[1], "totalPages": total}
+    return PageSpan(content, unit, spans[0], spans[1], total)

@@ -97,4 +97,4 @@ def test_pdf_pages_each_start_their_own_chunks(app_and_server) -> None:
     hit = _hit(app.search("zebra quartz phrase", top_k=5).to_dict()["results"], "zebra quartz")
     assert "harbour" not in hit["text"] and "garden" not in hit["text"]
     doc = app.read(hit["filePath"])
-    assert "<!-- Page number" not in doc["content"] and "zebra quartz" in doc["content"]
+    assert "<!-- Page number" not in doc.content and "zebra quartz" in doc.content

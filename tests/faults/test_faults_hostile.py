@@ -106,12 +106,12 @@ def test_dangling_and_looping_links_are_reported_and_their_old_content_removed(m
     os.symlink("nowhere", docs / "notes.bin")  # not a document name: still silent
     app = make_app(docs)
     first = app.sync()
-    assert {s["path"]: s["code"] for s in first.skipped} == {
+    assert {s.path: s.code for s in first.skipped} == {
         str(docs / "loop_a.md"): "broken_link", str(docs / "loop_b.md"): "broken_link"}
-    assert "loop" in first.skipped[0]["reason"]
+    assert "loop" in first.skipped[0].reason
     assert first.added == 2
     (docs / "target.md").unlink()
     second = app.sync()
-    assert {s["path"] for s in second.skipped} == {str(docs / n) for n in ("link.md", "loop_a.md", "loop_b.md")}
+    assert {s.path for s in second.skipped} == {str(docs / n) for n in ("link.md", "loop_a.md", "loop_b.md")}
     assert second.deleted == 2  # the target and the now-dangling link: nothing stale stays searchable
     assert {s.source_id for s in app.index.source_rows()} == set()

@@ -269,11 +269,11 @@ def test_inside_paths_work_and_a_sync_skips_every_escaping_link(layout: Layout, 
     found = app.search("TOPSECRET_PAYLOAD_9931 secret lives outside the root").to_dict()
     assert found["results"] and SECRET not in json.dumps([found["results"], found["parents"]])
     a = str(layout.docs / "a.md")
-    assert app.read(a)["content"].startswith("# Alpha")
+    assert app.read(a).content.startswith("# Alpha")
     assert app.read_neighbors(a, False, 0).chunks
     assert app.ingest([a]).updated == 1
     assert app.sync(str(layout.docs / "sub")).unchanged == 1
-    assert [f["filePath"] for f in app.list_files(scope=str(layout.docs / "sub"))["files"]] == [
+    assert [f.file_path for f in app.list_files(scope=str(layout.docs / "sub")).files] == [
         str(layout.docs / "sub" / "b.md")]
     server = create_server(Runtime(read_environment(), {"base_dirs": [str(layout.docs)],
                                                         "db_path": str(app.settings.db_path),
@@ -406,7 +406,7 @@ def test_dns_rebinding_cannot_swap_the_address_after_the_check(url_ingest: FakeR
     app = make_app(ALLOW_URL_INGEST="1")
     url = f"http://rebind.test:{public.port}/doc"
     assert app.ingest_url(url).added == 1
-    assert "glaciers" in app.read(url, is_source=True)["content"]
+    assert "glaciers" in app.read(url, is_source=True).content
     assert url_ingest.calls == ["rebind.test"]
     assert internal.requests == []
 

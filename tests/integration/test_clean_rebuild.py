@@ -37,7 +37,7 @@ def test_clean_keeps_ingested_data_and_urls(make_app, tmp_path: Path) -> None:
     assert kinds["notes/meeting-7"] == "data" and sum(k == "file" for k in kinds.values()) == 3
     hit = app.search("zorblatt harbour crane budget", top_k=1).results[0]
     assert hit["source"] == "notes/meeting-7"
-    assert "harbour crane" in app.read("notes/meeting-7", is_source=True)["content"]
+    assert "harbour crane" in app.read("notes/meeting-7", is_source=True).content
 
 
 def test_clean_refuses_to_drop_unreadable_data_items_and_names_them(make_app, tmp_path: Path) -> None:
@@ -98,7 +98,7 @@ def test_status_and_list_files_follow_another_process_within_two_seconds(make_ap
     app = make_app(docs)
     app.sync()
     assert app.status().index.source_count == 5
-    assert {f["state"] for f in app.list_files()["files"]} == {"indexed"}
+    assert {f.state for f in app.list_files().files} == {"indexed"}
     _docs(docs, 12)  # 7 more files, synced by another process
     env = {**os.environ, "BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "index"), "MODELS_DIR": str(models_dir)}
     proc = subprocess.run([sys.executable, "-m", "appliance", "sync", "--json"], env=env, capture_output=True,
@@ -108,4 +108,4 @@ def test_status_and_list_files_follow_another_process_within_two_seconds(make_ap
     index = to_wire(app.status())["index"]
     assert (index["sourceCount"], index["chunkCount"]) == (12, 12)
     assert "consistencyWarning" not in index
-    assert {f["state"] for f in app.list_files()["files"]} == {"indexed"}
+    assert {f.state for f in app.list_files().files} == {"indexed"}

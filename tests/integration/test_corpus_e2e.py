@@ -37,7 +37,7 @@ def synced(shared: Path, tmp_path_factory, models_dir: Path, real_embedder):  # 
                               "MODELS_DIR": str(models_dir)})
     app = Appliance(settings, embedder=real_embedder)
     report = app.sync()
-    texts = {s.source_id: _plain(app.read(s.source_id)["content"]) for s in app.index.source_rows()}
+    texts = {s.source_id: _plain(app.read(s.source_id).content) for s in app.index.source_rows()}
     return docs, app, report, texts
 
 
@@ -64,6 +64,6 @@ def test_expected_string_finds_its_file_first(synced, row: dict[str, str]) -> No
     assert ranked, f"no hits for {row['expected_substring']!r}"
     position = ranked.index(str(docs / row["path"])) if str(docs / row["path"]) in ranked else None
     assert position is not None and set(ranked[:position + 1]) <= containing, (ranked, containing)
-    state = {f["filePath"]: f for f in app.list_files()["files"]}[str(docs / row["path"])]
-    assert state["state"] == "indexed"
-    assert bool(state["ocrEngine"]) == (row["needs_ocr"] == "yes")
+    state = {f.file_path: f for f in app.list_files().files}[str(docs / row["path"])]
+    assert state.state == "indexed"
+    assert bool(state.ocr_engine) == (row["needs_ocr"] == "yes")

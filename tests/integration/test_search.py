@@ -163,6 +163,6 @@ def test_changed_model_identity_refuses_queries(synced: SimpleNamespace) -> None
 def test_read_rebuilds_document_and_neighbors_surround_a_hit(synced: SimpleNamespace) -> None:
     app, corpus = synced.app, synced.docs
     doc = app.read(str(corpus / "billing-maintenance.md"))
-    assert " ".join(doc["content"].split()) == " ".join(f"# Billing maintenance\n\n{EN_PASSAGE}".split())
+    assert " ".join(doc.content.split()) == " ".join(f"# Billing maintenance\n\n{EN_PASSAGE}".split())
     around = app.read_neighbors(str(corpus / "billing-maintenance.md"), False, 0, before=1, after=1)
     assert around.chunks[0]["chunkIndex"] == 0

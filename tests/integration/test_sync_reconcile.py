@@ -13,6 +13,8 @@ import pytest
 
 from appliance.errors import SyncBusy
 from appliance.locking import sync_lock
+from appliance.results import SkippedFile
+from appliance.wire import to_wire
 
 pytestmark = pytest.mark.model
 
@@ -179,21 +181,21 @@ def test_git_ignored_secrets_stay_out_and_unreadable_rules_are_reported(make_app
     report = app.sync()
     _adds_up(report)
     assert sorted(_state(app)) == [str(docs / "proj" / "notes.md"), str(docs / "readme.md")]
-    listed = {f["filePath"]: f["state"] for f in app.list_files()["files"]}
+    listed = {f.file_path: f.state for f in app.list_files().files}
     assert str(docs / "secret" / "creds.md") not in listed
-    assert app.list_files(include_ignored=True)["files"][-1] == {
-        "filePath": str(docs / "secret"), "state": "ignored", "reason": "ignored by .gitignore"}
+    assert app.list_files(include_ignored=True).files[-1] == SkippedFile(
+        file_path=str(docs / "secret"), state="ignored", reason="ignored by .gitignore")
     assert app.status().ignore_problems == []
 
     (docs / "proj" / ".gitignore").write_bytes(b"\xff\xfe not utf-8\n")
     report = app.sync()
     _adds_up(report)
     (skip,) = report.skipped
-    assert skip["code"] == "ignore_rules_unreadable" and skip["path"] == str(docs / "proj")
-    assert "proj/.gitignore" in skip["reason"]
+    assert skip.code == "ignore_rules_unreadable" and skip.path == str(docs / "proj")
+    assert "proj/.gitignore" in skip.reason
     assert sorted(_state(app)) == [str(docs / "readme.md")]  # what the rules might exclude is taken out
     (problem,) = app.status().ignore_problems
-    assert problem == {"root": str(docs), "skipped": str(docs / "proj"), "reason": skip["reason"]}
+    assert problem == {"root": str(docs), "skipped": str(docs / "proj"), "reason": skip.reason}
 
 
 def test_pdf_with_garbled_pages_syncs_without_them_when_ocr_is_unavailable(make_app, tmp_path: Path) -> None:
@@ -212,10 +214,10 @@ def test_pdf_with_garbled_pages_syncs_without_them_when_ocr_is_unavailable(make_
     _adds_up(report)
     assert report.added == 2
     (failed,) = report.failed
-    assert failed["code"] == "ocr_unavailable" and "garbled.pdf (1 of 1 pages have a garbled text layer" in failed["reason"]
-    listed = {Path(f["filePath"]).name: f for f in app.list_files()["files"]}
-    assert listed["mixed.pdf"]["state"] == "indexed"
-    assert listed["mixed.pdf"]["reason"].startswith("page 2 not indexed: garbled text layer")
-    assert listed["garbled.pdf"]["state"] == "failed" and "reason" not in listed["notes.md"]
-    text = " ".join(app.read(str(docs / "mixed.pdf"))["content"].split())
+    assert failed.code == "ocr_unavailable" and "garbled.pdf (1 of 1 pages have a garbled text layer" in failed.reason
+    listed = {Path(f.file_path).name: f for f in app.list_files().files}
+    assert listed["mixed.pdf"].state == "indexed"
+    assert listed["mixed.pdf"].reason.startswith("page 2 not indexed: garbled text layer")
+    assert listed["garbled.pdf"].state == "failed" and "reason" not in to_wire(listed["notes.md"])
+    text = " ".join(app.read(str(docs / "mixed.pdf")).content.split())
     assert "herding in the northern valleys of Lapland" in text and "HUDXVJHEHU" not in text

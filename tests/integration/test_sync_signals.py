@@ -35,7 +35,7 @@ def test_same_size_and_mtime_edit_is_seen_only_with_hash_detection(make_app, tmp
     assert hashing.status().config["changeDetection"] == "hash"
     report = hashing.sync()
     assert report.updated == 1
-    assert "Fridays" in hashing.read(str(note))["content"]
+    assert "Fridays" in hashing.read(str(note)).content
 
 
 def test_a_root_mounted_elsewhere_is_refused_not_reindexed(make_app, tmp_path: Path) -> None:

@@ -46,10 +46,10 @@ def test_a_line_range_gives_the_source_lines_back() -> None:
     rows = rows_of(DOC, lines=True)
     source = DOC.rstrip("\n").split("\n")
     whole = line_range("x", rows, None, None)
-    assert whole["totalLines"] == len(source)
-    assert [ln.strip() for ln in whole["content"].split("\n")] == [ln.strip() for ln in source]
+    assert whole.total_lines == len(source)
+    assert [ln.strip() for ln in whole.content.split("\n")] == [ln.strip() for ln in source]
     part = line_range("x", rows, 10, 12)
-    assert part["content"].split("\n") == source[9:12] and (part["startLine"], part["endLine"]) == (10, 12)
+    assert part.content.split("\n") == source[9:12] and (part.start_line, part.end_line) == (10, 12)
     with pytest.raises(InvalidArgument):
         line_range("x", rows_of(DOC, lines=False), 1, 2)
     with pytest.raises(InvalidArgument):
@@ -64,7 +64,7 @@ def test_pages_come_from_the_page_markers() -> None:
         (m,) = grep([doc], f"PAGE_MARK_{n}").matches
         assert (m["pageStart"], m["pageEnd"], m["lineNumber"]) == (n, n, None)
     two = page_range("x", rows, 2, 2)
-    assert "PAGE_MARK_2" in two["content"] and "PAGE_MARK_1" not in two["content"] and two["totalPages"] == 3
+    assert "PAGE_MARK_2" in two.content and "PAGE_MARK_1" not in two.content and two.total_pages == 3
 
 
 def test_markup_is_searched_as_a_person_reads_it() -> None:
