@@ -1,6 +1,6 @@
 """The MCP tools' result shapes: what the output schemas promise and what clients read.
 
-Field names follow the service's dictionaries (camelCase, as on the wire).
+Field names are those of the service's records as wire.to_wire renders them (camelCase).
 Every model tolerates extra fields, so a field the service grows later reaches
 clients without a schema change breaking validation on their side.
 """

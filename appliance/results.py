@@ -187,7 +187,7 @@ class Document:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Markdown:
+class SearchMarkdown:
     """`search`'s answer as one Markdown block (gather)."""
 
     query: str

@@ -15,7 +15,7 @@ from appliance.query.assemble import HIT_COLUMNS, RANK_COLUMNS, SearchResult, as
 from appliance.query.distinct import collapse
 from appliance.query.filters import Filter
 from appliance.query.hybrid import Side, cap_distance, cap_files, fuse, group_cut
-from appliance.results import Markdown
+from appliance.results import SearchMarkdown
 
 MAX_QUERY_CHARS = 4000
 
@@ -88,7 +88,7 @@ def scope_prefix(core: Core, scope: str) -> str:
 
 
 def gather(core: Core, query: str, *, top_k: int = 10, scope: str | None = None, doc_class: str | None = None,
-           context_lines: int = 3) -> Markdown:
+           context_lines: int = 3) -> SearchMarkdown:
     """`search`'s answer as one Markdown block (query.gather): numbered hits with their citations
     and, for text files, `context_lines` lines of the file around each passage."""
     from appliance.ingest.textfile import read_text
@@ -109,5 +109,5 @@ def gather(core: Core, query: str, *, top_k: int = 10, scope: str | None = None,
         except (ApplianceError, OSError, ValueError):
             return None
 
-    return Markdown(query=answer["query"], result_count=len(answer["results"]),
-                    markdown=render_markdown(answer, context_lines=context_lines, read_lines=read_lines))
+    return SearchMarkdown(query=answer["query"], result_count=len(answer["results"]),
+                          markdown=render_markdown(answer, context_lines=context_lines, read_lines=read_lines))

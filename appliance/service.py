@@ -22,10 +22,10 @@ from appliance.results import (
     Deleted,
     Document,
     FileList,
-    Markdown,
     Neighbors,
     RootList,
     RunReport,
+    SearchMarkdown,
     Status,
     SyncActivity,
 )
@@ -77,7 +77,7 @@ class Appliance(Core):
         return searching.search(self, query, top_k=top_k, scope=scope, doc_class=doc_class)
 
     def gather(self, query: str, *, top_k: int = 10, scope: str | None = None, doc_class: str | None = None,
-               context_lines: int = 3) -> Markdown:
+               context_lines: int = 3) -> SearchMarkdown:
         """`search`'s answer as one Markdown block (query.gather): numbered hits with their citations and, for text
         files, `context_lines` lines of the file around each passage."""
         return searching.gather(self, query, top_k=top_k, scope=scope, doc_class=doc_class, context_lines=context_lines)
