@@ -114,7 +114,7 @@ def main() -> int:
             c["docs"] += 1
             c["now"] += d["now"]
             c["before"] += d["before"]
-        out = {"filesSynced": report.seen, "failed": report.failed, "documentsIndexed": indexed,
+        out = {"filesSynced": report.seen, "failed": report.to_dict()["failed"], "documentsIndexed": indexed,
                "searchedBefore": before_searched, "searchedNow": result["documentsSearched"],
                "phraseDocs": len(per_doc), "phraseFoundBefore": sum(d["before"] for d in per_doc),
                "phraseFoundNow": sum(d["now"] for d in per_doc),
