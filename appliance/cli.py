@@ -183,6 +183,9 @@ def sync(ctx: typer.Context,
              "--forget-roots", help="Drop indexed files of roots that are no longer configured.")] = False,
          no_snapshot_dedupe: Annotated[bool, typer.Option(
              "--no-snapshot-dedupe", help="Store every dated snapshot in full.")] = False,
+         ray: Annotated[str | None, typer.Option(
+             "--ray", metavar="ADDRESS", help="Convert and embed on this Ray cluster (HOST:PORT, auto, local; "
+                                              "default RAY_ADDRESS); this process writes the index.")] = None,
          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Make the index equal to the files on disk. SIGTERM/Ctrl-C stop it within seconds (exit 143/130);
@@ -194,9 +197,16 @@ def sync(ctx: typer.Context,
     try:
         with _reported(as_json), _progress(not as_json) as progress:
             changes = {"snapshot_dedupe": False} if no_snapshot_dedupe else {}
-            report = _appliance(ctx, base_dir, db_path, models_dir, model_name, **changes).sync(
-                path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
-                forget_roots=forget_roots, progress=progress)
+            service = _appliance(ctx, base_dir, db_path, models_dir, model_name, **changes)
+            options: dict[str, Any] = {"full": full, "clean": clean, "discard_unrecoverable": discard_unrecoverable,
+                                       "forget_roots": forget_roots, "progress": progress}
+            address = ray or service.settings.ray_address
+            if address:  # the cluster hook (appliance/cluster): the same sync, converted and embedded by Ray tasks
+                from appliance.cluster.driver import sync_on_ray
+
+                report = sync_on_ray(service, address, path=path, **options)
+            else:
+                report = service.sync(path, **options)
     except stopping.Stopped as exc:
         typer.echo(f"sync stopped ({exc}): what was written stays; run `minirag sync` again to finish", err=True)
         stopping.hard_exit(128 + (signals[0] if signals else 15))

@@ -82,6 +82,8 @@ class Settings:
     """MODELS_MANIFEST: the model manifest looked at first (see appliance.models.manifest.manifest_path)."""
     container: bool
     """MINIRAG_CONTAINER=1: running in the image, where a document root must be a mount point."""
+    ray_address: str | None = None
+    """RAY_ADDRESS: `minirag sync` runs on this Ray cluster (appliance/cluster; the [cluster] extra)."""
 
     def describe(self) -> dict[str, object]:
         """The values in effect, as `status` prints them."""
@@ -261,6 +263,7 @@ class Environment(BaseSettings):
     sync_interval: Int = 900
     models_manifest: OptionalPath = None
     minirag_container: Annotated[bool, BeforeValidator(lambda v: v == "1" if isinstance(v, str) else v)] = False
+    ray_address: Annotated[str | None, BeforeValidator(_nonempty)] = None
 
     # ---- the servers and the container entrypoint (never invalid: they work with a broken configuration)
     mcp_auth_token: Annotated[str, BeforeValidator(lambda v: v.strip() if isinstance(v, str) else v)] = ""
@@ -328,6 +331,7 @@ class Environment(BaseSettings):
             instructions_extra=self.mcp_instructions_extra,
             models_manifest=self.models_manifest,
             container=self.minirag_container,
+            ray_address=self.ray_address.strip() if self.ray_address else None,
         )
 
     def _roots(self, base_dirs: list[str] | None, cwd: Path) -> tuple[Path, ...]:

@@ -273,6 +273,10 @@ def _index_files(core: Core, files: Sequence[FoundFile], report: RunReport,
     if not todo:
         return
     todo.sort(key=lambda item: str(item[0].path))
+    if core.remote_index is not None:  # sync --ray (appliance/cluster): the same files, converted elsewhere
+        core.remote_index(todo, members, known, report, on_file)
+        core.index.refresh_indexes()
+        return
     waiting: dict[str, int] = {}
     for f, _ in todo:
         if f.path in members:

@@ -156,6 +156,7 @@ ROOTS = {
     ("entrypoint.py", "main"): "the container entrypoint, `python3 -m appliance.entrypoint`",
     ("scheduler.py", "main"): "`python -m appliance.scheduler` (under `minirag scheduler` the CLI passes it)",
     ("scheduler.py", "child_round"): "the scheduler's round process",
+    ("cluster/node.py", "node_models"): "a Ray worker on a cluster node: that node's MODELS_DIR (sync --ray)",
 }
 READERS = {"read_environment", "load_settings", "EnvSettingsSource"}
 
