@@ -34,7 +34,7 @@ models: install ## bake the embedding models into models/baked (cached; verified
 
 # Markers (pyproject.toml): `slow` (subprocess servers, process kills and stops, the OCR corpus,
 # the full-corpus sync), `faults` (tests/faults), `docker` (tests/docker, needs an engine and the image).
-FAST_TESTS := not slow and not faults and not docker
+FAST_TESTS := not slow and not faults and not docker and not ray
 
 test: models ## the fast tests (~4 min on 2 cores): unit, adapters (in-memory MCP), a few real-model end-to-end tests
 	$(PY) -m pytest -m "$(FAST_TESTS)"
@@ -46,6 +46,21 @@ test-all: models ## every test: `test` plus slow, faults (CI size) and, when a D
 
 test-fast: install ## unit tests only, no baked model needed
 	$(PY) -m pytest tests/unit
+
+# ---- the [cluster] extra: `minirag sync --ray` (appliance/cluster); the default install and image have no Ray ----
+.PHONY: cluster-install test-ray lock-cluster
+$(VENV)/.cluster: requirements-cluster.lock | install
+	$(VENV)/bin/uv pip install -q --python $(PY) --require-hashes -r requirements-cluster.lock
+	touch $@
+
+cluster-install: $(VENV)/.cluster ## add the [cluster] extra to .venv: Ray, from requirements-cluster.lock (hash-checked)
+
+test-ray: models cluster-install ## the `sync --ray` tests (marker `ray`) on a local Ray cluster of 2 CPUs the tests start
+	$(PY) -m pytest -m ray
+
+lock-cluster: ## re-pin requirements-cluster.lock: the runtime lock plus the [cluster] extra, with hashes
+	$(VENV)/bin/uv pip compile pyproject.toml --extra cluster --generate-hashes -c requirements-runtime.lock \
+	  -o requirements-cluster.lock --python-version 3.11
 
 eval: models ## retrieval quality, every shared set (SciFact, Cranfield, XQuAD-R en/de/ru/multi) and our cross-lingual corpus set: vector, BM25, default; slow, not in CI
 	$(PY) scripts/eval_retrieval.py --all --out .cache/eval/quality.json

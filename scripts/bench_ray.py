@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""`sync --ray` throughput next to a local sync, the writer's commit rate alone, and the projection.
+
+Usage: bench_ray.py [--files 60] [--writes 3] [--json]
+
+The documents are the first FILES text-like files (md, txt, html, json, csv) of ../shared/corpus
+(MINIRAG_SHARED) above 2 kB, copied to a temporary folder. Each sync starts from an empty index:
+a local sync (the appliance's own pipeline: one converter process, the model on every core), then
+`sync --ray` on a local Ray cluster of 1 and of 2 worker processes (`ray.init(num_cpus=N)`, one
+CPU and one model thread per task). Sync time is `report.seconds` (inside the sync lock: scan,
+convert, cut, embed, commit); the cluster's start and the node checks are reported apart.
+
+The writer's commit rate: the rows the Ray sync produced (vectors included) committed again,
+by the driver's own `_store`, into an empty index in batches of WRITE_CHUNKS; no model runs.
+It is the ceiling of any cluster: one writer commits every chunk.
+
+Projection for C chunks on n nodes of k cores, r chunks/s per core (the 1-worker Ray figure) and
+W chunks/s for the writer:  T(n) = C / min(n * k * r, W)  (plus the cluster's start).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from appliance.config import load_settings  # noqa: E402
+from appliance.service import Appliance  # noqa: E402
+
+EXTENSIONS = (".md", ".txt", ".html", ".json", ".csv")
+
+
+def _corpus(count: int, into: Path) -> list[Path]:
+    shared = Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared")) / "corpus"
+    picked = [p for p in sorted(shared.rglob("*")) if p.suffix in EXTENSIONS and 2_000 < p.stat().st_size < 200_000]
+    picked = picked[:count]
+    for path in picked:
+        target = into / path.relative_to(shared)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    return picked
+
+
+def _app(docs: Path, index: Path) -> Appliance:
+    return Appliance(load_settings({}, base_dirs=[str(docs)], db_path=str(index)))
+
+
+def _local(docs: Path, index: Path) -> dict[str, Any]:
+    report = _app(docs, index).sync()
+    assert not report.failed, report.failed
+    return {"chunks": report.chunks, "seconds": round(report.seconds, 2),
+            "chunksPerSecond": round(report.chunks / report.seconds, 2)}
+
+
+def _ray(docs: Path, index: Path, workers: int) -> dict[str, Any]:
+    import ray
+
+    from appliance.cluster.driver import sync_on_ray
+
+    started = time.perf_counter()
+    ray.init(address="local", num_cpus=workers, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+    try:
+        up = time.perf_counter() - started
+        indexers: list[Any] = []
+        report = sync_on_ray(_app(docs, index), "local", indexer_out=indexers)
+        total = time.perf_counter() - started
+    finally:
+        ray.shutdown()
+    assert not report.failed, report.failed
+    writer = indexers[0]
+    return {"workers": workers, "chunks": report.chunks, "seconds": round(report.seconds, 2),
+            "chunksPerSecond": round(report.chunks / report.seconds, 2), "clusterStartSeconds": round(up, 2),
+            "totalSeconds": round(total, 2), "commits": writer.writes,
+            "commitSeconds": round(writer.write_seconds, 2)}
+
+
+def _writer(source_index: Path, docs: Path, into: Path, batch: int, repeats: int) -> dict[str, Any]:
+    """Commit the rows of `source_index` again into fresh indexes, `batch` chunks per commit."""
+    from appliance.pipeline import Work
+    from appliance.service import RunReport
+    from appliance.store import chunk_schema
+
+    source = _app(docs, source_index)
+    columns = chunk_schema(source.spec.dim).names
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for row in source.index.chunk_rows("source_id IS NOT NULL", columns):
+        by_source.setdefault(row["source_id"], []).append(row)
+    works = [Work([s], by_source.get(s.source_id, [])) for s in source.index.source_rows()]
+    rates = []
+    for n in range(repeats):
+        target = _app(docs, into / f"w{n}")
+        report = RunReport()
+        started = time.perf_counter()
+        pending: list[Work] = []
+        for work in works:
+            pending.append(work)
+            if sum(len(w.rows) for w in pending) >= batch:
+                target._store(pending, report)
+                pending = []
+        if pending:
+            target._store(pending, report)
+        rates.append(report.chunks / (time.perf_counter() - started))
+    return {"chunks": sum(len(w.rows) for w in works), "batchChunks": batch,
+            "chunksPerSecond": round(sorted(rates)[len(rates) // 2], 1), "runs": [round(r, 1) for r in rates]}
+
+
+def _projection(per_core: float, writer: float, chunks: int = 1_000_000, cores: int = 8) -> list[dict[str, Any]]:
+    rows = []
+    for nodes in (1, 10, 50):
+        rate = min(nodes * cores * per_core, writer)
+        rows.append({"nodes": nodes, "cores": nodes * cores, "chunksPerSecond": round(rate, 1),
+                     "hours": round(chunks / rate / 3600, 2), "boundBy": "writer" if rate == writer else "embedding"})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=60)
+    parser.add_argument("--writes", type=int, default=3, help="repeats of the writer-alone measurement")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    from appliance.cluster.driver import WRITE_CHUNKS
+
+    work = Path(tempfile.mkdtemp(prefix="minirag-bench-ray-"))
+    try:
+        docs = work / "docs"
+        files = _corpus(args.files, docs)
+        out: dict[str, Any] = {"files": len(files), "cpus": os.cpu_count(), "loadBefore": os.getloadavg()[0]}
+        out["local"] = _local(docs, work / "local")
+        out["ray1"] = _ray(docs, work / "ray1", 1)
+        out["ray2"] = _ray(docs, work / "ray2", 2)
+        out["writer"] = _writer(work / "ray2", docs, work / "writer", WRITE_CHUNKS, args.writes)
+        out["loadAfter"] = os.getloadavg()[0]
+        per_core = out["ray1"]["chunksPerSecond"]
+        out["projection"] = {"formula": "T = C / min(n * k * r, W)", "C": 1_000_000, "k": 8, "r": per_core,
+                             "W": out["writer"]["chunksPerSecond"],
+                             "rows": _projection(per_core, out["writer"]["chunksPerSecond"])}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    print(f"{out['files']} files, {out['local']['chunks']} chunks, {out['cpus']} CPUs "
+          f"(load {out['loadBefore']:.1f} before, {out['loadAfter']:.1f} after)")
+    print(f"local sync          {out['local']['seconds']:7.1f} s  {out['local']['chunksPerSecond']:6.1f} chunks/s")
+    for key in ("ray1", "ray2"):
+        r = out[key]
+        print(f"ray, {r['workers']} worker(s)    {r['seconds']:7.1f} s  {r['chunksPerSecond']:6.1f} chunks/s  "
+              f"(+{r['clusterStartSeconds']:.1f} s cluster start; {r['commits']} commits, {r['commitSeconds']:.1f} s)")
+    w = out["writer"]
+    print(f"writer alone        {w['chunksPerSecond']:7.1f} chunks/s committed ({w['batchChunks']} per commit, "
+          f"runs {w['runs']})")
+    p = out["projection"]
+    print(f"1M chunks: {p['formula']}, k={p['k']}, r={p['r']}, W={p['W']}")
+    for row in p["rows"]:
+        print(f"  {row['nodes']:3d} nodes ({row['cores']:4d} cores): {row['chunksPerSecond']:8.1f} chunks/s "
+              f"-> {row['hours']:7.2f} h ({row['boundBy']})")
+
+
+if __name__ == "__main__":
+    main()
