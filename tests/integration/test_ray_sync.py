@@ -145,7 +145,7 @@ def test_a_node_with_another_model_is_refused(cluster: Any, models_dir: Path, tm
     good = Fingerprint.of(app.spec)
     other = replace(good, files=tuple((name, "0" * 64 if name == "model.onnx" else digest)
                                       for name, digest in good.files))
-    with pytest.raises(NodeMismatch, match="model.onnx"):
+    with pytest.raises(NodeMismatch, match=r"model\.onnx"):
         check_node(other)  # in this process
     with pytest.raises(NodeMismatch, match="is refused") as caught:
         check_nodes(cluster, other)  # on the cluster's worker: the error crosses Ray, named
