@@ -24,7 +24,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-ray = pytest.importorskip("ray", reason="Ray is not installed (the [cluster] extra): pip install -e '.[cluster]'")
+ray = pytest.importorskip("ray", reason="Ray is not installed (the [cluster] extra): `make test-ray` installs it")
 
 from appliance.cluster import NodeMismatch  # noqa: E402
 from appliance.cluster.driver import check_nodes, sync_on_ray  # noqa: E402
