@@ -11,7 +11,7 @@ CPU and one model thread per task). Sync time is `report.seconds` (inside the sy
 convert, cut, embed, commit); the cluster's start and the node checks are reported apart.
 
 The writer's commit rate: the rows the Ray sync produced (vectors included) committed again,
-by the driver's own `_store`, into an empty index in batches of WRITE_CHUNKS; no model runs.
+by the driver's own `indexing._store`, into an empty index in batches of WRITE_CHUNKS; no model runs.
 It is the ceiling of any cluster: one writer commits every chunk.
 
 CPU time is counted too (the bench process with its converter; the Ray workers with theirs, read
@@ -132,8 +132,9 @@ def _ray(docs: Path, index: Path, workers: int) -> dict[str, Any]:
 
 def _writer(source_index: Path, docs: Path, into: Path, batch: int, repeats: int, min_chunks: int) -> dict[str, Any]:
     """Commit the rows of `source_index` again (copied up to `min_chunks`) into fresh indexes, `batch` per commit."""
+    from appliance import indexing
     from appliance.pipeline import Work
-    from appliance.service import RunReport
+    from appliance.results import RunReport
     from appliance.store import chunk_schema
 
     source = _app(docs, source_index)
@@ -159,10 +160,10 @@ def _writer(source_index: Path, docs: Path, into: Path, batch: int, repeats: int
         for work in works:
             pending.append(work)
             if sum(len(w.rows) for w in pending) >= batch:
-                target._store(pending, report)
+                indexing._store(target, pending, report)
                 pending = []
         if pending:
-            target._store(pending, report)
+            indexing._store(target, pending, report)
         rates.append(report.chunks / (time.perf_counter() - started))
     return {"chunks": sum(len(w.rows) for w in works), "batchChunks": batch, "commits": -(-report.chunks // batch),
             "chunksPerSecond": round(sorted(rates)[len(rates) // 2], 1), "runs": [round(r, 1) for r in rates]}

@@ -19,6 +19,7 @@ from tests.conftest import ROOT
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (the [cluster] extra): `make test-ray` installs it")
 
+from appliance import indexing  # noqa: E402
 from appliance.cluster.driver import sync_on_ray  # noqa: E402
 from appliance.config import load_settings  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
@@ -47,8 +48,8 @@ def _reader(docs: str, index: str, models: str, stop: Any, out: Any, name: int) 
     out.put((name, answers))
 
 
-def test_three_replicas_read_committed_versions_while_a_ray_sync_writes(shared: Path, models_dir: Path,
-                                                                         tmp_path: Path) -> None:
+def test_three_replicas_read_committed_versions_while_a_ray_sync_writes(shared: Path, models_dir: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     docs, index = tmp_path / "docs", tmp_path / "index"
     for n, name in enumerate(FILES):
         if n < 3:  # something to answer from before the readers start
@@ -65,14 +66,14 @@ def test_three_replicas_read_committed_versions_while_a_ray_sync_writes(shared: 
     for p in readers:
         p.start()
     commits: list[tuple[float, int]] = []
-    store = writer._store
+    store = indexing._store
 
-    def timed_store(works: Any, report: Any) -> None:
-        store(works, report)
-        chunks = writer.index.chunks()
+    def timed_store(core: Any, works: Any, report: Any) -> None:
+        store(core, works, report)
+        chunks = core.index.chunks()
         commits.append((time.time(), chunks.version if chunks is not None else 0))
 
-    writer._store = timed_store  # type: ignore[method-assign]
+    monkeypatch.setattr(indexing, "_store", timed_store)  # the driver commits through it
     try:
         time.sleep(8)  # the readers load the model and answer from the first version
         for name in FILES[3:]:

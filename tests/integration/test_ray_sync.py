@@ -94,10 +94,10 @@ def local(docs: Path, models_dir: Path, real_embedder: Any,
     several files), and the int8 model's vectors move by up to ~0.02 with their batch neighbours
     (reuse.py); a Ray task embeds each document alone, so this is the local sync it equals.
     """
-    import appliance.service as service
+    import appliance.indexing as indexing
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(service, "EMBED_BATCH_CHUNKS", 1)  # the pipeline's batch: one document at a time
+        patch.setattr(indexing, "EMBED_BATCH_CHUNKS", 1)  # the pipeline's batch: one document at a time
         app = _app(docs, tmp_path_factory.mktemp("local") / "index", models_dir, real_embedder)
         report = app.sync()
     assert report.failed == [] and report.added == len(FILES)
@@ -213,8 +213,8 @@ def test_a_killed_worker_loses_nothing(cluster: Any, docs: Path, models_dir: Pat
     assert killed is not None, "no Ray task worker was seen to kill"
     assert not errors, errors
     report = reports[0]
-    lost = [f for f in report.failed if f["code"] == "cluster_task_lost"]
-    assert [f for f in report.failed if f["code"] != "cluster_task_lost"] == []
+    lost = [f for f in report.failed if f.code == "cluster_task_lost"]
+    assert [f for f in report.failed if f.code != "cluster_task_lost"] == []
     if lost:  # Ray gave up on the task: the next sync indexes those files
         again = sync_on_ray(app, "local")
         assert again.failed == [] and again.added == len(lost)

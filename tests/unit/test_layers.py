@@ -21,6 +21,7 @@ OWNERS = {
     "rapidocr": {"ingest.ocr"},
     "rapidocr_onnxruntime": {"ingest.ocr"},
     "pytesseract": {"ingest.ocr"},
+    "ray": {"cluster.driver"},  # the optional [cluster] extra (sync --ray); node.py runs in Ray without importing it
     "fastmcp": {"server"},
     "mcp": {"server"},
 }
