@@ -39,7 +39,7 @@ FAST_TESTS := not slow and not faults and not docker and not ray
 test: models ## the fast tests (~4 min on 2 cores): unit, adapters (in-memory MCP), a few real-model end-to-end tests
 	$(PY) -m pytest -m "$(FAST_TESTS)"
 
-test-all: models ## every test: `test` plus slow, faults (CI size) and, when a Docker engine answers, `image` and the image tests
+test-all: models cluster-install ## every test: `test` plus slow, faults (CI size), `sync --ray` (installs the [cluster] extra) and, when a Docker engine answers, `image` and the image tests
 	$(PY) -m pytest -m "not docker"
 	@if $(DOCKER) info >/dev/null 2>&1; then $(MAKE) --no-print-directory image docker-test; \
 	else echo "test-all: no Docker engine ($(DOCKER) info failed): the image tests (tests/docker) did not run"; fi
@@ -50,7 +50,7 @@ test-fast: install ## unit tests only, no baked model needed
 # ---- the [cluster] extra: `minirag sync --ray` (appliance/cluster); the default install and image have no Ray ----
 .PHONY: cluster-install test-ray lock-cluster
 $(VENV)/.cluster: requirements-cluster.lock | install
-	$(VENV)/bin/uv pip install -q --python $(PY) --require-hashes -r requirements-cluster.lock
+	$(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode --require-hashes -r requirements-cluster.lock
 	touch $@
 
 cluster-install: $(VENV)/.cluster ## add the [cluster] extra to .venv: Ray, from requirements-cluster.lock (hash-checked)
