@@ -251,6 +251,7 @@ def serve(index_path: Path, docs: Path, queries_file: Path, out_file: Path) -> N
 
     hybrid = timed(lambda t: app.search(t, top_k=10))
     scoped = timed(lambda t: app.search(t, top_k=10, scope=scope))
+    embed = timed(app.embedder.embed_query)
     bm25 = timed(lambda t: app.index.keyword_side(query_terms(t), 40, None, RANK_COLUMNS))
     bm25_scoped = timed(lambda t: app.index.keyword_side(query_terms(t), 40, Filter(scope), RANK_COLUMNS))
     found = found_search = 0
@@ -272,6 +273,7 @@ def serve(index_path: Path, docs: Path, queries_file: Path, out_file: Path) -> N
            "scoped_p50_ms": pct(scoped, 50), "scoped_p95_ms": pct(scoped, 95),
            "bm25_p50_ms": pct(bm25, 50), "bm25_p95_ms": pct(bm25, 95),
            "bm25_scoped_p95_ms": pct(bm25_scoped, 95),
+           "embed_p50_ms": pct(embed, 50), "embed_p95_ms": pct(embed, 95),
            "vector_p50_ms": pct(vector_ms, 50), "vector_p95_ms": pct(vector_ms, 95),
            "recall_at_10": round(found / (10 * len(exact)), 4),
            "recall_at_10_of_40": round(found_search / (10 * len(exact)), 4),
