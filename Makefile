@@ -9,7 +9,7 @@ INDEX ?= minirag-index
 export MINIRAG_SHARED ?= $(abspath $(CURDIR)/../shared)
 
 .DEFAULT_GOAL := help
-.PHONY: help install models lint test test-all test-fast eval bench faults
+.PHONY: help install models lint test test-all test-fast eval bench bench-scale faults
 
 help:      ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -70,6 +70,13 @@ bench: models ## speed figures: embedding throughput, query latency
 	$(PY) scripts/bench_query.py
 	$(PY) scripts/bench_sync.py --files 2000
 	$(PY) scripts/bench_mcp.py
+
+# 10k and 100k chunks take ~15 min here; SCALE_SIZES=10000,100000,1000000 adds the 1M row (~40 min more).
+SCALE_SIZES ?= 10000,100000
+bench-scale: models ## growth: query p50/p95, recall@10, RSS, disk, build and no-change sync at 10k and 100k chunks; plot in .cache
+	mkdir -p .cache/bench_scale
+	$(PY) scripts/bench_scale.py --sizes $(SCALE_SIZES) --plot .cache/bench_scale/growth.png --json > .cache/bench_scale/growth.json
+	$(PY) scripts/bench_scale.py --flat 20000 --json > .cache/bench_scale/flat.json
 
 faults: models ## the fault suite at full size (about an hour): kill -9 trials, disk full/read-only/corruption, hostile files, load, fuzzing, security
 	$(PY) scripts/faults_crash.py --trials 50

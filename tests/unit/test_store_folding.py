@@ -1,0 +1,51 @@
+"""A long run of writes folds its rows into the indexes as it goes, so no write scans an ever-growing
+tail of rows no index covers (scripts/bench_scale.py --flat measures the sync rate this keeps flat)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from appliance import store
+from appliance.store import Index, SourceRow, chunk_schema
+
+DIM = 8
+
+
+def _write(index: Index, first: int, count: int) -> None:
+    sources = [SourceRow(source_id=f"/docs/{n:04d}.md", source_kind="file", chunk_count=1, ingested_at=1.0)
+               for n in range(first, first + count)]
+    rng = np.random.default_rng(first)
+    rows = [{f.name: None for f in chunk_schema(DIM)} | {
+        "id": f"k{n}:0", "source_id": f"/docs/{n:04d}.md", "chunk_index": 0, "text": f"turbine blade {n}",
+        "keywords": f"turbin blade n{n}", "parent_id": f"k{n}:s0", "embed_key": f"e{n}", "ingested_at": 1.0,
+        "vector": rng.standard_normal(DIM).astype("float32").tolist()} for n in range(first, first + count)]
+    index.replace_sources(sources, rows)
+
+
+def test_writes_fold_their_rows_into_the_indexes_every_so_many_rows(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store, "FOLD_EVERY_ROWS", 30)
+    index = Index(tmp_path, DIM)
+    _write(index, 0, 20)
+    assert not index.has_fts_index()  # below the threshold: nothing folded yet
+    _write(index, 20, 20)
+    assert index.has_fts_index() and index.unindexed_rows() == 0 and index.rows_unfolded == 0
+    sources = index.sources()
+    assert sources is not None and any(tuple(i.columns) == ("source_id",) for i in sources.list_indices())
+    _write(index, 40, 20)
+    assert index.unindexed_rows() == 20 and index.rows_unfolded == 20
+    _write(index, 10, 20)  # rewrites of indexed sources: replaced, never doubled
+    assert index.count_chunks() == 60 and index.unindexed_rows() == 0
+    assert sorted(r.source_id for r in index.source_rows()) == [f"/docs/{n:04d}.md" for n in range(60)]
+    hits = index.keyword_search("n15", 5, None, ["id"])
+    assert [h["id"] for h in hits] == ["k15:0"]
+
+
+def test_a_stop_leaves_the_folding_to_the_next_sync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store, "FOLD_EVERY_ROWS", 10)
+    monkeypatch.setattr(store.stopping, "requested", lambda: True)
+    index = Index(tmp_path, DIM)
+    _write(index, 0, 20)
+    assert not index.has_fts_index() and index.count_chunks() == 20
