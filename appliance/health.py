@@ -63,7 +63,8 @@ def _index_health(core: Core) -> IndexHealth:
         db_path=str(core.settings.db_path), source_count=sum(1 for s in sources if not s.error_code),
         failed_count=sum(1 for s in sources if s.error_code), unconfigured_roots=foreign or None,
         roots_warning=roots_warning, chunk_count=chunk_count, unindexed_rows=unindexed,
-        has_keyword_index=has_keyword_index, has_vector_index=has_vector_index, stale_chunk_count=stale,
+        has_keyword_index=has_keyword_index, has_vector_index=has_vector_index,
+        query_path=core.index.query_path(chunk_count), stale_chunk_count=stale,
         scheme_warning=scheme_warning, identity=identity.__dict__ if identity else None,
         consistency_warning=consistency_warning, identity_warning=identity_warning,
         identity_mismatch=problem or None, identity_hint=IndexMismatch.hint if problem else None)

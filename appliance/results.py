@@ -131,6 +131,8 @@ class IndexHealth:
     unindexed_rows: int
     has_keyword_index: bool
     has_vector_index: bool
+    query_path: str
+    """"memory" (the exact in-memory replica) or "index" (LanceDB's indexes), by the memory it takes."""
     stale_chunk_count: int
     scheme_warning: str | None = field(default=None, metadata=_ABSENT)
     identity: dict[str, Any] | None

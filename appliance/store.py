@@ -618,6 +618,12 @@ class Index:
             return self.chunk_rows(in_list("parent_id", parent_ids), columns)
         return _in_document_order(replica.in_sections(parent_ids, columns))
 
+    def query_path(self, rows: int) -> str:
+        """How an index of `rows` chunks is ranked: "memory" (the exact in-memory replica, when it fits
+        replica.BUDGET_BYTES) or "index" (LanceDB's indexes). Chosen again at every query, so an index
+        that grows past the budget switches without a restart."""
+        return "memory" if replica_module.fits(rows, self.dim) else "index"
+
     def _current_replica(self, chunks, columns: list[str]) -> Replica | None:  # type: ignore[no-untyped-def]
         """The in-memory replica of the table's current version (refreshed after a commit); None when too large."""
         version = chunks.version
@@ -636,7 +642,7 @@ class Index:
         another refresh. The whole table is read the first time, after a schema change, and
         when a commit lands between the key scan and the read of the missing rows.
         """
-        if chunks.count_rows() > replica_module.MAX_ROWS:
+        if not replica_module.fits(chunks.count_rows(), self.dim):
             return None
         names = [n for n in chunks.schema.names if n not in ("keywords", "metadata", "embed_key")]
         if old is not None and old.rows.column_names == [n for n in names if n != "vector"]:

@@ -5,7 +5,7 @@ Usage: bench_scope_ann.py [--queries 300] [--json]
 
 Copies the SciFact index that `scripts/bench_query.py` uses, gives it LanceDB's vector
 index (IvfHnswSq, as indexes from 5,000 rows get), turns the in-memory replica off
-(replica.MAX_ROWS = 0) and asks every query twice: unfiltered and with the documents'
+(replica.BUDGET_BYTES = 0) and asks every query twice: unfiltered and with the documents'
 folder as scope. Counts the queries whose hits (top 10) or vector candidates (top 40)
 differ, and the vector candidates' recall against the exact ranking.
 """
@@ -51,7 +51,7 @@ def main() -> None:
             vector = app.embedder.embed_query(text)
             exact[text] = [r["id"] for r in app.index.vector_search(vector, 40, None, ["id"])]
         app.index.chunks().create_index("vector", config=IvfHnswSq(distance_type="cosine"))
-        replica.MAX_ROWS = 0
+        replica.BUDGET_BYTES = 0
         scope = Filter(str(docs))
         hits_differ = candidates_differ = found = 0
         for text in texts[:args.queries]:

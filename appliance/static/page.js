@@ -78,7 +78,7 @@
     $("index-sources").textContent = num(idx.sourceCount);
     $("index-chunks").textContent = num(idx.chunkCount);
     $("index-failed").textContent = num(idx.failedCount);
-    $("index-search").textContent = s.index ? (idx.hasVectorIndex ? "vector index" : "no vector index (exact scan)") + ", " +
+    $("index-search").textContent = s.index ? (idx.queryPath === "memory" ? "exact scan in memory" : idx.hasVectorIndex ? "vector index" : "no vector index (exact scan)") + ", " +
       (idx.hasKeywordIndex ? "keyword index" : "no keyword index") : "?";
     var config = s.config || {};
     $("index-roots").textContent = (config.baseDirs || []).join(", ") || "?";

@@ -1,7 +1,7 @@
 """One ranking for every query: a scope or doc class only hides chunks (real model, real LanceDB).
 
 The whole index is ranked by one rule whatever the filter, and whether the in-memory
-replica or LanceDB answers (above replica.MAX_ROWS): a scope holding every hit changes
+replica or LanceDB answers (above the replica's memory budget): a scope holding every hit changes
 nothing, a scope holding some keeps their order and scores, a scope holding none of the
 top hits finds deeper ones.
 """
@@ -63,15 +63,17 @@ def _check_one_ranking(synced: SimpleNamespace) -> int:
 
 
 def test_a_scope_is_a_mask_over_one_ranking(synced: SimpleNamespace) -> None:
-    assert synced.app.index.count_chunks() <= replica.MAX_ROWS
+    assert replica.fits(synced.app.index.count_chunks(), synced.app.index.dim)
+    assert synced.app.status().index.query_path == "memory"
     assert _check_one_ranking(synced) > 0  # some scope held fewer than all hits: deeper ones were found
     assert synced.app.index._replica is not None
 
 
 def test_above_the_replica_limit_lancedb_ranks_the_same(synced: SimpleNamespace, monkeypatch) -> None:
     in_memory = {query: _hits(synced.app, query, str(synced.docs / "b")) for query in QUERIES}
-    monkeypatch.setattr(replica, "MAX_ROWS", 10)
+    monkeypatch.setattr(replica, "BUDGET_BYTES", replica.estimated_bytes(10, synced.app.index.dim))
     synced.app.index._replica = None
+    assert synced.app.status().index.query_path == "index"  # the same process switches, no restart
     assert _check_one_ranking(synced) > 0
     assert synced.app.index._replica is None
     for query, hits in in_memory.items():

@@ -78,17 +78,19 @@ def _searches(index: Index, probe: list[float], where: Filter | None, limit: int
     return [(r["id"], round(r["_distance"], 5)) for r in index.vector_search(probe, limit, where, COLUMNS)]
 
 
-@pytest.mark.parametrize("max_rows", [replica.MAX_ROWS, 10])
-def test_a_filter_is_a_mask_over_the_whole_ranking(tmp_path: Path, monkeypatch, max_rows: int) -> None:
-    """In memory and through LanceDB (tables above the replica's limit) alike: the chunks inside a
-    filter come in the order, and with the distances, they have in the unfiltered ranking, however deep."""
-    monkeypatch.setattr(replica, "MAX_ROWS", max_rows)
+@pytest.mark.parametrize("max_rows", [None, 10])
+def test_a_filter_is_a_mask_over_the_whole_ranking(tmp_path: Path, monkeypatch, max_rows: int | None) -> None:
+    """In memory and through LanceDB (tables above the replica's memory budget) alike: the chunks inside
+    a filter come in the order, and with the distances, they have in the unfiltered ranking, however deep."""
+    if max_rows is not None:
+        monkeypatch.setattr(replica, "BUDGET_BYTES", replica.estimated_bytes(max_rows, DIM))
     index = _index(tmp_path, _rows(40, seed=7) + _rows(40, seed=8, source="/docs/b/c.md")
                    + _rows(5, seed=9, source="/docs/b-other.md"))
     scope = Filter("/docs/b")
     for probe in _rows(5, seed=10):
         whole = _searches(index, probe["vector"], None, 85)
-        assert (index._replica is not None) == (max_rows > 85)
+        assert (index._replica is not None) == (max_rows is None)
+        assert index.query_path(85) == ("memory" if max_rows is None else "index")
         inside = [hit for hit in whole if hit[0].startswith("/docs/b/c.md:")]
         assert _searches(index, probe["vector"], scope, 10) == inside[:10]
         assert _searches(index, probe["vector"], Filter("/docs"), 10) == whole[:10]
