@@ -27,14 +27,15 @@ import pyarrow.compute as pc
 
 from appliance.query.filters import Filter
 
-TEXT_BYTES_PER_ROW = 2_048
-"""What a row holds beside its vector, generously: a 256-token chunk's text (Cyrillic takes two
-bytes a character), its ids, path, heading and lines."""
+ROW_BYTES_BESIDE_VECTOR = 5_632
+"""What a chunk costs the replica beside its vector: its text and columns in the Arrow table, the
+lookup dicts and what the allocator keeps (scripts/bench_scale.py: serving RSS 805 MB through
+LanceDB and 1,517 MB from the replica at 100,000 chunks, 7.1 KB a chunk with its 1.5 KB vector)."""
 MEMORY_SHARE = 0.25
-MEMORY_CAP_BYTES = 512 << 20
-"""The replica may take a quarter of the memory this process may use, and never more than 512 MiB:
-at 384 dimensions ~150,000 chunks, whose exact scan (~25 ms) still fits the query budget; a
-serving process of a million chunks reads through LanceDB's indexes and stays within 1.5 GB."""
+MEMORY_CAP_BYTES = 1 << 30
+"""The replica may take a quarter of the memory this process may use, and never more than 1 GiB:
+~150,000 chunks at 384 dimensions, whose exact scan (~25 ms) still fits a query; a serving
+process of a million chunks reads through LanceDB's indexes and stays near 1 GB."""
 
 
 def _memory_limit() -> int:
@@ -56,8 +57,8 @@ BUDGET_BYTES = min(MEMORY_CAP_BYTES, int(_memory_limit() * MEMORY_SHARE))
 
 
 def estimated_bytes(rows: int, dim: int) -> int:
-    """What a replica of `rows` rows would take: the unit-length float32 matrix plus the rows' text."""
-    return rows * (dim * 4 + TEXT_BYTES_PER_ROW)
+    """What a replica of `rows` rows would take: the unit-length float32 matrix plus the rest of a row."""
+    return rows * (dim * 4 + ROW_BYTES_BESIDE_VECTOR)
 
 
 def fits(rows: int, dim: int) -> bool:
