@@ -413,17 +413,25 @@ class Index:
         os.replace(tmp, self.db_path / IDENTITY_FILE)
 
     # ---- writing -------------------------------------------------------
-    @_writes
     def replace_sources(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
         """Make `rows` the only chunks of `sources`, then record the sources.
 
         Chunks are deleted before the new ones are added, so a concurrent query
         may briefly miss a source but never sees it twice. The `sources` row is
         written last: after a crash in between, the source looks unindexed and
-        the next sync re-ingests it.
+        the next sync re-ingests it. Every FOLD_EVERY_ROWS rows a long run then
+        folds its rows into the indexes, as a step of its own: a lost race while
+        folding never repeats the committed write.
         """
         if not sources:
             return
+        self._replace(sources, rows)
+        self.rows_unfolded += len(rows)
+        if self.rows_unfolded >= FOLD_EVERY_ROWS and not stopping.requested():
+            self.refresh_indexes()  # a stop leaves the folding to the next sync, as it does at the end
+
+    @_writes
+    def _replace(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
         ids = [s.source_id for s in sources]
         with self._lock:
             chunks = self.chunks(create=True)
@@ -432,9 +440,6 @@ class Index:
             if rows:
                 chunks.add(pa.Table.from_pylist(rows, schema=chunk_schema(self.dim)))
             self._upsert_sources(sources)
-            self.rows_unfolded += len(rows)
-            if self.rows_unfolded >= FOLD_EVERY_ROWS and not stopping.requested():
-                self.refresh_indexes()  # a stop leaves the folding to the next sync, as it does at the end
 
     @_writes
     def record_sources(self, sources: Sequence[SourceRow]) -> None:
