@@ -95,12 +95,16 @@ def convex(alpha: float, vnorm: str, bnorm: str, gate: Callable[[Query, dict, fl
     vnorm 'sim' = cosine similarity as is, 'minmax' over the vector list; bnorm see norm_bm25.
     `gate(q, docs, a)` may lower a per query (BM25's confidence)."""
     def rule(q: Query, docs: dict) -> list[str]:
-        a = gate(q, docs, alpha) if gate else alpha
-        sims = [1.0 - h[2] for h in q["v"]]
-        v = dict(zip((h[0] for h in q["v"]), minmax(sims) if (vnorm == "minmax" and sims) else sims))
-        b = dict(zip((h[0] for h in q["k"]), norm_bm25([h[2] for h in q["k"]], bnorm)))
-        return by_score({c: (1 - a) * v.get(c, 0.0) + a * b.get(c, 0.0) for c in {**v, **b}}, q)
+        return by_score(convex_scores(q, gate(q, docs, alpha) if gate else alpha, vnorm, bnorm), q)
     return rule
+
+
+def convex_scores(q: Query, a: float, vnorm: str, bnorm: str) -> dict[str, float]:
+    """Every candidate's (1 - a) * vector + a * bm25 (see convex)."""
+    sims = [1.0 - h[2] for h in q["v"]]
+    v = dict(zip((h[0] for h in q["v"]), minmax(sims) if (vnorm == "minmax" and sims) else sims))
+    b = dict(zip((h[0] for h in q["k"]), norm_bm25([h[2] for h in q["k"]], bnorm)))
+    return {c: (1 - a) * v.get(c, 0.0) + a * b.get(c, 0.0) for c in {**v, **b}}
 
 
 RRF_K = 60
@@ -177,13 +181,8 @@ def sibling_evidence(alpha: float, mu: float):
     """convex minmax/max, plus `mu` x the best score of another chunk of the same document: passage
     evidence backed by its document (tried for SciFact's multi-chunk abstracts; it did not help)."""
     def rule(q: Query, docs: dict) -> list[str]:
-        fused = convex(alpha, "minmax", "max")
-        order = fused(q, docs)
-        sims = [1.0 - h[2] for h in q["v"]]
-        v = dict(zip((h[0] for h in q["v"]), minmax(sims) if sims else sims))
-        b = dict(zip((h[0] for h in q["k"]), norm_bm25([h[2] for h in q["k"]], "max")))
         doc_of = {h[0]: h[1] for h in q["v"] + q["k"]}
-        base = {c: (1 - alpha) * v.get(c, 0.0) + alpha * b.get(c, 0.0) for c in order}
+        base = convex_scores(q, alpha, "minmax", "max")
         per_doc: dict[str, list[float]] = {}
         for c, x in base.items():
             per_doc.setdefault(doc_of[c], []).append(x)
