@@ -90,6 +90,9 @@ OFFLINE_ENV: dict[str, str] = {
     # The hub CLI's PyPI "new version available" check.
     "HF_HUB_DISABLE_UPDATE_CHECK": "1",
     "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+    # Ray (the [cluster] extra, `sync --ray`): usage statistics to its makers from clusters
+    # that `ray start` begins (ray.init of a local cluster keeps them off already).
+    "RAY_USAGE_STATS_ENABLED": "0",
 }
 """Switches that keep libraries off the network (see `offline_env`)."""
 

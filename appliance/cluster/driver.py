@@ -14,7 +14,6 @@ unrecorded, named in the report, and the next sync indexes them. A stop of the p
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import time
 import warnings
@@ -49,9 +48,6 @@ CONNECT_TIMEOUT_S = 10.0
 
 
 def _ray() -> Any:
-    # Ray reports usage to its makers from clusters started by `ray start` unless told not to; the
-    # driver never does (ray.init of a local cluster already keeps it off). Nodes: see the README.
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     try:
         import ray
     except ImportError as exc:
