@@ -138,12 +138,15 @@ def _root(ctx: typer.Context,
 
 @app.command()
 def serve(ctx: typer.Context, base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
-          model_name: ModelName = None) -> None:
+          model_name: ModelName = None,
+          ready_fd: Annotated[int | None, typer.Option(
+              "--ready-fd", hidden=True, help="A pipe to tell when the model and index are loaded.")] = None) -> None:
     """Run the MCP server on stdio (the default with no command)."""
     from appliance.server import serve_stdio
 
     serve_stdio(_environment(ctx),
-                {"base_dirs": base_dir, "db_path": db_path, "models_dir": models_dir, "model_name": model_name})
+                {"base_dirs": base_dir, "db_path": db_path, "models_dir": models_dir, "model_name": model_name},
+                ready_fd=ready_fd)
 
 
 @app.command()

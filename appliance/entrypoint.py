@@ -4,9 +4,10 @@ Modes, by the first argument:
 
 * none or `serve` (stdio): the MCP server on the container's stdin/stdout, plus the
   sync scheduler. Supervisor cannot pass stdin through to a child, so this process
-  (PID 1) starts `supervisord` in the background for the scheduler, with its stdin on
-  /dev/null and its stdout on our stderr, and runs `minirag serve` itself as a
-  foreground child that inherits stdin/stdout. The container's stdout carries only
+  (PID 1) runs `minirag serve` itself as a foreground child that inherits
+  stdin/stdout, and starts `supervisord` in the background for the scheduler, with
+  its stdin on /dev/null and its stdout on our stderr, once the server has loaded its
+  model and index (SCHEDULER_START_LIMIT_S). The container's stdout carries only
   MCP frames. When the client disconnects (the server exits), supervisord is stopped
   and the container exits with the server's status; SIGTERM/SIGINT go to both.
   Everything fits Docker's 10 s grace: a sync stops within a second or two (see
@@ -46,6 +47,11 @@ if TYPE_CHECKING:
 STDIO_CONF = "supervisord-stdio.conf"
 DAEMON_CONF = "supervisord-daemon.conf"
 DAEMON_MARKER = Path("/tmp/minirag-daemon-mode")
+SCHEDULER_START_LIMIT_S = 20.0
+"""In stdio mode the scheduler starts when the server says its model and index are loaded, or
+after this long at the latest (a client that never lists the tools never starts the warm-up):
+a sync process starting beside the server's first seconds competes with its handshake and first
+answer for the CPU (two cores here; scripts/bench_image.py's cold start)."""
 STOP_WAIT_S = 6.5
 """From SIGTERM (or the client leaving) to killing what still runs: more than supervisord's
 stopwaitsecs (5 s) for the scheduler, less than Docker's 10 s grace before its SIGKILL."""
@@ -67,35 +73,38 @@ def _err(message: str) -> None:
 
 
 def run_stdio(args: list[str], environment: Callable[[], Environment]) -> int:
-    """MCP on stdio in the foreground, the scheduler under a background supervisord.
+    """MCP on stdio in the foreground, the scheduler under a background supervisord started once the server is warm.
 
     `environment()` reads the environment; called once the server runs, so the read does not delay it."""
-    # The server first: the client is waiting for its handshake; the scheduler can start a moment later.
-    server = subprocess.Popen([_minirag(), "serve", *args])  # inherits stdin/stdout: the MCP wire
+    # The server first: the client is waiting for its handshake. It writes to `ready` when its
+    # model and index are loaded, and the scheduler starts then (or after SCHEDULER_START_LIMIT_S).
+    ready, ready_for_server = os.pipe()
+    server = subprocess.Popen([_minirag(), "serve", "--ready-fd", str(ready_for_server), *args],
+                              pass_fds=(ready_for_server,))  # inherits stdin/stdout: the MCP wire
+    os.close(ready_for_server)
     conf = environment().minirag_supervisor_dir / STDIO_CONF
-    supervisor: subprocess.Popen[bytes] | None = None
+    scheduler = _Scheduler(conf)
     if conf.is_file():
-        supervisor = subprocess.Popen([_supervisord(), "-n", "-c", str(conf)], stdin=subprocess.DEVNULL,
-                                      stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(),
-                                      start_new_session=True)
+        threading.Thread(target=scheduler.start_when_ready, args=(ready, SCHEDULER_START_LIMIT_S),
+                         name="scheduler-start", daemon=True).start()
+        threading.Thread(target=_on_hangup, args=(scheduler,), name="stdin-hangup", daemon=True).start()
     else:
+        os.close(ready)
         _err(f"warning: {conf} not found; running without the sync scheduler")
 
     stop_at: list[float] = []  # when the stop began: every wait ends STOP_WAIT_S after it
 
     def forward(signum: int, _frame: object) -> None:
         stop_at[:1] = stop_at[:1] or [time.monotonic()]
-        for proc in (server, supervisor):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM if signum == signal.SIGTERM else signum)
+        scheduler.stop(signal.SIGTERM if signum == signal.SIGTERM else signum)
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM if signum == signal.SIGTERM else signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
-    if supervisor is not None:
-        threading.Thread(target=_on_hangup, args=(supervisor,), name="stdin-hangup", daemon=True).start()
     _wait_reaping(server, lambda: stop_at[0] + STOP_WAIT_S if stop_at else None)
     stop_at[:1] = stop_at[:1] or [time.monotonic()]  # the client left: stop the scheduler now
-    for proc, program in ((supervisor, "supervisord"), (server, "minirag")):
+    for proc, program in ((scheduler.stop(signal.SIGTERM), "supervisord"), (server, "minirag")):
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             _wait_reaping(proc, lambda: stop_at[0] + STOP_WAIT_S)
@@ -106,15 +115,45 @@ def run_stdio(args: list[str], environment: Callable[[], Environment]) -> int:
     return _exit_code(server)
 
 
-def _on_hangup(supervisor: subprocess.Popen[bytes]) -> None:
+class _Scheduler:
+    """The background supervisord of stdio mode: started late, on its own thread, and never after a stop."""
+
+    def __init__(self, conf: Path) -> None:
+        self.conf = conf
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stopped = False
+        self._lock = threading.RLock()  # re-entered when a signal handler interrupts stop() in the main thread
+
+    def start_when_ready(self, ready: int, limit: float) -> None:
+        """Start supervisord when the server writes to (or closes) `ready`, or after `limit` seconds."""
+        try:
+            select.select([ready], [], [], limit)
+        finally:
+            os.close(ready)
+        with self._lock:
+            if not self._stopped:
+                self._proc = subprocess.Popen([_supervisord(), "-n", "-c", str(self.conf)], stdin=subprocess.DEVNULL,
+                                              stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(),
+                                              start_new_session=True)
+
+    def stop(self, signum: int) -> subprocess.Popen[bytes] | None:
+        """Send `signum` to supervisord if it runs, and never start it from now on; returns its process."""
+        with self._lock:
+            self._stopped = True
+            proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signum)
+        return proc
+
+
+def _on_hangup(scheduler: _Scheduler) -> None:
     """SIGTERM to supervisord the moment the client closes our stdin (a pipe under `docker run -i`):
     the scheduler stops while the server is still finishing, not after it."""
     watch = select.poll()
     watch.register(0, 0)  # no events asked for: only POLLHUP/POLLERR wake us, never data for the server
     try:
-        hung_up = any(events & (select.POLLHUP | select.POLLERR) for _fd, events in watch.poll())
-        if hung_up and supervisor.poll() is None:
-            supervisor.send_signal(signal.SIGTERM)
+        if any(events & (select.POLLHUP | select.POLLERR) for _fd, events in watch.poll()):
+            scheduler.stop(signal.SIGTERM)
     except (OSError, ValueError):
         pass
 

@@ -17,6 +17,7 @@ import inspect
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -174,8 +175,9 @@ class ErrorsAsValues(Middleware):
             return internal_error()
 
 
-class WarmUpAfterListing(Middleware):
+class WarmUpOnFirstUse(Middleware):
     """Clients list tools right after the handshake; that is the moment to start loading the model.
+    A client that calls a tool without listing them starts it with that call.
 
     Not earlier: the warm-up holds the GIL most of the time it imports and loads, and a protocol
     loop sharing it answered `initialize` and `tools/list` later (seconds later on a busy machine),
@@ -189,6 +191,11 @@ class WarmUpAfterListing(Middleware):
         result = await call_next(context)
         self.runtime.warm_up()
         return result
+
+    async def on_call_tool(self, context: MiddlewareContext[mt.CallToolRequestParams],
+                           call_next: CallNext[mt.CallToolRequestParams, ToolResult]) -> ToolResult:
+        self.runtime.warm_up()
+        return await call_next(context)
 
 
 def _describe_invalid(exc: Exception) -> str:
@@ -206,7 +213,7 @@ def _describe_invalid(exc: Exception) -> str:
 def create_server(runtime: Runtime) -> FastMCP:
     """A FastMCP server whose tools call the Appliance that `runtime` builds."""
     mcp = FastMCP("minirag", instructions=runtime.instructions(), version=__version__,
-                  mask_error_details=True, middleware=[ErrorsAsValues(), WarmUpAfterListing(runtime)])
+                  mask_error_details=True, middleware=[ErrorsAsValues(), WarmUpOnFirstUse(runtime)])
 
     def call(model: type[BaseModel], work: Callable[[Appliance], Any]) -> Awaitable[ToolResult]:
         return _render(model, lambda: work(runtime.appliance()))
@@ -425,22 +432,34 @@ def _ingest_url(app: Appliance, url: str) -> Any:
     return app.ingest_url_bounded(url)
 
 
-def serve_stdio(environment: Environment, overrides: dict[str, Any]) -> None:
+def serve_stdio(environment: Environment, overrides: dict[str, Any], *, ready_fd: int | None = None) -> None:
     """`minirag serve`: MCP on stdin/stdout until the client disconnects, then exit. Logs go to stderr only.
 
     The warm-up (the service, LanceDB, fastembed, the model, the index) starts on its own thread
-    once the client has listed the tools (WarmUpAfterListing), so a first query finds the model
-    loaded or loading. The SDK's stdio transport owns fd 0 and fd 1 while it serves (stray output
-    from libraries and child processes goes to stderr).
+    once the client has listed the tools or called one (WarmUpOnFirstUse), so a first query finds
+    the model loaded or loading. The SDK's stdio transport owns fd 0 and fd 1 while it serves (stray output
+    from libraries and child processes goes to stderr). `ready_fd` (the container's entrypoint
+    passes a pipe) is written to and closed when the warm-up has finished: the entrypoint starts
+    the sync scheduler then, not beside the server's first seconds.
     """
     from appliance import stopping
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stopping.exit_on_signals()
-    server = create_server(Runtime(environment, overrides))
+    runtime = Runtime(environment, overrides)
+    if ready_fd is not None:
+        threading.Thread(target=_tell_when_warm, args=(runtime, ready_fd), name="ready", daemon=True).start()
+    server = create_server(runtime)
     server.run(transport="stdio", show_banner=False)
     os.dup2(2, 1)  # the transport gave fd 1 back to the client: what still runs may not write to it
     # The client closed stdin: a sync_start job stops (its write in flight finishes) and nothing
     # else (a conversion, a query, the warm-up) is waited for.
     stopping.exit_when_quiet("the MCP client disconnected")
+
+
+def _tell_when_warm(runtime: Runtime, fd: int) -> None:
+    runtime.warmed.wait()
+    with contextlib.suppress(OSError):  # the reader left: nobody is waiting for the news
+        os.write(fd, b"warm\n")
+    os.close(fd)

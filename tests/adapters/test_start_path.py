@@ -167,3 +167,70 @@ def test_each_tool_description_is_what_fastmcp_would_have_parsed_from_its_docstr
             pass
         fn.__doc__ = tool.description
         assert parse_docstring(fn) == ParsedDocstring(description=tool.description), tool.name
+
+
+# The image's entrypoint on the host, with a supervisord whose only program records when it started.
+ENTRYPOINT = """
+import sys
+from appliance import entrypoint
+entrypoint.SCHEDULER_START_LIMIT_S = float(sys.argv[1])
+sys.exit(entrypoint.main([]))
+"""
+SUPERVISOR_CONF = """[supervisord]
+nodaemon=true
+logfile=/dev/null
+pidfile={dir}/supervisord.pid
+[program:scheduler]
+command=/bin/sh -c 'date +%%s.%%N > {dir}/started; exec sleep 600'
+startsecs=0
+stopasgroup=true
+killasgroup=true
+"""
+
+
+def _entrypoint(server_env: dict[str, str], tmp_path: Path, limit: float) -> tuple[RawStdio, Path]:
+    (tmp_path / "supervisord-stdio.conf").write_text(SUPERVISOR_CONF.format(dir=tmp_path))
+    return (RawStdio([sys.executable, "-c", ENTRYPOINT, str(limit)],
+                     server_env | {"MINIRAG_SUPERVISOR_DIR": str(tmp_path)}), tmp_path / "started")
+
+
+def _wait_for(path: Path, seconds: float) -> float | None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return float(path.read_text())
+        time.sleep(0.05)
+    return None
+
+
+@pytest.mark.slow  # the entrypoint, a server and supervisord as subprocesses
+def test_the_entrypoint_starts_the_scheduler_once_the_server_is_warm(server_env: dict[str, str],
+                                                                      tmp_path: Path) -> None:
+    """Not beside the server's first seconds (two cores: it slowed the handshake and the first answer),
+    and not never: the server's warm-up tells the entrypoint, which starts supervisord then."""
+    server, started = _entrypoint(server_env, tmp_path, limit=600)
+    try:
+        server.handshake()
+        time.sleep(1.0)  # plenty for a supervisord that would start with the server
+        assert not started.exists(), "the scheduler started before the server was warm"
+        server.send(2, "tools/list")  # the end of the handshake: the warm-up starts
+        server.reply(2)
+        assert server.call(3, QUERY)["structuredContent"]["results"]
+        at = _wait_for(started, 60)
+        assert at is not None, "the warm server never started the scheduler"
+    finally:
+        frames = server.close()
+    assert all(f.get("jsonrpc") == "2.0" for f in frames)  # stdout stayed the MCP wire
+    pid_file = tmp_path / "supervisord.pid"
+    assert not pid_file.exists() or not Path(f"/proc/{pid_file.read_text().strip()}").exists()
+
+
+@pytest.mark.slow  # the entrypoint, a server and supervisord as subprocesses
+def test_the_scheduler_starts_at_the_limit_when_no_client_lists_the_tools(server_env: dict[str, str],
+                                                                         tmp_path: Path) -> None:
+    server, started = _entrypoint(server_env, tmp_path, limit=1.0)
+    try:
+        server.handshake()  # no tools/list: the warm-up never starts
+        assert _wait_for(started, 30) is not None, "the scheduler waited past its limit"
+    finally:
+        server.close()

@@ -64,9 +64,10 @@ def _status(image: str, docs: Path, index: Path) -> dict:  # type: ignore[type-a
 
 def test_docker_stop_during_a_sync_exits_0_within_the_grace(image: str, many_docs: Path, tmp_path: Path) -> None:
     index = _index_dir(tmp_path, "index")
-    mcp = McpContainer(image, [f"{many_docs}:/docs:ro", f"{index}:/index"])  # the scheduler syncs at once
+    mcp = McpContainer(image, [f"{many_docs}:/docs:ro", f"{index}:/index"])  # the scheduler syncs once the server is warm
     try:
         mcp.initialize()
+        mcp.request("tools/list")  # as clients do: the server warms up, then the scheduler starts
         _wait_for_a_write(mcp, index)
         started = time.monotonic()
         subprocess.run([DOCKER, "stop", mcp.name], capture_output=True, timeout=60, check=True)
@@ -102,6 +103,7 @@ def test_closing_stdin_ends_the_container_within_seconds(image: str, many_docs: 
         mcp = McpContainer(image, [f"{many_docs}:/docs:ro", f"{index}:/index"])
         try:
             mcp.initialize()
+            mcp.request("tools/list")
             _wait_for_a_write(mcp, index)
             started = time.monotonic()
             code = mcp.close(timeout=30)
