@@ -244,6 +244,8 @@ class Embedder:
             raise ModelCorrupt(f"Model {self.spec.id}: its tokenizer has no id for the pad token {pad!r}",
                                hint=f"Re-bake it: `minirag models bake {self.spec.id} --force`.")
         # fastembed's OnnxTextEmbedding, patched below: its tokenizer and session options have no public hook.
+        # Ours goes in before the session loads, so fastembed finds a tokenizer and does not parse
+        # tokenizer.json a second time (~0.7 s of every model load: 250,000 pieces).
         inner: Any = model.model
         inner.tokenizer = _BatchTokenizer(tok, self.spec.max_seq_length, pad_id)
         fastembed_options = inner.add_extra_session_options
