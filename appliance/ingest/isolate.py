@@ -11,6 +11,8 @@ cost one named error, never the server. So:
   tesseract processes it starts) and runs in its own process group;
 * the parent checks names (`~$` lock files, dot-files) and MAX_FILE_SIZE with stat()
   before a worker ever opens the file;
+* plain text (DECODED_HERE) needs no parser and is decoded in the calling process;
+  the workers start when the first file that does need one comes;
 * a file that outlives `timeout_s` gets its worker's whole process group killed
   (SIGKILL) and the worker replaced; a worker that dies (segfault, out of memory,
   killed) is reported as ConversionFailed naming the file, and replaced too.
@@ -40,12 +42,17 @@ from pathlib import Path
 
 from appliance import stopping
 from appliance.errors import ApplianceError, ConversionFailed
-from appliance.ingest.convert import check_name, check_size
+from appliance.ingest.convert import TEXT_EXTENSIONS, check_name, check_size, to_markdown
 from appliance.ingest.failures import ConversionMemoryLimit, ConversionTimeout, WorkerCrashed
 from appliance.ingest.ocr import OcrConfig
 from appliance.records import Converted
 
 _MB = 1 << 20
+DECODED_HERE = TEXT_EXTENSIONS | {".json"}
+"""Plain text is decoded, not parsed (an encoding guessed from a 64 KB sample, front matter,
+inline images dropped), so it is converted in the calling process: no worker round trip, and
+no worker start when a sync has nothing else. What the chunker then does with the text runs
+in this process for every format anyway."""
 STARTUP_TIMEOUT_S = 120.0
 """How long a fresh worker may take to import its parsers (about 3 s measured)."""
 
@@ -256,11 +263,22 @@ class ConvertPool:
         self._closed = self._aborted = False
         self.restarts = 0
         """Workers replaced after a timeout, crash or memory failure (for status and tests)."""
-        for _ in range(workers):
-            self._turns.put(self._spawn())
+        self._started = False
+        self._start_lock = threading.Lock()
         stopping.add_hook(self.abort)
 
     # -------------------------------------------------------------- workers
+
+    def _start_workers(self) -> None:
+        """Start the workers when the first file that needs a parser comes: a sync of text files
+        alone never pays their start (about 3 s of imports each)."""
+        with self._start_lock:
+            if self._started:
+                return
+            self._started = True
+            spawned = [self._spawn() for _ in range(self.workers)]
+        for w in spawned:
+            self._turns.put(w)
 
     def _spawn(self) -> _Worker:
         w = _Worker(self._ctx, self.ocr, self.max_file_size, self.memory_bytes)
@@ -294,6 +312,10 @@ class ConvertPool:
         one the call queues behind every file already waiting.
         """
         path = Path(path)
+        if path.suffix.lower() in DECODED_HERE:
+            if ticket is not None:
+                self._turns.drop(ticket)
+            return self._decode(path)
         if ticket is None:
             ticket = self._turns.draw()
         try:
@@ -304,12 +326,25 @@ class ConvertPool:
         except BaseException:
             self._turns.drop(ticket)
             raise
+        self._start_workers()
         w = self._turns.take(ticket)
         if w is None:
             if self._aborted:
                 raise stopping.Stopped(stopping.reason() or "stopping")
             raise RuntimeError("ConvertPool is closed")
         return self._run(w, path)
+
+    def _decode(self, path: Path) -> Converted:
+        if self._closed:
+            raise RuntimeError("ConvertPool is closed")
+        if self._aborted:
+            raise stopping.Stopped(stopping.reason() or "stopping")
+        try:
+            return to_markdown(path, ocr=None, max_file_size=self.max_file_size)
+        except ApplianceError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - as a worker reports it: this file's failure
+            raise ConversionFailed(f"{path}: {type(exc).__name__}: {exc}"[:500]) from None
 
     def _run(self, w: _Worker, path: Path) -> Converted:
         if not w.wait_ready(STARTUP_TIMEOUT_S):

@@ -87,7 +87,9 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for i in range(280_000):
             f.write(f"{i}," + "abc def ghi," * 10 + "\n")
     for i in range(3):
-        (d / f"good{i}.md").write_text(f"# Good {i}\n\nплавающие строки {i}\n")
+        (d / f"good{i}.md").write_text(f"# Good {i}\n\nплавающие строки {i}\n")  # decoded in this process
+        (d / f"good{i}.html").write_text(f"<html><body><h1>Good {i}</h1><p>плавающие строки {i}</p></body></html>",
+                                         "utf-8")  # parsed in a worker
     return d
 
 
@@ -108,16 +110,16 @@ EXPECT: dict[str, type[ApplianceError] | tuple[type[ApplianceError], ...]] = {
 
 @pytest.mark.slow
 def test_hostile_folder_one_named_error_each(hostile: Path) -> None:
-    names = ["good0.md", *EXPECT, "good1.md", "good2.md"]
+    names = ["good0.md", "good0.html", *EXPECT, "good1.md", "good2.html"]
     with ConvertPool(workers=2, timeout_s=180, memory_bytes=MEMORY, ocr=OcrConfig(), max_file_size=40 * MB) as pool:
         with PeakRss(pool) as peak:
             results = list(pool.imap(hostile / n for n in names))
         # the pool still works after all of it
-        assert pool.convert(hostile / "good0.md").title == "Good 0"
+        assert pool.convert(hostile / "good0.html").title == "Good 0"
     assert [p.name for p, _ in results] == names  # input order
     for path, res in results:
         if path.name.startswith("good"):
-            assert isinstance(res, Converted) and res.has_lines, res
+            assert isinstance(res, Converted) and "плавающие строки" in res.markdown, res
             continue
         assert isinstance(res, EXPECT[path.name]), (path.name, res)
         assert path.name in str(res), res  # every error names its file
@@ -131,11 +133,12 @@ def test_hostile_folder_one_named_error_each(hostile: Path) -> None:
 @pytest.mark.slow
 def test_timeout_kills_and_replaces_the_worker(hostile: Path) -> None:
     with ConvertPool(workers=1, timeout_s=1.5, memory_bytes=MEMORY, ocr=None, max_file_size=50 * MB) as pool:
+        pool.convert(hostile / "good0.html")  # the worker starts with the first file that needs a parser
         before = pool.worker_pids()
         with pytest.raises(ConversionTimeout, match=r"deep\.html.*timed out after 1\.5 s"):
             pool.convert(hostile / "deep.html")
         assert pool.restarts == 1
-        assert pool.convert(hostile / "good1.md").markdown.startswith("# Good 1")
+        assert pool.convert(hostile / "good1.html").markdown.startswith("# Good 1")
         assert pool.worker_pids() != before
         assert not Path(f"/proc/{before[0]}").exists() or "Z" in open(f"/proc/{before[0]}/stat").read().split()[2]
 
@@ -143,12 +146,12 @@ def test_timeout_kills_and_replaces_the_worker(hostile: Path) -> None:
 @pytest.mark.slow
 def test_crashed_worker_is_named_and_replaced(hostile: Path) -> None:
     with ConvertPool(workers=1, timeout_s=120, memory_bytes=MEMORY, ocr=None, max_file_size=50 * MB) as pool:
-        pool.convert(hostile / "good2.md")  # worker is up and warm
+        pool.convert(hostile / "good2.html")  # worker is up and warm
         [pid] = pool.worker_pids()
         threading.Timer(1.0, os.kill, args=(pid, signal.SIGSEGV)).start()
         with pytest.raises(WorkerCrashed, match=r"deep\.html.*SIGSEGV"):
             pool.convert(hostile / "deep.html")
-        assert pool.convert(hostile / "good2.md").title == "Good 2"
+        assert pool.convert(hostile / "good2.html").title == "Good 2"
 
 
 @pytest.mark.slow
@@ -156,7 +159,8 @@ def test_concurrent_callers_share_the_pool(hostile: Path) -> None:
     with ConvertPool(workers=2, timeout_s=60, memory_bytes=MEMORY, ocr=None, max_file_size=MB) as pool:
         out: list[object] = []
         threads = [
-            threading.Thread(target=lambda n=n: out.append(pool.convert(hostile / f"good{n % 3}.md").title))
+            threading.Thread(target=lambda n=n: out.append(
+                pool.convert(hostile / f"good{n % 3}.{'html' if n < 3 else 'md'}").title))
             for n in range(6)
         ]
         for t in threads:
@@ -164,6 +168,20 @@ def test_concurrent_callers_share_the_pool(hostile: Path) -> None:
         for t in threads:
             t.join()
     assert sorted(out) == sorted(f"Good {n % 3}" for n in range(6))  # type: ignore[type-var]
+
+
+def test_plain_text_is_decoded_here_and_starts_no_worker(tmp_path: Path) -> None:
+    for name, text in (("a.md", "---\ntags: [x, y]\n---\n# Alpha\n\nтекст\n"), ("b.txt", "Beta\n"),
+                       ("c.json", '{"k": "v"}\n')):
+        (tmp_path / name).write_text(text, "utf-8")
+    (tmp_path / "d.md").write_bytes(os.urandom(2048) + b"\0" * 64)
+    with ConvertPool(workers=1, timeout_s=10, memory_bytes=MEMORY, ocr=None, max_file_size=MB) as pool:
+        results = dict(pool.imap(tmp_path / n for n in ("a.md", "b.txt", "c.json", "d.md")))
+        assert pool.worker_pids() == []
+    a = results[tmp_path / "a.md"]
+    assert isinstance(a, Converted) and a.title == "Alpha" and a.metadata["tags"] == "x,y" and a.has_lines
+    assert isinstance(results[tmp_path / "b.txt"], Converted) and isinstance(results[tmp_path / "c.json"], Converted)
+    assert isinstance(results[tmp_path / "d.md"], BinaryContent) and "d.md" in str(results[tmp_path / "d.md"])
 
 
 def test_closed_pool_refuses_work(tmp_path: Path) -> None:

@@ -34,7 +34,8 @@ def lab(tmp_path: Path, models_dir: Path) -> dict[str, str]:
     rng = random.Random(3)
     for i in range(FILES):
         (docs / f"doc{i:03d}.md").write_text(generated_text(rng, i, PARAGRAPHS), "utf-8")
-    (docs / "doc150-slow.md").write_text("converting this takes an hour with the slow_conversions fixture\n")
+    # HTML, converted in a worker (plain text is decoded in the syncing process)
+    (docs / "doc150-slow.html").write_text("<p>converting this takes an hour with the slow_conversions fixture</p>\n")
     return {"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "index"), "MODELS_DIR": str(models_dir),
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
 

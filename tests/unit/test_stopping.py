@@ -74,12 +74,11 @@ def test_pipeline_close_raises_stopped_when_stopped_while_draining() -> None:
 def test_stop_kills_a_conversion_that_never_ends(tmp_path: Path, slow_conversions: dict[str, str]) -> None:
     from appliance.ingest.isolate import ConvertPool
 
-    stuck = tmp_path / "slow.txt"
-    stuck.write_text("converting this takes an hour\n")
-    plain = tmp_path / "plain.txt"
-    plain.write_text("hello\n")
+    stuck = tmp_path / "slow.html"  # HTML: converted in a worker (plain text is decoded in this process)
+    stuck.write_text("<p>converting this takes an hour</p>\n")
+    plain = tmp_path / "plain.html"
+    plain.write_text("<p>hello</p>\n")
     pool = ConvertPool(workers=1, timeout_s=600, memory_bytes=0, ocr=None, max_file_size=1 << 20)
-    pids = pool.worker_pids()
     results: list[object] = []
     errors: list[BaseException] = []
 
@@ -99,6 +98,8 @@ def test_stop_kills_a_conversion_that_never_ends(tmp_path: Path, slow_conversion
         while not results and not errors and time.monotonic() < deadline:
             time.sleep(0.05)
         assert results, f"the first file should convert (errors: {errors!r})"
+        pids = pool.worker_pids()
+        assert pids
         started = time.monotonic()
         stopping.request("test")
         thread.join(10)
