@@ -16,7 +16,7 @@ import typer
 
 from appliance import __version__
 from appliance.citations import hit_place
-from appliance.config import Environment, read_environment
+from appliance.config import Environment, Settings, read_environment
 from appliance.errors import ApplianceError
 from appliance.models.cli import models_app
 from appliance.paging import READ_PAGE_CHARS
@@ -44,15 +44,21 @@ def _environment(ctx: typer.Context) -> Environment:
     return environment
 
 
-def _appliance(ctx: typer.Context, base_dir: list[str] | None, db_path: str | None, models_dir: str | None,
-               model_name: str | None, **changes: Any) -> Appliance:
+def _settings(ctx: typer.Context, base_dir: list[str] | None, db_path: str | None, models_dir: str | None,
+              model_name: str | None, **changes: Any) -> Settings:
     from dataclasses import replace
 
     settings = _environment(ctx).settings(base_dirs=base_dir, db_path=db_path, models_dir=models_dir,
                                           model_name=model_name)
+    return replace(settings, **changes) if changes else settings
+
+
+def _appliance(ctx: typer.Context, base_dir: list[str] | None, db_path: str | None, models_dir: str | None,
+               model_name: str | None, **changes: Any) -> Appliance:
+    settings = _settings(ctx, base_dir, db_path, models_dir, model_name, **changes)
     from appliance.service import Appliance  # after the settings: a broken one is reported without loading LanceDB
 
-    return Appliance(replace(settings, **changes) if changes else settings)
+    return Appliance(settings)
 
 
 def _emit(data: Any, as_json: bool, human: str | None = None) -> None:
@@ -200,16 +206,25 @@ def sync(ctx: typer.Context,
     try:
         with _reported(as_json), _progress(not as_json) as progress:
             changes = {"snapshot_dedupe": False} if no_snapshot_dedupe else {}
-            service = _appliance(ctx, base_dir, db_path, models_dir, model_name, **changes)
-            options: dict[str, Any] = {"full": full, "clean": clean, "discard_unrecoverable": discard_unrecoverable,
-                                       "forget_roots": forget_roots, "progress": progress}
-            address = ray or service.settings.ray_address
-            if address:  # the cluster hook (appliance/cluster): the same sync, converted and embedded by Ray tasks
-                from appliance.cluster.driver import sync_on_ray
+            settings = _settings(ctx, base_dir, db_path, models_dir, model_name, **changes)
+            address = ray or settings.ray_address
+            report = None
+            if path is None and not (full or clean or forget_roots or address):
+                from appliance.sync_stamp import replay  # nothing changed: proved without LanceDB or the model
 
-                report = sync_on_ray(service, address, path=path, **options)
-            else:
-                report = service.sync(path, **options)
+                report = replay(settings)
+            if report is None:
+                from appliance.service import Appliance
+
+                service = Appliance(settings)
+                options: dict[str, Any] = {"full": full, "clean": clean, "forget_roots": forget_roots,
+                                           "discard_unrecoverable": discard_unrecoverable, "progress": progress}
+                if address:  # the cluster hook (appliance/cluster): the same sync, converted and embedded by Ray tasks
+                    from appliance.cluster.driver import sync_on_ray
+
+                    report = sync_on_ray(service, address, path=path, **options)
+                else:
+                    report = service.sync(path, **options)
     except stopping.Stopped as exc:
         typer.echo(f"sync stopped ({exc}): what was written stays; run `minirag sync` again to finish", err=True)
         stopping.hard_exit(128 + (signals[0] if signals else 15))

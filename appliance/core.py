@@ -9,10 +9,10 @@ from pathlib import Path
 from appliance.config import Settings
 from appliance.embed import Embedder, load_spec
 from appliance.errors import ConfigError, IndexMismatch, InvalidArgument
-from appliance.ingest import convert
+from appliance.ingest import formats
 from appliance.ingest.chunk import SCHEME_VERSION
 from appliance.ingest.discover import contained_root, resolve_in_roots
-from appliance.ingest.ocr import OcrConfig, ocr_status
+from appliance.ingest.ocr import OcrConfig
 from appliance.store import Identity, Index, SourceRow
 
 MAX_SOURCE_ID_CHARS = 1024
@@ -77,13 +77,10 @@ class Core:
             raise IndexMismatch(problem)
 
     def ocr_config(self) -> OcrConfig:
-        return OcrConfig(languages=self.settings.ocr_languages,
-                                 min_chars_per_page=self.settings.ocr_min_chars_per_page)
+        return formats.ocr_config(self.settings)
 
     def extensions(self) -> frozenset[str]:
-        name, _hint = ocr_status(self.ocr_config())
-        images = convert.IMAGE_EXTENSIONS if name != "unavailable" else frozenset()
-        return convert.SUPPORTED_EXTENSIONS | images
+        return formats.extensions(self.settings)
 
     def resolve(self, path: str | Path, *, require_absolute: bool = False,
                 must_exist: bool = True) -> tuple[Path, Path]:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from appliance import sync_plan
+from appliance import sync_plan, sync_stamp
 from appliance.core import Core, valid_source_id
 from appliance.errors import (
     ApplianceError,
@@ -115,9 +115,14 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
         full = True
     elif not full:
         core.check_writable_identity()
+    stampable = under is None and not full and core.settings.change_detection == "stat"
+    index_before = sync_stamp.index_state(core.settings.db_path) if stampable else None
+    extensions = core.extensions()
     files: list[FoundFile] = []
-    for item in walk(core.settings.roots, core.extensions(), under=under):
+    seen = sync_stamp.FilesDigest()
+    for item in walk(core.settings.roots, extensions, under=under):
         _collect(item, files, report)
+        seen.add(item)
         publisher.scanning(len(files) + len(report.skipped))
     report.seen = len(files) + len(report.skipped)
     known = {s.source_id: s for s in core.index.file_sources()}
@@ -150,6 +155,10 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     core.index.refresh_indexes(wrote=bool(gone or stray or report.refreshed or core.index.unindexed_rows()))
     result = _finish(report)
     _save_last_sync(core, result, under)
+    if index_before is not None and sync_stamp.nothing_changed(result) \
+            and sync_stamp.index_state(core.settings.db_path) == index_before:  # nor did anyone else commit
+        sync_stamp.record(core.settings.db_path, sync_stamp.Stamp(
+            sync_stamp.inputs_digest(core.settings), index_before, seen.hexdigest(), result.to_dict()))
     return result
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from appliance.errors import ConversionFailed, FileTooLarge, OcrUnavailable, UnsupportedFile
 from appliance.ingest.failures import EncryptedDocument, MislabelledFile
+from appliance.ingest.formats import IMAGE_EXTENSIONS, SUPPORTED_EXTENSIONS, TEXT_EXTENSIONS, accepted_extensions
 from appliance.ingest.markdown_blocks import PAGE_MARKER, SHEET_MARKER, code_lines, front_matter_lines
 from appliance.ingest.ocr import (
     OCR_ENGINE,
@@ -45,31 +46,6 @@ if TYPE_CHECKING:
 warnings.filterwarnings("ignore", category=UserWarning, module=r"(openpyxl|pdfminer|xlrd|docx|pptx)(\.|$)")
 for _noisy in ("pdfminer", "openpyxl", "markitdown"):
     logging.getLogger(_noisy).setLevel(logging.ERROR)
-
-TEXT_EXTENSIONS: frozenset[str] = frozenset({".md", ".markdown", ".txt"})
-"""Kept verbatim: line N of the Markdown is line N of the file (`has_lines`)."""
-
-SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(
-    {
-        ".md", ".markdown", ".txt", ".pdf", ".docx", ".pptx", ".xlsx", ".xls",
-        ".html", ".htm", ".csv", ".epub", ".ipynb", ".json",
-    }
-)
-IMAGE_EXTENSIONS: frozenset[str] = frozenset(
-    {".png", ".jpg", ".jpeg", ".tiff", ".tif", ".bmp", ".webp"}
-)
-"""Become documents through OCR; a scanner should list them only when OCR is available."""
-
-
-
-def accepted_extensions(ocr: OcrConfig | None) -> frozenset[str]:
-    """Extensions a scan should pick up: images only when OCR is configured and installed."""
-    from appliance.ingest.ocr import ocr_status
-
-    if ocr is not None and ocr_status(ocr)[1] is None:
-        return SUPPORTED_EXTENSIONS | IMAGE_EXTENSIONS
-    return SUPPORTED_EXTENSIONS
-
 
 _ZIP_FORMATS = {".docx", ".pptx", ".xlsx", ".epub"}
 _METADATA_TITLE_FORMATS = {".html", ".htm", ".epub"}

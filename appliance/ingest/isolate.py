@@ -42,8 +42,9 @@ from pathlib import Path
 
 from appliance import stopping
 from appliance.errors import ApplianceError, ConversionFailed
-from appliance.ingest.convert import TEXT_EXTENSIONS, check_name, check_size, to_markdown
+from appliance.ingest.convert import check_name, check_size, to_markdown
 from appliance.ingest.failures import ConversionMemoryLimit, ConversionTimeout, WorkerCrashed
+from appliance.ingest.formats import TEXT_EXTENSIONS
 from appliance.ingest.ocr import OcrConfig
 from appliance.records import Converted
 
