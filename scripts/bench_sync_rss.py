@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""A sync's memory against the number of files it has seen: RSS at each tenth of a first sync of N
+short files, and the peak, in a process of its own for each N.
+
+Usage: bench_sync_rss.py [--files 10000,100000] [--json]
+
+The files and the embedder are bench_scale.py's: real SciFact and Cranfield sentences, and vectors
+derived from the text (the model is not what is measured here, and it would take hours at 100,000
+files). Then a no-change sync of the same files in a fresh process, with its peak RSS.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT))
+
+CHILD = """
+import json, resource, sys, time
+sys.path[:0] = [{scripts!r}, {root!r}]
+from pathlib import Path
+from bench_scale import sync_app
+
+def rss_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+docs, index = Path(sys.argv[1]), Path(sys.argv[2])
+tenths, total = [], []
+
+def progress(phase, done, count, path):
+    if phase == "indexing" and count and done * 10 >= (len(tenths) + 1) * count:
+        tenths.append(round(rss_mb(), 1))
+
+started = time.perf_counter()
+report = sync_app(docs, index).sync(progress=progress)
+print(json.dumps({{"files": report.seen, "added": report.added, "seconds": round(time.perf_counter() - started, 1),
+                  "rss_mb_per_tenth": tenths, "rss_mb_end": round(rss_mb(), 1),
+                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}}))
+"""
+
+
+def run(docs: Path, index: Path) -> dict[str, object]:
+    code = CHILD.format(scripts=str(ROOT / "scripts"), root=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", code, str(docs), str(index)], capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        sys.exit(f"bench_sync_rss: the sync failed:\n{done.stderr[-3000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    from bench_scale import Corpus, shared_path, write_files
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", default="10000,100000", help="comma-separated file counts")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    corpus = Corpus(shared_path())
+    results = []
+    for count in (int(n) for n in args.files.split(",")):
+        work = Path(tempfile.mkdtemp(prefix="minirag-bench-rss-"))
+        try:
+            write_files(work / "docs", count, corpus)
+            first = run(work / "docs", work / "index")
+            again = run(work / "docs", work / "index")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        results.append({"files": count, "first_sync": first, "no_change_sync": again})
+        if not args.json:
+            print(f"{count:>7,} files: first sync {first['seconds']} s, RSS per tenth {first['rss_mb_per_tenth']} MB, "
+                  f"peak {first['peak_rss_mb']} MB; no-change sync {again['seconds']} s, peak {again['peak_rss_mb']} MB",
+                  flush=True)
+    if args.json:
+        print(json.dumps({"runs": results, "load_average": round(os.getloadavg()[0], 1)}, indent=2))
+    else:
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()
