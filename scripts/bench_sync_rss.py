@@ -79,7 +79,8 @@ def main() -> None:
         results.append({"files": count, "first_sync": first, "no_change_sync": again})
         if not args.json:
             print(f"{count:>7,} files: first sync {first['seconds']} s, RSS per tenth {first['rss_mb_per_tenth']} MB, "
-                  f"peak {first['peak_rss_mb']} MB; no-change sync {again['seconds']} s, peak {again['peak_rss_mb']} MB",
+                  f"peak {first['peak_rss_mb']} MB; no-change sync "
+                  f"{again['seconds']} s, peak {again['peak_rss_mb']} MB",
                   flush=True)
     if args.json:
         print(json.dumps({"runs": results, "load_average": round(os.getloadavg()[0], 1)}, indent=2))
