@@ -2,13 +2,15 @@
 """What `minirag sync` costs when little or nothing changed: a folder of short Markdown files,
 synced once, then re-synced with no change and after editing a few files.
 
-Usage: bench_small_change.py [--files 1000] [--edits 10] [--rounds 3] [--json]
+Usage: bench_small_change.py [--files 1000] [--edits 10] [--rounds 3] [--work DIR] [--json]
 
 Each figure is the wall time of a whole `minirag sync` process (start-up, imports, the
 model when something needs embedding, the sync, exit), the median of --rounds runs, next
 to the seconds the sync itself reports and the process's CPU time (user + system), which
 is less sensitive to other load on a shared machine. The text is real: SciFact abstracts
-(../shared, or $MINIRAG_SHARED), one per file; each edit appends a sentence to a file.
+(../shared, or $MINIRAG_SHARED), one per file; each edit appends a sentence to a file. With
+--work DIR the folder and index are kept there, and a later run over the same DIR skips the
+first sync (to compare two versions of the code over one index: PYTHONPATH=OTHER_TREE).
 """
 from __future__ import annotations
 
@@ -66,20 +68,23 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--edits", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--work", type=Path, help="keep the folder and index here (reused when present)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="minirag-bench-small-"))
+    work = args.work or Path(tempfile.mkdtemp(prefix="minirag-bench-small-"))
     try:
         docs = work / "docs"
+        reuse = (work / "index").is_dir()
         files = []
         for n, text in enumerate(_abstracts(args.files)):
             path = docs / f"d{n // 100:02d}" / f"abstract-{n:05d}.md"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, "utf-8")
+            if not reuse:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, "utf-8")
             files.append(path)
         env = {k: v for k, v in os.environ.items() if k not in ("BASE_DIRS", "MODEL_NAME")}
         env |= {"BASE_DIR": str(docs), "DB_PATH": str(work / "index")}
-        first = _sync(env)
+        first = _sync(env) if not reuse else {}
         no_change = [_sync(env) for _ in range(args.rounds)]
         edited = []
         for r in range(args.rounds):
@@ -92,11 +97,12 @@ def main() -> None:
                    "no_change": _median(no_change), "edited": _median(edited),
                    "load_average": round(os.getloadavg()[0], 1)}
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
     if args.json:
         print(json.dumps(figures, indent=2))
         return
-    print(f"{figures['files']} files; first sync {figures['first_sync']['wall_s']} s")
+    print(f"{figures['files']} files; first sync {figures['first_sync'].get('wall_s', '(reused)')} s")
     for name in ("no_change", "edited"):
         f = figures[name]
         label = "no change" if name == "no_change" else f"{args.edits} files edited"
