@@ -1,18 +1,43 @@
 """The MCP tools' result shapes: what the output schemas promise and what clients read.
 
-Field names are those of the service's records as wire.to_wire renders them (camelCase).
+The service's records (appliance.results) are the shapes: `record_model` makes each one a
+pydantic model, with its fields under their wire names (camelCase, as wire.to_wire renders
+them) and the descriptions the records give (`Annotated[..., Doc(...)]`), so a field added to
+a record reaches the output schema with nothing to edit here. What is written here is what is
+not such a record: the error envelope, the unions of results, and the shapes the service builds
+as dicts (a hit, a grep match, a job, a run report, the sync progress).
+
 Every model tolerates extra fields, so a field the service grows later reaches
 clients without a schema change breaking validation on their side.
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+import dataclasses
+import types
+import typing
+from functools import cache, reduce
+from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    create_model,
+    model_serializer,
+)
+
+from appliance import results
+from appliance.results import ABSENT_WHEN_NONE, NULL_IN_TOOLS, Doc
+from appliance.wire import camel
 
 
 class _Out(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+
+_CONFIG_ERROR = "Set when the configuration is invalid; every other tool refuses until it is fixed."
 
 
 class ErrorInfo(_Out):
@@ -88,21 +113,6 @@ class SyncRunning(_Out):
     updatedAt: float | None = None
 
 
-class SyncActivity(_Out):
-    """sync_status without a jobId: what runs now on this index and how the last sync ended."""
-    running: SyncRunning | None = Field(None, description="Null when no sync runs.")
-    lastSync: dict[str, Any] | None = Field(None, description="The last finished sync's counts and failures.")
-    jobs: list[SyncJob] = Field([], description="This server's recent background jobs, newest first.")
-
-
-class SyncStatus(RootModel[SyncJob | SyncActivity]):
-    """One job (with a jobId), or the index's sync activity (without)."""
-
-
-class IngestOutcome(RootModel[RunReport | SyncJob]):
-    """The finished run report, or (content above INGEST_FOREGROUND_MAX_BYTES) the job embedding it."""
-
-
 class Hit(_Out):
     filePath: str | None = Field(None, description="Absolute path for files; null for data/url sources.")
     source: str
@@ -138,86 +148,6 @@ class SearchResults(_Out):
     sources: list[SourceRef] = []
     trimmed: dict[str, Any] | None = Field(None, description=(
         "Set when the reply was cut to its text budget: how many parent sections and hits were left out."))
-
-
-class SearchMarkdown(_Out):
-    """query_documents with format "markdown": the same hits as one ready-to-paste block."""
-    query: str
-    resultCount: int
-    markdown: str = Field(description="Numbered hits with their citations and surrounding lines.")
-
-
-class SearchAnswer(RootModel[SearchResults | SearchMarkdown]):
-    """The JSON answer, or (format "markdown") one Markdown block."""
-
-
-class Neighbors(_Out):
-    source: str
-    chunkIndex: int
-    chunks: list[Hit]
-    omittedBefore: int = Field(0, description="Requested chunks before the hit left out to stay within maxChars.")
-    omittedAfter: int = Field(0, description="Requested chunks after the hit left out to stay within maxChars.")
-
-
-class Document(_Out):
-    source: str
-    sourceKind: str
-    displayPath: str
-    title: str | None = None
-    chunkCount: int
-    content: str = Field(description="The document as Markdown, rebuilt from its chunks: this page of it.")
-    offset: int = 0
-    totalChars: int | None = None
-    nextOffset: int | None = Field(None, description=(
-        "Where the next page starts: call read_file again with offset=nextOffset and the same revision; "
-        "null when this page reaches the end."))
-    remainingChars: int | None = None
-    revision: str | None = Field(None, description="Names the text the offsets count in; pass it back with offset.")
-    startLine: int | None = Field(None, description="With a line range: the first line returned.")
-    endLine: int | None = Field(None, description="With a line range: the last line returned (clipped to the end).")
-    totalLines: int | None = Field(None, description="With a line range: the document's last line.")
-    pageUnit: Literal["page", "slide"] | None = Field(None, description="With a page range: pages or slides.")
-    pageStart: int | None = Field(None, description=(
-        "With a page range: the first page the returned text comes from (whole passages, so it may "
-        "start on the page before the one asked for)."))
-    pageEnd: int | None = Field(None, description="With a page range: the last page the returned text comes from.")
-    totalPages: int | None = Field(None, description="With a page range: the last page (or slide) with text.")
-
-
-class FileEntry(_Out):
-    filePath: str
-    state: str = Field(description="new, indexed, changed, failed, missing, or a skip code such as ignored.")
-    reason: str | None = None
-
-
-class SourceEntry(_Out):
-    source: str
-    sourceKind: str
-    title: str | None = None
-    chunkCount: int = 0
-
-
-class FileList(_Out):
-    files: list[FileEntry] = Field(description="This page's files, sorted by filePath.")
-    sources: list[SourceEntry] = Field(description="This page's data and url sources (after every file), by id.")
-    total: int = Field(0, description="Files plus sources in the whole listing, every page together.")
-    totalFiles: int = 0
-    totalSources: int = 0
-    nextCursor: str | None = Field(None, description="Pass as cursor for the next page; null on the last page.")
-
-
-class Deleted(_Out):
-    source: str
-    deleted: bool
-    chunksRemoved: int
-
-
-class Status(_Out):
-    version: str
-    configError: ErrorInfo | None = Field(None, description="Set when the configuration is invalid; "
-                                                                "every other tool refuses until it is fixed.")
-    syncRunning: SyncRunning | None = Field(None, description="The sync running now (any process), with progress.")
-    lastSync: dict[str, Any] | None = Field(None, description="The last finished sync's report.")
 
 
 class GrepMatch(_Out):
@@ -258,18 +188,144 @@ class GrepResults(_Out):
     seconds: float
 
 
-class RootEntry(_Out):
-    name: str = Field(description="Short name (the folder's name); grep's root accepts it or the path.")
-    path: str = Field(description="Absolute path of the root.")
-    exists: bool
-    indexedFiles: int | None = Field(None, description="Files of this root in the index (null: index unreadable).")
-    failedFiles: int | None = Field(None, description="Files of this root that failed to index.")
+class StatusUnavailable(_Out):
+    """status when the configuration cannot be used: the version, what is wrong, and the settings read."""
+
+    version: str
+    configError: ErrorInfo = Field(description=_CONFIG_ERROR)
+    syncRunning: SyncRunning | None = None
+    lastSync: dict[str, Any] | None = None
 
 
-class RootList(_Out):
-    roots: list[RootEntry]
-    dataSources: int | None = Field(None, description="ingest_data items (they belong to no root).")
-    urlSources: int | None = Field(None, description="ingest_url pages (they belong to no root).")
-    unconfiguredRoots: dict[str, int] | None = Field(None, description=(
-        "Roots the index holds files of that this server was not given, with their file counts."))
-    indexError: ErrorInfo | None = Field(None, description="Set when the index could not be read for the counts.")
+# ---- the records' models
+
+class _Record(BaseModel):
+    """A record's model: its fields under their wire names, extra fields kept. A field the record
+    leaves out of the wire when None (ABSENT_WHEN_NONE) is left out here too, unless the tools
+    write it as null (NULL_IN_TOOLS)."""
+
+    model_config = ConfigDict(extra="allow")
+    omitted_when_none: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _leave_out(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        for name in self.omitted_when_none:
+            if data.get(name, 0) is None:
+                del data[name]
+        return data
+
+
+FIELD_SHAPES: dict[tuple[type, str], Any] = {
+    (results.Neighbors, "chunks"): list[Hit],
+    (results.SyncActivity, "running"): SyncRunning | None,
+    (results.SyncActivity, "jobs"): list[SyncJob],
+    (results.Status, "sync_running"): SyncRunning | None,
+    (results.RootList, "index_error"): ErrorInfo | None,
+}
+"""Record fields the service keeps as dicts (or lists of them) whose shape is written above."""
+
+
+@cache
+def record_model(record: type) -> type[BaseModel]:
+    """The model of a record of appliance.results (a frozen dataclass) in its wire shape."""
+    hints = typing.get_type_hints(record, include_extras=True)
+    fields: dict[str, Any] = {}
+    omitted = set()
+    for f in dataclasses.fields(record):
+        hint, description = hints[f.name], None
+        if typing.get_origin(hint) is Annotated:
+            hint, *extras = typing.get_args(hint)
+            description = next((e.text for e in extras if isinstance(e, Doc)), None)
+        shape = FIELD_SHAPES.get((record, f.name)) or _wire_type(hint)
+        if f.default is not dataclasses.MISSING:
+            info = Field(f.default, description=description)
+        elif f.default_factory is not dataclasses.MISSING:
+            info = Field(default_factory=f.default_factory, description=description)
+        elif f.metadata.get(ABSENT_WHEN_NONE):
+            info = Field(None, description=description)
+        else:
+            info = Field(description=description)
+        if f.metadata.get(ABSENT_WHEN_NONE) and not f.metadata.get(NULL_IN_TOOLS):
+            omitted.add(camel(f.name))
+        fields[camel(f.name)] = (shape, info)
+    model: type[_Record] = create_model(record.__name__, __base__=_Record, **fields)
+    model.omitted_when_none = frozenset(omitted)
+    return model
+
+
+def _wire_type(hint: Any) -> Any:
+    """A record's field type with every record in it replaced by its model."""
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return record_model(hint)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        return _union(*(_wire_type(a) for a in args))
+    if origin in (list, dict):
+        return types.GenericAlias(origin, tuple(_wire_type(a) for a in args))
+    return hint
+
+
+def _union(*members: Any) -> Any:
+    return reduce(lambda a, b: Union[a, b], members)  # noqa: UP007 (members are values, not written types)
+
+
+StatusReport = create_model("StatusReport", __base__=record_model(results.Status), configError=(
+    ErrorInfo | None, Field(None, description=_CONFIG_ERROR)))
+"""status: the record, and configError (null: the configuration is fine)."""
+
+
+# ---- what each tool returns
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Shape:
+    """A tool's result: its name in the output schema, and the type its data is validated and written by."""
+
+    name: str
+    type: Any
+    description: str | None = None
+
+    @property
+    def adapter(self) -> TypeAdapter[Any]:
+        return _adapter(self)
+
+    def json_schema(self) -> dict[str, Any]:
+        schema = self.adapter.json_schema()
+        if self.description:
+            schema["description"] = self.description
+        return schema
+
+    def render(self, data: Any) -> dict[str, Any]:
+        """`data` (wire-shaped) validated, as the JSON data the tool returns."""
+        out: dict[str, Any] = self.adapter.dump_python(self.adapter.validate_python(data), mode="json")
+        return out
+
+
+@cache
+def _adapter(shape: Shape) -> TypeAdapter[Any]:
+    return TypeAdapter(shape.type)
+
+
+def _record(record: type) -> Shape:
+    return Shape(record.__name__, record_model(record))
+
+
+ERROR = Shape("ErrorResult", ErrorResult)
+SYNC_JOB = Shape("SyncJob", SyncJob)
+SYNC_STATUS = Shape("SyncStatus", _union(SyncJob, record_model(results.SyncActivity)),
+                    "One job (with a jobId), or the index's sync activity (without).")
+RUN_REPORT = Shape("RunReport", RunReport)
+INGEST_OUTCOME = Shape("IngestOutcome", _union(RunReport, SyncJob), (
+    "The finished run report, or (content above INGEST_FOREGROUND_MAX_BYTES) the job embedding it."))
+SEARCH_RESULTS = Shape("SearchResults", SearchResults)
+SEARCH_MARKDOWN = _record(results.SearchMarkdown)
+SEARCH_ANSWER = Shape("SearchAnswer", _union(SearchResults, record_model(results.SearchMarkdown)),
+                      'The JSON answer, or (format "markdown") one Markdown block.')
+NEIGHBORS = _record(results.Neighbors)
+DOCUMENT = _record(results.Document)
+FILE_LIST = _record(results.FileList)
+DELETED = _record(results.Deleted)
+GREP_RESULTS = Shape("GrepResults", GrepResults)
+ROOT_LIST = _record(results.RootList)
+STATUS = Shape("Status", _union(StatusReport, StatusUnavailable), (
+    "Configuration and index health; configError instead when the configuration cannot be used."))

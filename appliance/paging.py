@@ -32,7 +32,7 @@ _FILES, _SOURCES = 0, 1
 _PAGE_OVERHEAD_CHARS = 2_000
 """The keys, totals and a cursor around a page's entries (a cursor of a long path is ~1,000)."""
 _WIRE_DEFAULTS: dict[int, dict[str, Any]] = {_FILES: {"reason": None}, _SOURCES: {"title": None, "chunkCount": 0}}
-"""Keys the tool's output model (mcp_models.FileEntry / SourceEntry) writes even when an entry lacks them."""
+"""Keys list_files' entries carry over MCP even when None (results.NULL_IN_TOOLS; an ItemState always has both)."""
 
 
 def json_chars(value: Any) -> int:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,19 @@ class RunReport:
 
 ABSENT_WHEN_NONE = "absent_when_none"
 """Field metadata: the wire shape leaves the key out when the value is None (wire.to_wire)."""
+NULL_IN_TOOLS = "null_in_tools"
+"""Field metadata, with ABSENT_WHEN_NONE: the MCP tools' results still carry the key (as null);
+only the CLI's JSON leaves it out."""
 _ABSENT = {ABSENT_WHEN_NONE: True}
+_NULL_IN_TOOLS = {ABSENT_WHEN_NONE: True, NULL_IN_TOOLS: True}
+
+
+@dataclass(frozen=True)
+class Doc:
+    """A field's description for clients, `Annotated[int, Doc("...")]`: the tools' output schemas
+    (mcp_models, generated from these records) carry it."""
+
+    text: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,11 +80,11 @@ class Deleted:
 class RootCounts:
     """One configured root: its name, path and indexed/failed files (None when the index is unreadable)."""
 
-    name: str
-    path: str
+    name: Annotated[str, Doc("Short name (the folder's name); grep's root accepts it or the path.")]
+    path: Annotated[str, Doc("Absolute path of the root.")]
     exists: bool
-    indexed_files: int | None = None
-    failed_files: int | None = None
+    indexed_files: Annotated[int | None, Doc("Files of this root in the index (null: index unreadable).")] = None
+    failed_files: Annotated[int | None, Doc("Files of this root that failed to index.")] = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,10 +92,13 @@ class RootList:
     """The configured roots with their counts, and the ingest_data and URL items (which belong to no root)."""
 
     roots: list[RootCounts]
-    data_sources: int | None = None
-    url_sources: int | None = None
-    index_error: dict[str, Any] | None = field(default=None, metadata=_ABSENT)
-    unconfigured_roots: dict[str, int] | None = field(default=None, metadata=_ABSENT)
+    data_sources: Annotated[int | None, Doc("ingest_data items (they belong to no root).")] = None
+    url_sources: Annotated[int | None, Doc("ingest_url pages (they belong to no root).")] = None
+    index_error: Annotated[dict[str, Any] | None, Doc("Set when the index could not be read for the counts.")] \
+        = field(default=None, metadata=_NULL_IN_TOOLS)
+    unconfigured_roots: Annotated[dict[str, int] | None, Doc(
+        "Roots the index holds files of that this server was not given, with their file counts.")] \
+        = field(default=None, metadata=_NULL_IN_TOOLS)
     """Roots of indexed files that are not configured, with their file counts (None: there are none)."""
 
 
@@ -95,17 +110,17 @@ class Neighbors:
     chunk_index: int
     chunks: list[dict[str, Any]]
     """Hits as query.assemble.hit_dict shapes them."""
-    omitted_before: int
-    omitted_after: int
+    omitted_before: Annotated[int, Doc("Requested chunks before the hit left out to stay within maxChars.")]
+    omitted_after: Annotated[int, Doc("Requested chunks after the hit left out to stay within maxChars.")]
 
 
 @dataclass(frozen=True, kw_only=True)
 class SyncActivity:
     """The sync running on this index now (whoever started it), the last finished one, and this process's jobs."""
 
-    running: dict[str, Any] | None
-    last_sync: dict[str, Any] | None
-    jobs: list[Any]
+    running: Annotated[dict[str, Any] | None, Doc("Null when no sync runs.")]
+    last_sync: Annotated[dict[str, Any] | None, Doc("The last finished sync's counts and failures.")]
+    jobs: Annotated[list[Any], Doc("This server's recent background jobs, newest first.")]
     """jobs.SyncJob records, newest first."""
 
 
@@ -155,9 +170,9 @@ class Status:
     chunk_token_budget: int | None = field(default=None, metadata=_ABSENT)
     index: IndexHealth | None = field(default=None, metadata=_ABSENT)
     index_error: dict[str, Any] | None = field(default=None, metadata=_ABSENT)
-    sync_running: dict[str, Any] | None
+    sync_running: Annotated[dict[str, Any] | None, Doc("The sync running now (any process), with progress.")]
     scheduler: dict[str, Any] | None
-    last_sync: dict[str, Any] | None
+    last_sync: Annotated[dict[str, Any] | None, Doc("The last finished sync's report.")]
     ignore_problems: list[Any]
 
 
@@ -171,21 +186,30 @@ class Document:
     display_path: str
     title: str | None
     chunk_count: int
-    content: str
-    """This page of the text."""
+    content: Annotated[str, Doc("The document as Markdown, rebuilt from its chunks: this page of it.")]
     offset: int
     total_chars: int
-    next_offset: int | None
+    next_offset: Annotated[int | None, Doc(
+        "Where the next page starts: call read_file again with offset=nextOffset and the same revision; "
+        "null when this page reaches the end.")]
     remaining_chars: int
-    revision: str
+    revision: Annotated[str, Doc("Names the text the offsets count in; pass it back with offset.")]
     """Names the whole document's text; a page asked with another revision is refused."""
-    start_line: int | None = field(default=None, metadata=_ABSENT)
-    end_line: int | None = field(default=None, metadata=_ABSENT)
-    total_lines: int | None = field(default=None, metadata=_ABSENT)
-    page_unit: Literal["page", "slide"] | None = field(default=None, metadata=_ABSENT)
-    page_start: int | None = field(default=None, metadata=_ABSENT)
-    page_end: int | None = field(default=None, metadata=_ABSENT)
-    total_pages: int | None = field(default=None, metadata=_ABSENT)
+    start_line: Annotated[int | None, Doc("With a line range: the first line returned.")] \
+        = field(default=None, metadata=_NULL_IN_TOOLS)
+    end_line: Annotated[int | None, Doc("With a line range: the last line returned (clipped to the end).")] \
+        = field(default=None, metadata=_NULL_IN_TOOLS)
+    total_lines: Annotated[int | None, Doc("With a line range: the document's last line.")] \
+        = field(default=None, metadata=_NULL_IN_TOOLS)
+    page_unit: Annotated[Literal["page", "slide"] | None, Doc("With a page range: pages or slides.")] \
+        = field(default=None, metadata=_NULL_IN_TOOLS)
+    page_start: Annotated[int | None, Doc(
+        "With a page range: the first page the returned text comes from (whole passages, so it may "
+        "start on the page before the one asked for).")] = field(default=None, metadata=_NULL_IN_TOOLS)
+    page_end: Annotated[int | None, Doc("With a page range: the last page the returned text comes from.")] \
+        = field(default=None, metadata=_NULL_IN_TOOLS)
+    total_pages: Annotated[int | None, Doc("With a page range: the last page (or slide) with text.")] \
+        = field(default=None, metadata=_NULL_IN_TOOLS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,7 +218,7 @@ class SearchMarkdown:
 
     query: str
     result_count: int
-    markdown: str
+    markdown: Annotated[str, Doc("Numbered hits with their citations and surrounding lines.")]
 
 
 MISSING_REASON = "indexed, but no longer on disk; the next sync removes it"
@@ -205,7 +229,7 @@ class SkippedFile:
     """A file the scan left out (list_files with include_ignored): its skip code is its state."""
 
     file_path: str
-    state: str
+    state: Annotated[str, Doc("new, indexed, changed, failed, missing, or a skip code such as ignored.")]
     reason: str
 
 
@@ -231,6 +255,8 @@ class NewFile(_OnDisk):
     """On disk, never indexed."""
 
     state: Literal["new"] = "new"
+    reason: str | None = field(default=None, metadata=_NULL_IN_TOOLS)
+    """Always None; list_files' entries all have the key (null when there is nothing to say)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -248,6 +274,8 @@ class ChangedFile(_OnDisk):
 
     state: Literal["changed"] = "changed"
     chunk_count: int
+    reason: str | None = field(default=None, metadata=_NULL_IN_TOOLS)
+    """Always None; list_files' entries all have the key (null when there is nothing to say)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -259,7 +287,7 @@ class IndexedFile(_OnDisk):
     title: str | None
     ocr_engine: str
     doc_class: str
-    reason: str | None = field(default=None, metadata=_ABSENT)
+    reason: str | None = field(default=None, metadata=_NULL_IN_TOOLS)
 
 
 FileState = SkippedFile | MissingFile | NewFile | FailedFile | ChangedFile | IndexedFile
@@ -281,9 +309,9 @@ class ItemState:
 class FileList:
     """One page of list_files: files sorted by path, then items by id; `next_cursor` continues (None at the end)."""
 
-    files: list[FileState]
-    sources: list[ItemState]
-    total: int
+    files: Annotated[list[FileState], Doc("This page's files, sorted by filePath.")]
+    sources: Annotated[list[ItemState], Doc("This page's data and url sources (after every file), by id.")]
+    total: Annotated[int, Doc("Files plus sources in the whole listing, every page together.")]
     total_files: int
     total_sources: int
-    next_cursor: str | None
+    next_cursor: Annotated[str | None, Doc("Pass as cursor for the next page; null on the last page.")]

@@ -17,8 +17,7 @@ from appliance.instructions import build_instructions
 from appliance.wire import to_wire
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
+    from appliance.mcp_models import Shape
     from appliance.service import Appliance
 
 log = logging.getLogger("appliance.server")
@@ -88,9 +87,9 @@ class Runtime:
             return self._appliance
 
 
-def tool_data(model: type[BaseModel], work: Callable[[], Any]) -> dict[str, Any]:
-    """What a tool returns as structured content: `work()`'s result, validated by `model`, as JSON data."""
-    return model.model_validate(to_wire(work())).model_dump(mode="json")
+def tool_data(shape: Shape, work: Callable[[], Any]) -> dict[str, Any]:
+    """What a tool returns as structured content: `work()`'s result, validated by `shape`, as JSON data."""
+    return shape.render(to_wire(work()))
 
 
 def result_text(data: dict[str, Any]) -> str:
