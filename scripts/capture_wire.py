@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Record what clients see (every MCP tool's results and the CLI's `--json` output) as one JSON file.
 
-Usage: capture_wire.py --out wire.json            index a small fixture folder, call every tool, record
+Usage: capture_wire.py --out wire.json [--index DIR]   index a small fixture folder, call every tool, record
        capture_wire.py --compare old.json new.json   0 differences, or what differs (exit 1)
 
 A regression check for changes that must not move the wire: the fixture folder (Markdown with
@@ -278,9 +278,21 @@ def cli_capture() -> list[dict[str, Any]]:
     ]
 
 
-def capture(out: Path) -> None:
-    build_docs()
-    first_sync = cli("sync", "--json")
+def capture(out: Path, index: Path | None) -> None:
+    """Capture into `out`. With `index`: the fixture folder indexed once is kept there (the first run)
+    and every later run starts from that copy, so the stored vectors are the same bytes in every run
+    (a sync embeds in batches whose makeup depends on timing, which moves distances by ~1e-3)."""
+    if index is not None and (index / "sync.json").is_file():
+        shutil.rmtree(WORK, ignore_errors=True)
+        shutil.copytree(index / "work", WORK, symlinks=True)
+        first_sync = json.loads((index / "sync.json").read_text("utf-8"))
+    else:
+        build_docs()
+        first_sync = cli("sync", "--json")
+        if index is not None:
+            shutil.rmtree(index, ignore_errors=True)
+            shutil.copytree(WORK, index / "work", symlinks=True)
+            (index / "sync.json").write_text(json.dumps(first_sync, ensure_ascii=False), "utf-8")
     mcp = asyncio.run(mcp_capture())
     data = {"sync": first_sync, "mcp": mcp, "cli": cli_capture()}
     out.write_text(json.dumps(data, ensure_ascii=False, indent=1), "utf-8")
@@ -381,13 +393,16 @@ def compare(old_path: Path, new_path: Path) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, help="capture into this file")
+    parser.add_argument("--index", type=Path, help=(
+        "keep the indexed fixture folder here on the first run and start every later run from it "
+        "(compare captures made with the same --index: a fresh sync's vectors vary slightly)"))
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"))
     args = parser.parse_args()
     if args.compare:
         return compare(*args.compare)
     if not args.out:
         parser.error("give --out or --compare")
-    capture(args.out)
+    capture(args.out, args.index)
     return 0
 
 
