@@ -27,6 +27,7 @@ import regex as _regex_module
 
 from appliance.errors import InvalidArgument
 from appliance.paging import REPLY_BUDGET_CHARS, json_chars
+from appliance.records import StoredChunk
 
 MAX_RESULTS_CAP = 500
 _MATCHES_BUDGET = REPLY_BUDGET_CHARS - 8_000
@@ -35,9 +36,6 @@ MAX_PATTERN_CHARS = 1000
 MAX_LINE_CHARS = 400
 DEADLINE_S = 10.0
 LINE_TIMEOUT_S = 0.25
-GREP_COLUMNS = ["source_id", "source_kind", "path", "title", "chunk_index", "text", "body_start", "heading",
-                "start_line", "page_start", "page_end", "slide", "sheet"]
-"""What a scan reads of each chunk: its body and where it sits."""
 
 
 def describe(source_id: str, kind: str, display: str, title: str | None) -> dict[str, Any]:
@@ -58,20 +56,20 @@ class GrepDoc:
     """Per chunk: chunkIndex, heading, pageStart, pageEnd, slide, sheet, and its first line (`_line`)."""
 
     @classmethod
-    def from_rows(cls, rows: Sequence[dict[str, Any]]) -> GrepDoc:
-        """The document of `rows` (chunk rows of one source with GREP_COLUMNS, in chunk order)."""
-        first = rows[0]
-        source = describe(first["source_id"], first["source_kind"], first["path"], first["title"])
+    def from_chunks(cls, chunks: Sequence[StoredChunk]) -> GrepDoc:
+        """The document of `chunks` (the stored chunks of one source, in chunk order)."""
+        first = chunks[0]
+        source = describe(first.source_id, first.source_kind, first.path, first.title)
         parts, starts, places, at = [], [], [], 0
-        for row in rows:
-            body = row["text"][int(row.get("body_start") or 0):]
+        for chunk in chunks:
+            body = chunk.body
             starts.append(at)
             parts.append(body)
             at += len(body)
-            places.append({"chunkIndex": int(row["chunk_index"]), "heading": row.get("heading") or None,
-                           "pageStart": row.get("page_start"), "pageEnd": row.get("page_end"),
-                           "slide": row.get("slide"), "sheet": row.get("sheet") or None,
-                           "_line": row.get("start_line")})
+            places.append({"chunkIndex": chunk.chunk_index, "heading": chunk.heading or None,
+                           "pageStart": chunk.page_start, "pageEnd": chunk.page_end,
+                           "slide": chunk.slide, "sheet": chunk.sheet or None,
+                           "_line": chunk.start_line})
         return cls(source, "".join(parts), starts, places)
 
     @classmethod

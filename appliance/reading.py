@@ -15,7 +15,7 @@ from appliance.ingest import convert
 from appliance.ingest.chunk import reconstruct
 from appliance.ingest.discover import FoundFile, Skipped, printable, walk
 from appliance.paging import MAX_PAGE_CHARS, READ_PAGE_CHARS, text_page
-from appliance.query.assemble import HIT_COLUMNS, hit_dict, row_to_chunk
+from appliance.query.assemble import hit_dict
 from appliance.results import (
     ChangedFile,
     Document,
@@ -64,24 +64,25 @@ def read(core: Core, target: str, is_source: bool = False, *, require_absolute: 
     check_range(("startLine", "endLine"), start_line, end_line)
     check_range(("pageStart", "pageEnd"), page_start, page_end)
     source_id = core.source_id_for(target, is_source, require_absolute=require_absolute)
-    rows = core.index.document_chunks(source_id, HIT_COLUMNS)
-    if not rows:
+    chunks = core.index.document_chunks(source_id)
+    if not chunks:
         raise NotFound(f"Nothing indexed for {source_id}",
                        hint="Run `minirag sync` (or ingest the file) first; `minirag list` shows what is indexed.")
-    rows.sort(key=lambda r: r["chunk_index"])
-    content = reconstruct([row_to_chunk(r) for r in rows])
+    chunks.sort(key=lambda c: c.chunk_index)
+    content = reconstruct([c.to_chunk() for c in chunks])
     current = hashlib.sha1(f"{source_id}\0{content}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
     if revision is not None and revision != current:
         raise InvalidArgument(f"revision {revision!r} is not the indexed text of {source_id} (now {current}): "
                               "the document changed or the revision belongs to another one",
                               hint="Read again from offset 0 without a revision.")
-    span = line_range(source_id, rows, start_line, end_line) if lines else \
-        page_range(source_id, rows, page_start, page_end) if pages else None
+    span = line_range(source_id, chunks, start_line, end_line) if lines else \
+        page_range(source_id, chunks, page_start, page_end) if pages else None
     text = span.content if span is not None else content
     page, next_offset = text_page(text, offset, max_chars)
     ranged = {f.name: getattr(span, f.name) for f in fields(span) if f.name != "content"} if span else {}
-    return Document(source=source_id, source_kind=rows[0]["source_kind"], display_path=rows[0]["path"],
-                    title=rows[0]["title"] or None, chunk_count=len(rows), content=page, offset=offset,
+    first = chunks[0]
+    return Document(source=source_id, source_kind=first.source_kind, display_path=first.path,
+                    title=first.title or None, chunk_count=len(chunks), content=page, offset=offset,
                     total_chars=len(text), next_offset=next_offset,
                     remaining_chars=len(text) - (next_offset if next_offset is not None else len(text)),
                     revision=current, **ranged)
@@ -99,19 +100,19 @@ def read_neighbors(core: Core, target: str, is_source: bool, chunk_index: int, *
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= cap:
             raise InvalidArgument(f"{name} must be an integer from {low} to {cap}, not {value!r}")
     source_id = core.source_id_for(target, is_source, require_absolute=require_absolute)
-    rows = core.index.chunks_around(source_id, chunk_index - before, chunk_index + after, HIT_COLUMNS)
-    if chunk_index not in rows:
+    around = core.index.chunks_around(source_id, chunk_index - before, chunk_index + after)
+    if chunk_index not in around:
         raise NotFound(f"{source_id} has no chunk {chunk_index}")
-    kept, used = {chunk_index}, len(rows[chunk_index]["text"])
-    nearest = sorted((i for i in rows if i != chunk_index), key=lambda i: (abs(i - chunk_index), i < chunk_index))
+    kept, used = {chunk_index}, len(around[chunk_index].text)
+    nearest = sorted((i for i in around if i != chunk_index), key=lambda i: (abs(i - chunk_index), i < chunk_index))
     for i in nearest:
-        if used + len(rows[i]["text"]) > max_chars:
+        if used + len(around[i].text) > max_chars:
             break
         kept.add(i)
-        used += len(rows[i]["text"])
-    return Neighbors(source=source_id, chunk_index=chunk_index, chunks=[hit_dict(rows[i]) for i in sorted(kept)],
-                     omitted_before=sum(1 for i in rows if i < chunk_index and i not in kept),
-                     omitted_after=sum(1 for i in rows if i > chunk_index and i not in kept))
+        used += len(around[i].text)
+    return Neighbors(source=source_id, chunk_index=chunk_index, chunks=[hit_dict(around[i]) for i in sorted(kept)],
+                     omitted_before=sum(1 for i in around if i < chunk_index and i not in kept),
+                     omitted_after=sum(1 for i in around if i > chunk_index and i not in kept))
 
 
 def list_files(core: Core, *, scope: str | None = None, include_ignored: bool = False, require_absolute: bool = False,
@@ -183,7 +184,7 @@ def grep(core: Core, pattern: str, *, regex: bool = False, case_sensitive: bool 
 
 def _grep_documents(core: Core, sources: Sequence[SourceRow]) -> Iterator[GrepDoc]:
     """The documents' texts from their stored chunks, read a bounded batch at a time."""
-    from appliance.grep import GREP_COLUMNS, GrepDoc, describe
+    from appliance.grep import GrepDoc, describe
 
     batch: list[SourceRow] = []
     chunks = 0
@@ -192,10 +193,10 @@ def _grep_documents(core: Core, sources: Sequence[SourceRow]) -> Iterator[GrepDo
         chunks += max(1, source.chunk_count)
         if chunks < GREP_BATCH_CHUNKS and len(batch) < 200 and n + 1 < len(sources):
             continue
-        by_source = core.index.chunks_by_source([s.source_id for s in batch], GREP_COLUMNS)
+        by_source = core.index.chunks_by_source([s.source_id for s in batch])
         for s in batch:
             mine = by_source.get(s.source_id)
-            yield GrepDoc.from_rows(mine) if mine else GrepDoc.empty(
+            yield GrepDoc.from_chunks(mine) if mine else GrepDoc.empty(
                 describe(s.source_id, s.source_kind, s.path, s.title))
         batch, chunks = [], 0
 

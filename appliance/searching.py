@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 from appliance.config import TOP_K_CAP
@@ -11,10 +10,11 @@ from appliance.core import Core
 from appliance.errors import ApplianceError, InvalidArgument
 from appliance.ingest.discover import contained_root
 from appliance.keywords import language, query_terms
-from appliance.query.assemble import HIT_COLUMNS, RANK_COLUMNS, SearchResult, assemble, within_budget
+from appliance.query.assemble import RANK_COLUMNS, SearchResult, assemble, within_budget
 from appliance.query.distinct import collapse
 from appliance.query.filters import Filter
 from appliance.query.hybrid import Side, cap_distance, cap_files, fuse, group_cut
+from appliance.records import RankedChunk
 from appliance.results import SearchMarkdown
 
 MAX_QUERY_CHARS = 4000
@@ -55,10 +55,10 @@ def search(core: Core, query: str, *, top_k: int = 10, scope: str | None = None,
     # Ranking reads a few narrow columns; the full rows of the hits come back with
     # their sections in one read, since every hit lies inside its own section.
     parents = sorted({h.row["parent_id"] for h in ranked})
-    section_rows = core.index.section_rows(parents, HIT_COLUMNS)
-    full = {row["id"]: row for row in section_rows}
-    distinct = collapse([replace(h, row=full[h.id]) for h in ranked if h.id in full], top_k)
-    return within_budget(assemble(query, distinct.kept, section_rows, also_in=distinct.also_in))
+    sections = core.index.section_chunks(parents)
+    full = {chunk.id: chunk for chunk in sections}
+    distinct = collapse([RankedChunk(full[h.id], h.distance, h.score) for h in ranked if h.id in full], top_k)
+    return within_budget(assemble(query, distinct.kept, sections, also_in=distinct.also_in))
 
 
 def _filters(core: Core, scope: str | None, doc_class: str | None) -> Filter | None:

@@ -38,7 +38,7 @@ from appliance import replica as replica_module, stopping
 from appliance.errors import CONFLICT_ATTEMPTS, IndexCorrupt, is_commit_conflict, storage_error
 from appliance.query.filters import Filter, sql_str
 from appliance.query.hybrid import Side
-from appliance.records import Chunk
+from appliance.records import STORED_CHUNK_COLUMNS, Chunk, StoredChunk
 from appliance.replica import KEY_COLUMNS, Replica, unit
 
 CHUNKS = "chunks"
@@ -612,6 +612,10 @@ class Index:
         rows = self.chunk_rows(in_list("id", ids), ["id", "vector"])
         return {r["id"]: float(unit(r["vector"]) @ query) for r in rows}
 
+    def section_chunks(self, parent_ids: Sequence[str]) -> list[StoredChunk]:
+        """Every chunk of the given sections, in document order."""
+        return [StoredChunk.of(row) for row in self.section_rows(parent_ids, STORED_CHUNK_COLUMNS)]
+
     @_guarded
     def section_rows(self, parent_ids: Sequence[str], columns: list[str]) -> list[dict[str, Any]]:
         """Every chunk of the given sections, ordered like chunk_rows."""
@@ -717,27 +721,29 @@ class Index:
         return [row for start in range(0, len(ids), _IN_BATCH)
                 for row in self.chunk_rows(f"({in_list('id', ids[start:start + _IN_BATCH])}) AND ({where})", columns)]
 
-    def document_chunks(self, source_id: str, columns: list[str]) -> list[dict[str, Any]]:
-        """Every chunk of one document, in document order."""
-        return self.chunk_rows(f"source_id = {sql_str(source_id)}", columns)
+    def _stored_chunks(self, where: str) -> list[StoredChunk]:
+        return [StoredChunk.of(row) for row in self.chunk_rows(where, STORED_CHUNK_COLUMNS)]
 
-    def chunks_around(self, source_id: str, first: int, last: int, columns: list[str]) -> dict[int, dict[str, Any]]:
+    def document_chunks(self, source_id: str) -> list[StoredChunk]:
+        """Every chunk of one document, in document order."""
+        return self._stored_chunks(f"source_id = {sql_str(source_id)}")
+
+    def chunks_around(self, source_id: str, first: int, last: int) -> dict[int, StoredChunk]:
         """The chunks `first`..`last` (inclusive) of one document that exist, by chunk index."""
         where = f"source_id = {sql_str(source_id)} AND chunk_index >= {first} AND chunk_index <= {last}"
-        return {int(r["chunk_index"]): r for r in self.chunk_rows(where, columns)}
+        return {c.chunk_index: c for c in self._stored_chunks(where)}
 
-    def chunks_by_source(self, source_ids: Sequence[str] | None, columns: list[str]) -> dict[str, list[dict[str, Any]]]:
+    def chunks_by_source(self, source_ids: Sequence[str] | None) -> dict[str, list[StoredChunk]]:
         """{source id: its chunks in document order} for `source_ids` (read `_IN_BATCH` at a time), or, with
-        None, for every ingest_data and URL item (the documents a rebuild from disk cannot bring back).
-        `columns` must include source_id."""
+        None, for every ingest_data and URL item (the documents a rebuild from disk cannot bring back)."""
         if source_ids is None:
-            rows = self.chunk_rows("source_kind != 'file'", columns)
+            chunks = self._stored_chunks("source_kind != 'file'")
         else:
-            rows = [row for start in range(0, len(source_ids), _IN_BATCH)
-                    for row in self.chunk_rows(in_list("source_id", source_ids[start:start + _IN_BATCH]), columns)]
-        by_source: dict[str, list[dict[str, Any]]] = {}
-        for row in rows:
-            by_source.setdefault(row["source_id"], []).append(row)
+            chunks = [c for start in range(0, len(source_ids), _IN_BATCH)
+                      for c in self._stored_chunks(in_list("source_id", source_ids[start:start + _IN_BATCH]))]
+        by_source: dict[str, list[StoredChunk]] = {}
+        for chunk in chunks:
+            by_source.setdefault(chunk.source_id, []).append(chunk)
         return by_source
 
     @_guarded

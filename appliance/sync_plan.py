@@ -10,7 +10,6 @@ from appliance.core import Core
 from appliance.errors import ApplianceError, IndexCorrupt, RootsChanged
 from appliance.ingest.chunk import SCHEME_VERSION, reconstruct
 from appliance.ingest.discover import FoundFile
-from appliance.query.assemble import HIT_COLUMNS, row_to_chunk
 from appliance.records import Converted
 from appliance.store import SourceRow
 
@@ -74,7 +73,7 @@ def items_to_keep(core: Core, discard_unrecoverable: bool) -> list[tuple[SourceR
     if not items:
         return []
     try:
-        by_source = core.index.chunks_by_source(None, HIT_COLUMNS)
+        by_source = core.index.chunks_by_source(None)
     except ApplianceError as exc:
         if discard_unrecoverable:
             return []
@@ -93,9 +92,9 @@ def items_to_keep(core: Core, discard_unrecoverable: bool) -> list[tuple[SourceR
             metadata = json.loads(item.metadata or "{}")
         except ValueError:
             metadata = {}
-        text = reconstruct([row_to_chunk(r) for r in chunks])
+        text = reconstruct([c.to_chunk() for c in chunks])
         kept.append((item, Converted(markdown=text, title=item.title or None, ocr_engine=item.ocr_engine,
-                                     has_lines=chunks[0]["start_line"] is not None, metadata=metadata)))
+                                     has_lines=chunks[0].start_line is not None, metadata=metadata)))
     return kept
 
 

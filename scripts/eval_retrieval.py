@@ -188,14 +188,11 @@ def open_xling(model: str | None = None, budget: int | None = None) -> tuple[App
 def answer_in_no_chunk(app: Appliance, questions: list[dict]) -> list[str]:
     """The questions whose answer string no single chunk of their files holds: the data file was checked
     against the converted text, but a chunk boundary or a converter change can still split an answer."""
-    from appliance.query.assemble import HIT_COLUMNS
-    from appliance.store import sql_str
-
     root = app.settings.roots[0]
     missing = []
     for q in questions:
-        texts = [normalise(row["text"]) for f in [q["file"], *q.get("alsoFiles", [])]
-                 for row in app.index.chunk_rows(f"source_id = {sql_str(str(root / f))}", HIT_COLUMNS)]
+        texts = [normalise(chunk.text) for f in [q["file"], *q.get("alsoFiles", [])]
+                 for chunk in app.index.document_chunks(str(root / f))]
         if not any(normalise(q["answer"]) in text for text in texts):
             missing.append(q["id"])
     return missing

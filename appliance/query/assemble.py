@@ -8,52 +8,39 @@ from typing import Any
 
 from appliance.ingest.chunk import section_text
 from appliance.paging import REPLY_BUDGET_CHARS, json_chars
-from appliance.query.hybrid import Candidate
-from appliance.records import Chunk
+from appliance.records import RankedChunk, StoredChunk
 
-HIT_COLUMNS = ["id", "source_id", "source_kind", "root", "path", "chunk_index", "text", "body_start",
-               "title", "parent_id", "heading", "start_line", "end_line", "page_start", "page_end", "slide",
-               "sheet", "doc_class", "ocr_engine",
-               "snapshot_date", "also_unchanged_on"]
 RANK_COLUMNS = ["id", "source_id", "parent_id", "text"]
 """What the two ranked lists read: enough to fuse (text: the passage's language), group and cap by source."""
 
 
-def row_to_chunk(row: dict[str, Any]) -> Chunk:
-    """Rebuild the chunker's record from a stored row (section ordinal is not needed here)."""
-    return Chunk(index=int(row["chunk_index"]), section=0, text=row["text"],
-                 body_start=int(row.get("body_start") or 0), start_line=row.get("start_line"),
-                 end_line=row.get("end_line"), heading=row.get("heading") or "")
-
-
-def hit_dict(row: dict[str, Any], *, distance: float | None = None, score: float | None = None) -> dict[str, Any]:
+def hit_dict(chunk: StoredChunk, *, distance: float | None = None, score: float | None = None) -> dict[str, Any]:
     """One chunk as the tools and `--json` show it."""
-    is_file = row["source_kind"] == "file"
     out: dict[str, Any] = {
-        "filePath": row["source_id"] if is_file else None,
-        "source": row["source_id"],
-        "sourceKind": row["source_kind"],
-        "displayPath": row["path"],
-        "title": row["title"] or None,
-        "chunkIndex": int(row["chunk_index"]),
-        "text": row["text"],
-        "parentId": row["parent_id"],
-        "heading": row["heading"] or None,
-        "startLine": row.get("start_line"),
-        "endLine": row.get("end_line"),
-        "pageStart": row.get("page_start"),
-        "pageEnd": row.get("page_end"),
-        "slide": row.get("slide"),
-        "sheet": row.get("sheet") or None,
-        "docClass": row.get("doc_class") or None,
+        "filePath": chunk.source_id if chunk.source_kind == "file" else None,
+        "source": chunk.source_id,
+        "sourceKind": chunk.source_kind,
+        "displayPath": chunk.path,
+        "title": chunk.title or None,
+        "chunkIndex": chunk.chunk_index,
+        "text": chunk.text,
+        "parentId": chunk.parent_id,
+        "heading": chunk.heading or None,
+        "startLine": chunk.start_line,
+        "endLine": chunk.end_line,
+        "pageStart": chunk.page_start,
+        "pageEnd": chunk.page_end,
+        "slide": chunk.slide,
+        "sheet": chunk.sheet or None,
+        "docClass": chunk.doc_class or None,
         "alsoIn": None,  # set by assemble when the passage was found elsewhere too; every key the wire has
     }
     if score is not None:
         out["score"] = round(score, 6)
         out["distance"] = None if distance is None else round(distance, 6)
-    if row.get("snapshot_date"):
-        out["snapshotDate"] = row["snapshot_date"]
-        out["alsoUnchangedOn"] = list(row.get("also_unchanged_on") or [])
+    if chunk.snapshot_date:
+        out["snapshotDate"] = chunk.snapshot_date
+        out["alsoUnchangedOn"] = list(chunk.also_unchanged_on or [])
     return out
 
 
@@ -113,25 +100,27 @@ _TRIMMED_NOTE_CHARS = 400
 """Room kept for the `trimmed` note itself."""
 
 
-def assemble(query: str, hits: Sequence[Candidate], section_rows: Sequence[dict[str, Any]], *,
+def assemble(query: str, hits: Sequence[RankedChunk], sections: Sequence[StoredChunk], *,
              also_in: dict[str, list[dict[str, Any]]] | None = None) -> SearchResult:
-    """Hits in fused order; `parents` maps each parentId to its section text once; a hit whose
-    passage was also found elsewhere names those places in `alsoIn`."""
-    by_parent: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in section_rows:
-        by_parent[row["parent_id"]].append(row)
+    """Hits in fused order; `parents` maps each parentId to its section text once (from `sections`,
+    the chunks of the hits' sections); a hit whose passage was also found elsewhere names those
+    places in `alsoIn`."""
+    by_parent: dict[str, list[StoredChunk]] = defaultdict(list)
+    for chunk in sections:
+        by_parent[chunk.parent_id].append(chunk)
     parents = {}
-    for pid, rows in by_parent.items():
-        rows.sort(key=lambda r: r["chunk_index"])
-        parents[pid] = section_text([row_to_chunk(r) for r in rows])
+    for pid, chunks in by_parent.items():
+        chunks.sort(key=lambda c: c.chunk_index)
+        parents[pid] = section_text([c.to_chunk() for c in chunks])
     results, sources, seen = [], [], set()
     for hit in hits:
-        results.append(hit_dict(hit.row, distance=hit.distance, score=hit.score))
+        chunk = hit.chunk
+        results.append(hit_dict(chunk, distance=hit.distance, score=hit.score))
         if also_in and hit.id in also_in:
             results[-1]["alsoIn"] = also_in[hit.id]
-        if hit.row["source_id"] not in seen:
-            seen.add(hit.row["source_id"])
-            sources.append({"source": hit.row["source_id"], "displayPath": hit.row["path"],
-                            "title": hit.row["title"] or None, "sourceKind": hit.row["source_kind"]})
-    wanted = {h.row["parent_id"] for h in hits}
+        if chunk.source_id not in seen:
+            seen.add(chunk.source_id)
+            sources.append({"source": chunk.source_id, "displayPath": chunk.path,
+                            "title": chunk.title or None, "sourceKind": chunk.source_kind})
+    wanted = {h.chunk.parent_id for h in hits}
     return SearchResult(query, results, {k: v for k, v in parents.items() if k in wanted}, sources)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from appliance.query.hybrid import Candidate
+from appliance.records import RankedChunk, StoredChunk
 
 SAME_PASSAGE = 0.5
 """Share of the smaller passage's word 3-grams found in the other. Measured by
@@ -29,7 +29,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 @dataclass(frozen=True)
 class Collapsed:
-    kept: list[Candidate]
+    kept: list[RankedChunk]
     also_in: dict[str, list[dict[str, Any]]]
     """id of a kept hit -> where else its passage was found, in rank order."""
 
@@ -46,26 +46,26 @@ def same_passage(a: frozenset[tuple[str, ...]], b: frozenset[tuple[str, ...]]) -
     return len(small & large) >= SAME_PASSAGE * len(small)
 
 
-def collapse(hits: Sequence[Candidate], limit: int) -> Collapsed:
+def collapse(hits: Sequence[RankedChunk], limit: int) -> Collapsed:
     """The first `limit` distinct passages of `hits` (in rank order), each naming its copies."""
-    kept: list[tuple[Candidate, frozenset[tuple[str, ...]]]] = []
+    kept: list[tuple[RankedChunk, frozenset[tuple[str, ...]]]] = []
     also_in: dict[str, list[dict[str, Any]]] = {}
     for hit in hits:
-        row = hit.row
-        body = shingles(row["text"][int(row.get("body_start") or 0):])
+        body = shingles(hit.chunk.body)
         twin = next((k for k, s in kept if same_passage(body, s)), None)
         if twin is not None:
-            also_in.setdefault(twin.id, []).append(_where(row))
+            also_in.setdefault(twin.id, []).append(_where(hit.chunk))
         elif len(kept) < limit:
             kept.append((hit, body))
     ids = {k.id for k, _ in kept}
     return Collapsed([k for k, _ in kept], {k: v for k, v in also_in.items() if k in ids})
 
 
-def _where(row: dict[str, Any]) -> dict[str, Any]:
-    out = {"source": row["source_id"], "displayPath": row["path"], "chunkIndex": int(row["chunk_index"])}
-    for key, name in (("start_line", "startLine"), ("end_line", "endLine"), ("page_start", "pageStart"),
-                      ("page_end", "pageEnd"), ("slide", "slide"), ("sheet", "sheet")):
-        if row.get(key) is not None:
-            out[name] = row[key]
+def _where(chunk: StoredChunk) -> dict[str, Any]:
+    out: dict[str, Any] = {"source": chunk.source_id, "displayPath": chunk.path, "chunkIndex": chunk.chunk_index}
+    for name, value in (("startLine", chunk.start_line), ("endLine", chunk.end_line),
+                        ("pageStart", chunk.page_start), ("pageEnd", chunk.page_end), ("slide", chunk.slide),
+                        ("sheet", chunk.sheet)):
+        if value is not None:
+            out[name] = value
     return out

@@ -29,6 +29,7 @@ class Candidate:
 
     id: str
     row: dict[str, Any]
+    """The ranking row (assemble.RANK_COLUMNS and `_distance` or `_score`); a hit after ranking is a RankedChunk."""
     distance: float | None = None
     vector_rank: int | None = None
     keyword_rank: int | None = None

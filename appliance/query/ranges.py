@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from appliance.errors import InvalidArgument
+from appliance.records import StoredChunk
 
 MAX_POSITION = 10**9
 
@@ -49,14 +50,10 @@ def check_range(names: tuple[str, str], start: int | None, end: int | None) -> N
                               hint=f"Give {names[0]} <= {names[1]}; both are inclusive.")
 
 
-def _body(row: dict[str, Any]) -> str:
-    return str(row["text"])[int(row.get("body_start") or 0):]
-
-
-def line_range(source: str, rows: Sequence[dict[str, Any]], start: int | None, end: int | None) -> LineSpan:
+def line_range(source: str, chunks: Sequence[StoredChunk], start: int | None, end: int | None) -> LineSpan:
     """The source's lines start..end (inclusive, clipped to its
     last line), rebuilt from the chunks (in chunk order) that cover them."""
-    last = max((r["end_line"] or r["start_line"] for r in rows if r.get("start_line") is not None), default=None)
+    last = max((c.end_line or c.start_line for c in chunks if c.start_line is not None), default=None)
     if last is None:
         raise InvalidArgument(f"{source} has no line numbers: it was converted (PDF, Office, HTML, …), so its "
                               "Markdown lines are not the file's",
@@ -67,10 +64,10 @@ def line_range(source: str, rows: Sequence[dict[str, Any]], start: int | None, e
         raise InvalidArgument(f"startLine {start} is past the last line of {source} ({last})")
     lines: dict[int, str] = {}
     glue = ""
-    for row in rows:
-        first = row.get("start_line")
-        body = _body(row)
-        if first is None or first > end or (row.get("end_line") or first) < start:
+    for chunk in chunks:
+        first = chunk.start_line
+        body = chunk.body
+        if first is None or first > end or (chunk.end_line or first) < start:
             glue = " " if body[-1:].isspace() else ""
             continue
         for number, part in enumerate(body.rstrip().split("\n"), start=first):
@@ -82,13 +79,13 @@ def line_range(source: str, rows: Sequence[dict[str, Any]], start: int | None, e
     return LineSpan(content, start, end, last)
 
 
-def page_range(source: str, rows: Sequence[dict[str, Any]], start: int | None, end: int | None) -> PageSpan:
+def page_range(source: str, chunks: Sequence[StoredChunk], start: int | None, end: int | None) -> PageSpan:
     """The text of the chunks on pages (or, for a
     presentation, slides) start..end, and the pages that text spans."""
-    pages = [(r["page_start"], r["page_end"] or r["page_start"], r) for r in rows if r.get("page_start") is not None]
+    pages = [(c.page_start, c.page_end or c.page_start, c) for c in chunks if c.page_start is not None]
     unit: Literal["page", "slide"] = "page"
     if not pages:
-        pages = [(r["slide"], r["slide"], r) for r in rows if r.get("slide") is not None]
+        pages = [(c.slide, c.slide, c) for c in chunks if c.slide is not None]
         unit = "slide"
     if not pages:
         raise InvalidArgument(f"{source} has no pages or slides (only PDFs, scans and presentations do)",
@@ -99,6 +96,6 @@ def page_range(source: str, rows: Sequence[dict[str, Any]], start: int | None, e
     if start > total:
         raise InvalidArgument(f"pageStart {start} is past the last {unit} of {source} with text ({total})")
     chosen = [(a, b, r) for a, b, r in pages if a <= end and b >= start]
-    content = "".join(_body(r) for _a, _b, r in chosen).strip()
+    content = "".join(c.body for _a, _b, c in chosen).strip()
     spans = (min(a for a, _b, _r in chosen), max(b for _a, b, _r in chosen)) if chosen else (start, end)
     return PageSpan(content, unit, spans[0], spans[1], total)

@@ -2,16 +2,17 @@
 from __future__ import annotations
 
 from appliance.query.distinct import collapse, same_passage, shingles
-from appliance.query.hybrid import Candidate
+from appliance.records import RankedChunk
+from tests.fixtures.chunks import stored_chunk
 
 PASSAGE = ("The pump must be primed before the first start: open the bleed valve, fill the housing with "
            "clean water until it runs out of the valve, close it and only then switch the motor on.")
 
 
-def _hit(cid: str, text: str, source: str, body_start: int = 0, **extra: object) -> Candidate:
-    row = {"id": cid, "source_id": source, "path": source.rsplit("/", 1)[-1], "chunk_index": 0, "text": text,
-           "body_start": body_start, "parent_id": f"{cid}:s0", **extra}
-    return Candidate(cid, row, 0.1, 0, 0, 1.0)
+def _hit(cid: str, text: str, source: str, body_start: int = 0, **extra: object) -> RankedChunk:
+    chunk = stored_chunk(id=cid, source_id=source, path=source.rsplit("/", 1)[-1], chunk_index=0, text=text,
+                         body_start=body_start, parent_id=f"{cid}:s0", **extra)
+    return RankedChunk(chunk, 0.1, 1.0)
 
 
 def test_the_same_passage_from_another_conversion_collapses() -> None:

@@ -9,17 +9,19 @@ from appliance.errors import InvalidArgument
 from appliance.grep import GrepDoc, grep, path_glob
 from appliance.ingest.chunk import chunk_document
 from appliance.query.ranges import line_range, page_range
+from appliance.records import StoredChunk
+from tests.fixtures.chunks import stored_chunk
 
 
 def words(text: str) -> int:
     return len(re.findall(r"\w+|[^\w\s]", text))
 
 
-def rows_of(markdown: str, *, lines: bool, budget: int = 32) -> list[dict]:
-    return [{"source_id": "/docs/x", "source_kind": "file", "path": "x", "title": "", "chunk_index": c.index,
-             "text": c.text, "body_start": c.body_start, "heading": c.heading,
-             "start_line": c.start_line if lines else None, "end_line": c.end_line if lines else None,
-             "page_start": c.page_start, "page_end": c.page_end, "slide": c.slide, "sheet": c.sheet}
+def rows_of(markdown: str, *, lines: bool, budget: int = 32) -> list[StoredChunk]:
+    return [stored_chunk(source_id="/docs/x", source_kind="file", path="x", title="", chunk_index=c.index,
+                         text=c.text, body_start=c.body_start, heading=c.heading,
+                         start_line=c.start_line if lines else None, end_line=c.end_line if lines else None,
+                         page_start=c.page_start, page_end=c.page_end, slide=c.slide, sheet=c.sheet)
             for c in chunk_document(markdown, count_tokens=words, budget=budget)]
 
 
@@ -32,13 +34,13 @@ DOC = ("# Manual\n\n## Setup\n\n" + "\n".join(f"Step {n}: tighten bolt B{n} to {
 
 def test_every_match_has_the_line_it_is_on_in_the_source() -> None:
     rows = rows_of(DOC, lines=True)
-    assert len(rows) > 10 and sum(1 for r in rows if r["start_line"] == len(DOC.split("\n")) - 1) >= 2
+    assert len(rows) > 10 and sum(1 for r in rows if r.start_line == len(DOC.split("\n")) - 1) >= 2
     source = DOC.split("\n")
-    out = grep([GrepDoc.from_rows(rows)], r"\S+", is_regex=True, max_results=500)
+    out = grep([GrepDoc.from_chunks(rows)], r"\S+", is_regex=True, max_results=500)
     assert len(out.matches) == sum(1 for line in source if line.strip())
     for m in out.matches:
         assert m["line"].strip() in source[m["lineNumber"] - 1], m
-    tail = grep([GrepDoc.from_rows(rows)], "tail_WORD").matches
+    tail = grep([GrepDoc.from_chunks(rows)], "tail_WORD").matches
     assert [m["lineNumber"] for m in tail] == [source.index(LONG) + 1] and tail[0]["chunkIndex"] == len(rows) - 1
 
 
@@ -59,7 +61,7 @@ def test_a_line_range_gives_the_source_lines_back() -> None:
 def test_pages_come_from_the_page_markers() -> None:
     pages = "\n\n".join(f"<!-- Page number: {n} -->\n" + " ".join(["word"] * 40) + f" PAGE_MARK_{n}" for n in (1, 2, 3))
     rows = rows_of(pages, lines=False)
-    doc = GrepDoc.from_rows(rows)
+    doc = GrepDoc.from_chunks(rows)
     for n in (1, 2, 3):
         (m,) = grep([doc], f"PAGE_MARK_{n}").matches
         assert (m["pageStart"], m["pageEnd"], m["lineNumber"]) == (n, n, None)
@@ -69,7 +71,7 @@ def test_pages_come_from_the_page_markers() -> None:
 
 def test_markup_is_searched_as_a_person_reads_it() -> None:
     rows = rows_of("The gasket memo GASKET\\_MEMO\\_4410 is **very** important\n\nPlain a\\*b\n", lines=False)
-    doc = GrepDoc.from_rows(rows)
+    doc = GrepDoc.from_chunks(rows)
     (m,) = grep([doc], "GASKET_MEMO_4410").matches
     assert m["line"] == "The gasket memo GASKET_MEMO_4410 is very important"
     assert len(grep([doc], "memo gasket_memo_4410 is very").matches) == 1
@@ -90,9 +92,9 @@ def test_file_globs_follow_gitignore_rules() -> None:
 def test_a_runaway_regex_is_stopped_per_line_and_the_scan_says_so() -> None:
     import time
 
-    rows = [{"source_id": "/docs/evil.txt", "source_kind": "file", "path": "evil.txt", "title": "", "chunk_index": 0,
-             "text": "a" * 60 + "!\nERR\\_ONE here\n", "body_start": 0, "start_line": 1}]
-    docs = [GrepDoc.from_rows(rows)]
+    rows = [stored_chunk(source_id="/docs/evil.txt", source_kind="file", path="evil.txt", title="", chunk_index=0,
+                         text="a" * 60 + "!\nERR\\_ONE here\n", body_start=0, start_line=1)]
+    docs = [GrepDoc.from_chunks(rows)]
     started = time.monotonic()
     out = grep(docs, "(a|aa)+$", is_regex=True, deadline_s=5.0)  # exponential backtracking
     assert time.monotonic() - started < 4 and out.stopped == "regex_timeout"
@@ -106,6 +108,6 @@ def test_a_reply_of_long_matching_lines_stays_within_the_reply_budget() -> None:
 
     line = "needle " + "x" * 900
     markdown = "\n\n".join(line for _ in range(400))
-    out = grep([GrepDoc.from_rows(rows_of(markdown, lines=True, budget=2000))], "needle", max_results=500)
+    out = grep([GrepDoc.from_chunks(rows_of(markdown, lines=True, budget=2000))], "needle", max_results=500)
     assert 50 < len(out.matches) < 400 and out.truncated  # cut by characters, not by maxResults
     assert json_chars(out.to_dict()) <= REPLY_BUDGET_CHARS
