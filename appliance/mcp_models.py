@@ -12,6 +12,7 @@ clients without a schema change breaking validation on their side.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import types
 import typing
@@ -290,10 +291,8 @@ class Shape:
         return _adapter(self)
 
     def json_schema(self) -> dict[str, Any]:
-        schema = self.adapter.json_schema()
-        if self.description:
-            schema["description"] = self.description
-        return schema
+        """The JSON schema of the result (a fresh copy: several tools share a shape, every tool the error's)."""
+        return copy.deepcopy(_json_schema(self))
 
     def render(self, data: Any) -> dict[str, Any]:
         """`data` (wire-shaped) validated, as the JSON data the tool returns."""
@@ -304,6 +303,14 @@ class Shape:
 @cache
 def _adapter(shape: Shape) -> TypeAdapter[Any]:
     return TypeAdapter(shape.type)
+
+
+@cache
+def _json_schema(shape: Shape) -> dict[str, Any]:
+    schema = shape.adapter.json_schema()
+    if shape.description:
+        schema["description"] = shape.description
+    return schema
 
 
 def _record(record: type) -> Shape:
