@@ -172,3 +172,12 @@ def test_a_scope_mask_is_a_lookup_that_keeps_what_the_filter_keeps() -> None:
     for prefix in (*sources, "/d/a", "/e", "/d/ä"):
         for where in (Filter(prefix), Filter(prefix, "note"), Filter(doc_class="pdf")):
             assert held.mask(where).tolist() == [where.keeps(r) for r in rows.to_pylist()], where
+
+
+def test_a_large_scan_is_split_over_threads_with_the_same_bits() -> None:
+    """Parts start at multiples of 64 rows: each similarity is summed as one whole call sums it."""
+    rng = np.random.default_rng(17)
+    for rows in (replica.SCAN_SPLIT_ROWS, replica.SCAN_SPLIT_ROWS + 3, 2 * replica.SCAN_SPLIT_ROWS + 61):
+        matrix = rng.standard_normal((rows, 24)).astype(np.float32)
+        for vector in rng.standard_normal((5, 24)).astype(np.float32):
+            assert np.array_equal(replica._scan(matrix, vector), matrix @ vector)
