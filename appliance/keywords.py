@@ -49,6 +49,7 @@ sich sie sind so soll über um und uns unter vom von vor war waren was weil wenn
 то того тоже той только том ты у уже хотя чего чей чем что чтобы чье чья эта эти это я
 """}.items()}
 STOP_WORDS = frozenset().union(*STOP_WORDS_BY_LANGUAGE.values())
+_EN_STOP_WORDS, _DE_STOP_WORDS = STOP_WORDS_BY_LANGUAGE["en"], STOP_WORDS_BY_LANGUAGE["de"]
 
 
 @lru_cache(maxsize=200_000)
@@ -106,13 +107,14 @@ def language(text: str) -> str | None:
 
 @lru_cache(maxsize=8192)
 def _language(sample: str) -> str | None:
-    words = _WORD.findall(sample.lower().replace("ё", "е"))
+    lowered = sample.lower().replace("ё", "е")
+    words = _WORD.findall(lowered)
     if not words:
         return None
-    if sum(1 for w in words if _CYRILLIC.search(w)) * 2 > len(words):
+    if _CYRILLIC.search(lowered) and sum(1 for w in words if _CYRILLIC.search(w)) * 2 > len(words):
         return "ru"
-    en = sum(w in STOP_WORDS_BY_LANGUAGE["en"] for w in words)
-    de = sum(w in STOP_WORDS_BY_LANGUAGE["de"] for w in words)
+    en = sum(map(_EN_STOP_WORDS.__contains__, words))
+    de = sum(map(_DE_STOP_WORDS.__contains__, words))
     if en == de:
         return None
     return "en" if en > de else "de"

@@ -34,7 +34,11 @@ def search(core: Core, query: str, *, top_k: int = 10, scope: str | None = None,
         raise InvalidArgument(f"topK must be at least 1, not {top_k!r}")
     top_k = min(top_k, TOP_K_CAP)
     core.require_identity()
-    core.index.checkout_latest()
+    with core.index.query_view():  # the latest commit, and one version for every read of the query
+        return _search(core, query, top_k, scope, doc_class)
+
+
+def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: str | None) -> SearchResult:
     where = _filters(core, scope, doc_class)
     fetch = max(top_k * 4, 40)
     weight = core.settings.hybrid_weight

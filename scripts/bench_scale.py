@@ -2,7 +2,7 @@
 """Growth: query latency, recall, memory, disk and sync cost of indexes of 10k, 100k and 1M chunks.
 
 Usage: bench_scale.py [--sizes 10000,100000,1000000] [--queries 200] [--sync-files 100000]
-                      [--plot PATH] [--work DIR] [--keep] [--json]
+                      [--plot PATH] [--work DIR] [--keep | --reuse] [--json]
        bench_scale.py --flat 20000 [--profile PATH] [--json]
        bench_scale.py --from-json RUN.json [RUN.json ...] [--plot PATH]   (table and plot of earlier runs)
 
@@ -23,6 +23,9 @@ The no-change sync is measured on a second index built by the real sync over as 
 small files as the size (at most `--sync-files`), with vectors from the text's hash (the
 real tokenizer cuts the chunks, the model is not run): the time of a second `sync` in a
 new Appliance, and of `minirag sync` as a new process.
+
+`--work DIR --keep` keeps the built indexes; a later run with `--work DIR --reuse` serves them again
+without building (its build and disk figures are the first run's), to compare query paths back to back.
 
 `--flat N` syncs N short documents with the same synthetic embedder and reports files/s
 per tenth of the run (from the first write on); `--profile PATH` writes a cProfile of it.
@@ -409,17 +412,24 @@ def check_disk(work: Path, sizes: Sequence[int], sync_cap: int) -> None:
 
 
 def measure(size: int, work: Path, corpus: Corpus, texts: list[str], sample: np.ndarray, query_vectors: np.ndarray,
-            sync_cap: int, synced: dict[int, dict[str, Any]], log: Any) -> dict[str, Any]:
+            sync_cap: int, synced: dict[int, dict[str, Any]], log: Any, reuse: bool = False) -> dict[str, Any]:
     here = work / f"index-{size}"
-    shutil.rmtree(here, ignore_errors=True)
     docs, index_path = here / "docs", here / "index"
-    exact = TopK(query_vectors)
-    log(f"{size:,} chunks: building")
-    out: dict[str, Any] = {"size": size} | build_index(size, index_path, docs, corpus, sample, exact, log)
-    out["disk_mb"] = round(disk_bytes(index_path) / 1e6, 1)
     queries_file = here / "queries.json"
-    queries_file.write_text(json.dumps({"texts": texts, "exact": exact.ids.tolist()}), encoding="utf-8")
-    np.save(queries_file.with_suffix(".npy"), query_vectors)
+    out: dict[str, Any] = {"size": size}
+    built = here / "build.json"
+    if reuse and built.exists() and json.loads(queries_file.read_text(encoding="utf-8"))["texts"] == texts:
+        log(f"{size:,} chunks: reusing the index built in {here}")
+        out |= json.loads(built.read_text(encoding="utf-8"))
+    else:
+        shutil.rmtree(here, ignore_errors=True)
+        exact = TopK(query_vectors)
+        log(f"{size:,} chunks: building")
+        out |= build_index(size, index_path, docs, corpus, sample, exact, log)
+        out["disk_mb"] = round(disk_bytes(index_path) / 1e6, 1)
+        queries_file.write_text(json.dumps({"texts": texts, "exact": exact.ids.tolist()}), encoding="utf-8")
+        np.save(queries_file.with_suffix(".npy"), query_vectors)
+        built.write_text(json.dumps({k: v for k, v in out.items() if k != "size"}), encoding="utf-8")
     log(f"{size:,} chunks: serving {len(texts)} queries in a new process")
     result = here / "serve.json"
     subprocess.run([sys.executable, __file__, "--serve", str(index_path), str(docs), str(queries_file), str(result)],
@@ -480,6 +490,9 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None,
                         help="scratch folder (default: new in $TMPDIR; not in a hidden folder: the walk skips those)")
     parser.add_argument("--keep", action="store_true", help="keep the indexes in --work")
+    parser.add_argument("--reuse", action="store_true",
+                        help="serve the indexes a run with --work DIR --keep built there (same queries) instead of "
+                             "building them again; implies --keep")
     parser.add_argument("--flat", type=int, default=0, help="only the flat-rate sync of this many files")
     parser.add_argument("--profile", type=Path, default=None, help="with --flat: write a cProfile here")
     parser.add_argument("--from-json", type=Path, nargs="+", default=None,
@@ -514,12 +527,12 @@ def main() -> None:
             texts = queries(shared_path(), args.queries)
             sample, query_vectors = real_vectors(corpus, texts, log)
             synced: dict[int, dict[str, Any]] = {}
-            out["sizes"] = [measure(size, work, corpus, texts, sample, query_vectors, args.sync_files, synced, log)
-                            for size in sizes]
+            out["sizes"] = [measure(size, work, corpus, texts, sample, query_vectors, args.sync_files, synced, log,
+                                    args.reuse) for size in sizes]
             plot(out["sizes"], args.plot)
             out["plot"] = str(args.plot)
     finally:
-        if not args.keep:
+        if not (args.keep or args.reuse):
             shutil.rmtree(work, ignore_errors=True)
     out["loadAverageAfter"] = [round(x, 2) for x in os.getloadavg()]
     if args.json:

@@ -35,8 +35,8 @@ class Collapsed:
 
 
 def shingles(text: str) -> frozenset[tuple[str, ...]]:
-    words = [w.casefold() for w in _WORD.findall(text)]
-    return frozenset(tuple(words[i:i + 3]) for i in range(len(words) - 2))
+    words = list(map(str.casefold, _WORD.findall(text)))
+    return frozenset(zip(words, words[1:], words[2:], strict=False))  # every run of three words
 
 
 def same_passage(a: frozenset[tuple[str, ...]], b: frozenset[tuple[str, ...]]) -> bool:

@@ -124,3 +124,60 @@ def test_a_refreshed_replica_equals_a_fresh_read_and_reads_only_new_rows(tmp_pat
     assert index._replica.rows.num_rows == 47
     theirs = _lancedb_nearest(index, probe, 47)
     assert [r["id"] for r in index.vector_search(probe, 47, None, COLUMNS)] == [r["id"] for r in theirs]
+
+
+def _keyword_hits(index: Index, terms: str, where: Filter | None, held: replica.Replica | None) -> list[tuple]:
+    # a limit above every match: LanceDB returns all of them, so no tie at a cut can differ between two reads
+    return [(r["id"], round(r["_score"], 5), r["text"], r["source_id"])
+            for r in store._bm25(index.chunks(), terms, 500, where, COLUMNS, held)]
+
+
+def test_bm25_matches_come_from_the_replica_by_address_as_lancedb_reads_them(tmp_path: Path) -> None:
+    rows = _rows(40, seed=14) + _rows(40, seed=15, source="/docs/b/c.md")
+    for i, row in enumerate(rows):
+        row["keywords"] = " ".join(["alpha"] * (1 + i % 5) + ["beta"] * (i % 3))
+    index = _index(tmp_path, rows)
+    index.refresh_indexes()
+    index.vector_search(rows[0]["vector"], 1, None, COLUMNS)
+    held = index._replica
+    def found() -> pa.Table:
+        return (index.chunks().search("alpha", query_type="fts", fts_columns="keywords").select(["_score"])
+                .with_row_id(True).limit(500).to_arrow())
+
+    assert found().num_rows == 80 and held.rows_at_addresses(found(), COLUMNS) is not None  # served from memory
+    for where in (None, Filter("/docs/b")):
+        assert _keyword_hits(index, "alpha beta", where, held) == _keyword_hits(index, "alpha beta", where, None)
+    # a row written and rows moved (compaction) since: the replica lacks their addresses, LanceDB reads them
+    new = _rows(5, seed=16, source="/docs/new.md")
+    for row in new:
+        row["keywords"] = "alpha gamma"
+    index.replace_sources([store.SourceRow(source_id="/docs/new.md", source_kind="file", content_hash="h")], new)
+    index.refresh_indexes()
+    assert held.rows_at_addresses(found(), COLUMNS) is None
+    assert _keyword_hits(index, "gamma", None, held) == _keyword_hits(index, "gamma", None, None)
+    assert {hit[0] for hit in _keyword_hits(index, "gamma", None, held)} == {r["id"] for r in new}
+    assert _keyword_hits(index, "alpha", None, held) == _keyword_hits(index, "alpha", None, None)
+    index.vector_search(rows[0]["vector"], 1, None, COLUMNS)  # the refreshed replica holds the moved rows' addresses
+    assert _keyword_hits(index, "alpha", Filter("/docs/new.md"), index._replica) == \
+        _keyword_hits(index, "alpha", Filter("/docs/new.md"), None)
+
+
+def test_a_scope_mask_is_a_lookup_that_keeps_what_the_filter_keeps() -> None:
+    """The sorted source ids are bisected: the same rows as Filter.keeps (and its SQL), at every boundary."""
+    sources = ["/d", "/d/a.md", "/d/a.md/x", "/d!x", "/d-x/y", "/d0", "/d/ä/ö.md", "/d/日本.md", "/dz", "/c", "/"]
+    n = 3 * len(sources)
+    rows = pa.table({"id": [str(i) for i in range(n)], "source_id": sources * 3, "parent_id": ["p"] * n,
+                     "doc_class": ["note", "pdf", None] * len(sources)})
+    held = replica.Replica.of(1, rows, np.zeros((n, 2), dtype=np.float32))
+    for prefix in (*sources, "/d/a", "/e", "/d/ä"):
+        for where in (Filter(prefix), Filter(prefix, "note"), Filter(doc_class="pdf")):
+            assert held.mask(where).tolist() == [where.keeps(r) for r in rows.to_pylist()], where
+
+
+def test_a_large_scan_is_split_over_threads_with_the_same_bits() -> None:
+    """Parts start at multiples of 64 rows: each similarity is summed as one whole call sums it."""
+    rng = np.random.default_rng(17)
+    for rows in (replica.SCAN_SPLIT_ROWS, replica.SCAN_SPLIT_ROWS + 3, 2 * replica.SCAN_SPLIT_ROWS + 61):
+        matrix = rng.standard_normal((rows, 24)).astype(np.float32)
+        for vector in rng.standard_normal((5, 24)).astype(np.float32):
+            assert np.array_equal(replica._scan(matrix, vector), matrix @ vector)
