@@ -88,15 +88,16 @@ class SyncProgress:
         """`chunks` written so far; of the chunks cut, `embedded` went to the model and `reused`
         took a vector the index already held for the same text."""
         now = self.clock()
+        entering = self._indexing_since is None  # a phase change is published at once, not when the throttle allows
         if self._indexing_since is None:
             self._indexing_since = now
         rate = done / (now - self._indexing_since) if done and now > self._indexing_since else None
         self.data.update(phase="indexing", filesDone=done, filesTotal=total, currentPath=path, chunksWritten=chunks,
                          chunksEmbedded=embedded, chunksReused=reused, filesPerSecond=round(rate, 3) if rate else None,
                          etaSeconds=round((total - done) / rate) if rate and done >= 2 else None)
+        self._publish(force=entering)  # before the caller's hook, which may take its time
         if self.forward is not None and path is not None:
             self.forward("indexing", done, total, path)
-        self._publish()
 
     def finishing(self, chunks: int) -> None:
         self.data.update(phase="finishing", currentPath=None, chunksWritten=chunks, etaSeconds=None)

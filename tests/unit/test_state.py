@@ -30,8 +30,11 @@ def test_progress_is_published_throttled_and_readable_only_while_its_sync_holds_
         assert first["phase"] == "scanning" and first["pid"] == os.getpid() and first["startedBy"] == "scheduler"
         clock.now += 0.1
         progress.indexing(1, 10, "/docs/a.pdf", 4)
-        assert read_json(tmp_path, PROGRESS_FILE)["phase"] == "scanning"  # within the publishing interval
-        clock.now += 1.0
+        assert read_json(tmp_path, PROGRESS_FILE)["phase"] == "indexing"  # a new phase is published at once
+        clock.now += 0.1
+        progress.indexing(2, 10, "/docs/b.pdf", 8)
+        assert read_json(tmp_path, PROGRESS_FILE)["filesDone"] == 1  # within the publishing interval
+        clock.now += 0.9
         progress.indexing(3, 10, "/docs/c.pdf", 12)
         seen = running_sync(tmp_path)
         assert seen is not None
