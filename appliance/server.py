@@ -175,9 +175,8 @@ class ErrorsAsValues(Middleware):
             return internal_error()
 
 
-class WarmUpOnFirstUse(Middleware):
+class WarmUpAfterListing(Middleware):
     """Clients list tools right after the handshake; that is the moment to start loading the model.
-    A client that calls a tool without listing them starts it with that call.
 
     Not earlier: the warm-up holds the GIL most of the time it imports and loads, and a protocol
     loop sharing it answered `initialize` and `tools/list` later (seconds later on a busy machine),
@@ -191,11 +190,6 @@ class WarmUpOnFirstUse(Middleware):
         result = await call_next(context)
         self.runtime.warm_up()
         return result
-
-    async def on_call_tool(self, context: MiddlewareContext[mt.CallToolRequestParams],
-                           call_next: CallNext[mt.CallToolRequestParams, ToolResult]) -> ToolResult:
-        self.runtime.warm_up()
-        return await call_next(context)
 
 
 def _describe_invalid(exc: Exception) -> str:
@@ -213,7 +207,7 @@ def _describe_invalid(exc: Exception) -> str:
 def create_server(runtime: Runtime) -> FastMCP:
     """A FastMCP server whose tools call the Appliance that `runtime` builds."""
     mcp = FastMCP("minirag", instructions=runtime.instructions(), version=__version__,
-                  mask_error_details=True, middleware=[ErrorsAsValues(), WarmUpOnFirstUse(runtime)])
+                  mask_error_details=True, middleware=[ErrorsAsValues(), WarmUpAfterListing(runtime)])
 
     def call(shape: m.Shape, work: Callable[[Appliance], Any]) -> Awaitable[ToolResult]:
         return _render(shape, lambda: work(runtime.appliance()))
@@ -436,11 +430,12 @@ def serve_stdio(environment: Environment, overrides: dict[str, Any], *, ready_fd
     """`minirag serve`: MCP on stdin/stdout until the client disconnects, then exit. Logs go to stderr only.
 
     The warm-up (the service, LanceDB, fastembed, the model, the index) starts on its own thread
-    once the client has listed the tools or called one (WarmUpOnFirstUse), so a first query finds
-    the model loaded or loading. The SDK's stdio transport owns fd 0 and fd 1 while it serves (stray output
-    from libraries and child processes goes to stderr). `ready_fd` (the container's entrypoint
+    once the client has listed the tools (WarmUpAfterListing), so a first query finds the model
+    loaded or loading (a client that calls a tool without listing them loads what the call needs).
+    The SDK's stdio transport owns fd 0 and fd 1 while it serves (stray output from libraries and
+    child processes goes to stderr). `ready_fd` (the container's entrypoint
     passes a pipe) is written to and closed when the warm-up has finished: the entrypoint starts
-    the sync scheduler then, not beside the server's first seconds.
+    the sync scheduler then (or after its limit), not beside the server's first seconds.
     """
     from appliance import stopping
 

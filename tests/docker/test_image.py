@@ -90,6 +90,12 @@ class McpContainer:
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return out
 
+    def handshake(self) -> dict[str, Any]:
+        """initialize, then tools/list as clients do: the server warms up, and the scheduler starts after it."""
+        out = self.initialize()
+        self.request("tools/list")
+        return out
+
     def tool(self, name: str, arguments: dict[str, Any] | None = None, timeout: float = 180) -> dict[str, Any]:
         result = self.request("tools/call", {"name": name, "arguments": arguments or {}}, timeout)["result"]
         data = result.get("structuredContent")
@@ -185,7 +191,7 @@ def test_scheduled_sync_finds_a_new_file(image: str, docs: Path, volume: str) ->
     """With SYNC_INTERVAL=5 a file added to /docs becomes searchable; SIGTERM stops cleanly."""
     mcp = McpContainer(image, [f"{docs}:/docs:ro", f"{volume}:/index"], {"SYNC_INTERVAL": "5"})
     try:
-        mcp.initialize()
+        mcp.handshake()
         marker = "Zanzibar-7 quartz oscillator calibration"
         (docs / "new-note.md").write_text(f"# Lab note\n\nThe {marker} drifts by 3 ppm per year.\n")
         landed = time.monotonic()
@@ -243,7 +249,7 @@ def test_bad_input_gives_one_clear_message(image: str, docs: Path, tmp_path: Pat
         running[case] = mcp
     try:
         for case, mcp in running.items():
-            mcp.initialize()
+            mcp.handshake()
             status = mcp.tool("status")
             assert "version" in status, (case, status)
         time.sleep(15)  # several scheduler rounds

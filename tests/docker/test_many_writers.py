@@ -33,8 +33,8 @@ def test_two_containers_ingest_while_their_schedulers_sync(image: str, docs: Pat
     second = McpContainer(image, mounts, {"SYNC_INTERVAL": "2"})
     results: dict[str, list[dict]] = {"c1": [], "c2": []}
     try:
-        first.initialize()
-        second.initialize()
+        first.handshake()
+        second.handshake()
 
         def client(mcp: McpContainer, name: str) -> None:
             for i in range(12):

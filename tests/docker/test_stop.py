@@ -66,8 +66,7 @@ def test_docker_stop_during_a_sync_exits_0_within_the_grace(image: str, many_doc
     index = _index_dir(tmp_path, "index")
     mcp = McpContainer(image, [f"{many_docs}:/docs:ro", f"{index}:/index"])  # the scheduler syncs once the server is warm
     try:
-        mcp.initialize()
-        mcp.request("tools/list")  # as clients do: the server warms up, then the scheduler starts
+        mcp.handshake()  # as clients do: the server warms up, then the scheduler starts
         _wait_for_a_write(mcp, index)
         started = time.monotonic()
         subprocess.run([DOCKER, "stop", mcp.name], capture_output=True, timeout=60, check=True)
@@ -102,8 +101,7 @@ def test_closing_stdin_ends_the_container_within_seconds(image: str, many_docs: 
         index = _index_dir(tmp_path, f"index{run}")
         mcp = McpContainer(image, [f"{many_docs}:/docs:ro", f"{index}:/index"])
         try:
-            mcp.initialize()
-            mcp.request("tools/list")
+            mcp.handshake()
             _wait_for_a_write(mcp, index)
             started = time.monotonic()
             code = mcp.close(timeout=30)
