@@ -202,7 +202,11 @@ def test_scheduled_sync_finds_a_new_file(image: str, docs: Path, volume: str) ->
             if not found:
                 time.sleep(2)
         assert found, mcp.err_text()[-3000:]
-        status = mcp.tool("status")
+        status = mcp.tool("status")  # the new file can be found while the first sync is still writing the rest
+        deadline = time.monotonic() + 180
+        while status["index"]["sourceCount"] < 6 and time.monotonic() < deadline:
+            time.sleep(2)
+            status = mcp.tool("status")
         assert status["index"]["sourceCount"] >= 6, status
         stop_started = time.monotonic()
         subprocess.run([DOCKER, "stop", "-t", "30", mcp.name], capture_output=True, timeout=60)
