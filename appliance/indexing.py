@@ -17,7 +17,6 @@ from appliance.errors import (
     NotFound,
     UnsupportedFile,
     UrlIngestDisabled,
-    storage_error,
 )
 from appliance.ingest import convert
 from appliance.ingest.chunk import SCHEME_VERSION, chunk_document
@@ -30,7 +29,7 @@ from appliance.pipeline import EmbedWritePipeline, Work
 from appliance.records import Converted
 from appliance.results import Deleted, FileProblem, RunReport
 from appliance.reuse import IndexLookup, ReusingEmbed, embed_key
-from appliance.state import SyncProgress, save_last_sync
+from appliance.state import SyncProgress, record_finished_sync
 from appliance.store import SourceRow, chunk_row
 from appliance.sync_plan import content_hash
 
@@ -119,10 +118,11 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     index_before = sync_stamp.index_state(core.settings.db_path) if stampable else None
     extensions = core.extensions()
     files: list[FoundFile] = []
-    seen = sync_stamp.FilesDigest()
+    seen = sync_stamp.FilesDigest() if index_before is not None else None  # only what a stamp would need
     for item in walk(core.settings.roots, extensions, under=under):
         _collect(item, files, report)
-        seen.add(item)
+        if seen is not None:
+            seen.add(item)
         publisher.scanning(len(files) + len(report.skipped))
     report.seen = len(files) + len(report.skipped)
     known = {s.source_id: s for s in core.index.file_sources()}
@@ -154,8 +154,8 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     report.updated += len(kept)
     core.index.refresh_indexes(wrote=bool(gone or stray or report.refreshed or core.index.unindexed_rows()))
     result = _finish(report)
-    _save_last_sync(core, result, under)
-    if index_before is not None and sync_stamp.nothing_changed(result) \
+    record_finished_sync(core.settings.db_path, result.to_dict(), under)
+    if seen is not None and index_before is not None and sync_stamp.nothing_changed(result) \
             and sync_stamp.index_state(core.settings.db_path) == index_before:  # nor did anyone else commit
         sync_stamp.record(core.settings.db_path, sync_stamp.Stamp(
             sync_stamp.inputs_digest(core.settings), index_before, seen.hexdigest(), result.to_dict()))
@@ -399,14 +399,6 @@ def embedded_text(core: Core, chunk_index: int, text: str, title: str | None) ->
 def _finish(report: RunReport) -> RunReport:
     report.seconds = time.time() - report.started_at
     return report
-
-
-def _save_last_sync(core: Core, report: RunReport, under: Path | None) -> None:
-    data = report.to_dict() | {"finishedAt": time.time(), "scope": str(under) if under else None}
-    try:
-        save_last_sync(core.settings.db_path, data)
-    except OSError as exc:
-        raise (storage_error(exc, f"the index at {core.settings.db_path}", core.settings.db_path) or exc) from exc
 
 
 def _pool(core: Core) -> ConvertPool:

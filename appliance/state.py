@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from appliance.errors import storage_error
 from appliance.locking import lock_holder
 
 LAST_SYNC_FILE = "last_sync.json"
@@ -173,6 +174,15 @@ def read_last_sync(db_path: Path) -> dict[str, Any] | None:
 def save_last_sync(db_path: Path, report: dict[str, Any]) -> None:
     """Record a finished sync's report (with `finishedAt`); OSError when the index is not writable."""
     write_json(db_path, LAST_SYNC_FILE, report)
+
+
+def record_finished_sync(db_path: Path, report: dict[str, Any], scope: Path | None) -> None:
+    """save_last_sync with the finishing time and the sync's scope; an unwritable index raises its
+    named storage error (what a sync and a sync answered from its stamp both report)."""
+    try:
+        save_last_sync(db_path, report | {"finishedAt": time.time(), "scope": str(scope) if scope else None})
+    except OSError as exc:
+        raise (storage_error(exc, f"the index at {db_path}", db_path) or exc) from exc
 
 
 # ---- the scheduler's record -----------------------------------------------------------

@@ -30,7 +30,7 @@ from appliance.ingest import formats
 from appliance.ingest.discover import FoundFile, Skipped, walk
 from appliance.locking import sync_lock
 from appliance.results import FileProblem, RunReport
-from appliance.state import read_json, save_last_sync, write_json
+from appliance.state import read_json, record_finished_sync, write_json
 
 STAMP_FILE = "unchanged_sync.json"
 
@@ -62,8 +62,8 @@ def index_state(db_path: Path) -> str | None:
         tables = sorted(entry.name for entry in os.scandir(db_path) if entry.name.endswith(".lance"))
         for table in tables:
             versions = db_path / table / "_versions"
-            parts.append([table, sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns)
-                                        for e in os.scandir(versions))])
+            parts.append([table, sorted((e.name, st.st_size, st.st_mtime_ns)
+                                        for e in os.scandir(versions) for st in (e.stat(),))])
         identity = db_path / "identity.json"
         parts.append(identity.read_text("utf-8") if identity.exists() else None)
     except OSError:
@@ -119,7 +119,7 @@ def replay(settings: Settings) -> RunReport | None:
             return None
         report = _report(saved["report"])
         report.seconds = time.monotonic() - started
-        save_last_sync(db_path, report.to_dict() | {"finishedAt": time.time(), "scope": None})
+        record_finished_sync(db_path, report.to_dict(), None)
     return report
 
 

@@ -67,6 +67,11 @@ def _limit_memory(memory_bytes: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
+def _failure(path: Path, exc: BaseException) -> ConversionFailed:
+    """What a converter raised, as this file's failure."""
+    return ConversionFailed(f"{path}: {type(exc).__name__}: {exc}"[:500])
+
+
 def _worker_main(conn: Connection, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
     """Loop in the worker: receive a path, send back ("ok", Converted) or ("err", error)."""
     with contextlib.suppress(OSError):
@@ -104,7 +109,7 @@ def _worker_main(conn: Connection, ocr: OcrConfig | None, max_file_size: int, me
         except ApplianceError as exc:
             result = ("err", exc)
         except BaseException as exc:  # noqa: BLE001 - anything a parser throws is this file's failure
-            result = ("err", ConversionFailed(f"{path}: {type(exc).__name__}: {exc}"[:500]))
+            result = ("err", _failure(path, exc))
         try:
             conn.send(result)
         except MemoryError:
@@ -345,7 +350,7 @@ class ConvertPool:
         except ApplianceError:
             raise
         except Exception as exc:  # noqa: BLE001 - as a worker reports it: this file's failure
-            raise ConversionFailed(f"{path}: {type(exc).__name__}: {exc}"[:500]) from None
+            raise _failure(path, exc) from None
 
     def _run(self, w: _Worker, path: Path) -> Converted:
         if not w.wait_ready(STARTUP_TIMEOUT_S):
