@@ -55,10 +55,23 @@ def _settings(ctx: typer.Context, base_dir: list[str] | None, db_path: str | Non
 
 def _appliance(ctx: typer.Context, base_dir: list[str] | None, db_path: str | None, models_dir: str | None,
                model_name: str | None, **changes: Any) -> Appliance:
-    settings = _settings(ctx, base_dir, db_path, models_dir, model_name, **changes)
+    return _open(_settings(ctx, base_dir, db_path, models_dir, model_name, **changes))
+
+
+def _open(settings: Settings) -> Appliance:
     from appliance.service import Appliance  # after the settings: a broken one is reported without loading LanceDB
 
-    return Appliance(settings)
+    service = Appliance(settings)
+    if _held is not None:
+        _held.append(service)
+    return service
+
+
+_held: list[Appliance] | None = None
+"""Under main(), what the command opened, held to the end of the process: main() then ends the
+process at once instead of freeing the model's session, its 250k-piece tokenizer and the index
+handles piece by piece (~1 s after a `minirag sync`; the kernel takes the memory back). Everything
+a command writes is committed before it returns."""
 
 
 def _emit(data: Any, as_json: bool, human: str | None = None) -> None:
@@ -214,9 +227,7 @@ def sync(ctx: typer.Context,
 
                 report = replay(settings)
             if report is None:
-                from appliance.service import Appliance
-
-                service = Appliance(settings)
+                service = _open(settings)
                 options: dict[str, Any] = {"full": full, "clean": clean, "forget_roots": forget_roots,
                                            "discard_unrecoverable": discard_unrecoverable, "progress": progress}
                 if address:  # the cluster hook (appliance/cluster): the same sync, converted and embedded by Ray tasks
@@ -439,4 +450,13 @@ def main() -> None:
     environment = read_environment()
     if sys.argv[1:2] != ["models"]:
         netguard.install(allow_fetch=environment.allow_url_ingest)
-    app(obj=environment)
+    global _held
+    _held = []
+    try:
+        app(obj=environment)
+    except SystemExit as done:
+        if _held:  # a one-shot command that opened the index has finished (see _held)
+            from appliance.stopping import hard_exit
+
+            hard_exit(done.code if isinstance(done.code, int) else 0 if done.code is None else 1)
+        raise

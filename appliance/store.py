@@ -64,6 +64,12 @@ a delete by source id, a key lookup and a source upsert scan the rows no index c
 without it each write of a sync costs more than the one before (scripts/bench_scale.py --flat:
 at 20,000 unindexed rows a write's delete took 1.2 s and its key lookup 1.4 s; a fold that
 extends existing indexes by 1,000 rows took 3-4.5 s at 23,000 rows, compacting only the new rows)."""
+FOLD_DUE_ROWS = 1_000
+FOLD_DUE_FRAGMENTS = 20
+"""A write folds (compacts and extends the indexes) only once a table has this many rows outside
+its indexes or this many fragments: a fold costs ~0.5 s however few rows it adds (a quarter of a
+10-file `minirag sync`, and seconds at 100k chunks), while searches scan a few hundred unindexed
+rows in well under a millisecond and LanceDB itself advises optimizing after ~20 writes."""
 log = logging.getLogger(__name__)
 
 
@@ -279,6 +285,15 @@ def _writes(method: IndexMethod[_P, _R]) -> IndexMethod[_P, _R]:
     return wrapper
 
 
+def _fold_due(table: Table) -> bool:
+    """Whether a table has enough rows outside its indexes, or fragments, to fold (FOLD_DUE_ROWS)."""
+    stats: Any = table.stats()  # a dict from lancedb 0.40's native side, whatever its annotation says
+    if stats["fragment_stats"]["num_fragments"] >= FOLD_DUE_FRAGMENTS:
+        return True
+    return any((covered := table.index_stats(index.name)) is not None and covered.num_unindexed_rows >= FOLD_DUE_ROWS
+               for index in table.list_indices())
+
+
 def _in_document_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows.sort(key=lambda r: (r.get("source_id", ""), r.get("chunk_index", 0)))
     return rows
@@ -476,7 +491,7 @@ class Index:
         self._replace(sources, rows)
         self.rows_unfolded += len(rows)
         if self.rows_unfolded >= FOLD_EVERY_ROWS and not stopping.requested():
-            self.refresh_indexes()  # a stop leaves the folding to the next sync, as it does at the end
+            self.refresh_indexes(fold_now=True)  # a stop leaves the folding to the next sync, as it does at the end
 
     @_writes
     def _replace(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
@@ -548,8 +563,9 @@ class Index:
         return chunks is not None and any(i.index_type == "FTS" for i in chunks.list_indices())
 
     @_writes
-    def refresh_indexes(self, *, wrote: bool = True) -> None:
-        """Build missing indexes once rows exist; after writes (`wrote`), fold new rows in.
+    def refresh_indexes(self, *, wrote: bool = True, fold_now: bool = False) -> None:
+        """Build missing indexes once rows exist; after writes (`wrote`), fold new rows in when due
+        (FOLD_DUE_ROWS), or at once (`fold_now`).
 
         BM25 over `keywords` (never stale: status reports rows it does not cover),
         B-trees on the id columns every read and delete filters on, and an HNSW
@@ -583,7 +599,7 @@ class Index:
             if wrote:
                 self.rows_unfolded = 0
                 for table in (chunks, self.sources()):
-                    if table is not None:
+                    if table is not None and (fold_now or _fold_due(table)):
                         self._optimize(table)
 
     def _optimize(self, table: Table) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from appliance.store import FOLD_DUE_ROWS
 from scripts.faults_crash import generated_text
 from tests.docker.conftest import DOCKER
 from tests.docker.test_image import McpContainer, docker_run
@@ -91,7 +92,7 @@ def test_docker_stop_during_a_sync_exits_0_within_the_grace(image: str, many_doc
     assert done.returncode == 0, done.stderr[-3000:]
     final = _status(image, many_docs, index)["index"]
     assert final["sourceCount"] == FILES and final["failedCount"] == 0, final
-    assert "consistencyWarning" not in final and final["unindexedRows"] == 0, final
+    assert "consistencyWarning" not in final and final["unindexedRows"] < FOLD_DUE_ROWS, final
 
 
 def test_closing_stdin_ends_the_container_within_seconds(image: str, many_docs: Path, tmp_path: Path) -> None:

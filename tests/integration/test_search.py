@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from appliance import store
 from appliance.errors import IndexMismatch, InvalidArgument
 from tests.conftest import app_factory
 
@@ -91,7 +92,7 @@ def test_row_added_after_fts_index_is_found_by_keyword(make_app, corpus: Path) -
     assert app.index.has_fts_index()
     (corpus / "late.md").write_text("The password rotation code is QUUXWIDGET42 for the staging vault.\n")
     app.ingest([str(corpus / "late.md")])
-    assert app.status().index.unindexed_rows == 0
+    assert 0 < app.status().index.unindexed_rows < store.FOLD_DUE_ROWS  # not folded yet: a small write waits
     keyword_only = make_app(corpus, RAG_HYBRID_WEIGHT="1.0").search("QUUXWIDGET42", top_k=3)
     assert _top(keyword_only) == "late.md"
     assert keyword_only.results[0]["text"].count("QUUXWIDGET42") == 1

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from appliance.state import read_scheduler_state
+from appliance.store import FOLD_DUE_ROWS
 from scripts.faults_crash import descendants, generated_text
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -89,7 +90,7 @@ def _finish_and_check(env: dict[str, str]) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     after = _status(env)["index"]
     assert after["sourceCount"] == FILES + 1 and after["failedCount"] == 0, after
-    assert "consistencyWarning" not in after and after["unindexedRows"] == 0, after
+    assert "consistencyWarning" not in after and after["unindexedRows"] < FOLD_DUE_ROWS, after
 
 
 def test_sigterm_stops_minirag_sync_during_a_slow_conversion(lab: dict[str, str],

@@ -49,3 +49,33 @@ def test_a_stop_leaves_the_folding_to_the_next_sync(tmp_path: Path, monkeypatch:
     index = Index(tmp_path, DIM)
     _write(index, 0, 20)
     assert not index.has_fts_index() and index.count_chunks() == 20
+
+
+def test_a_small_write_waits_for_the_next_fold_and_is_searched_meanwhile(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store, "FOLD_DUE_ROWS", 15)
+    monkeypatch.setattr(store, "FOLD_DUE_FRAGMENTS", 1_000)
+    index = Index(tmp_path, DIM)
+    _write(index, 0, 20)
+    index.refresh_indexes()  # the first refresh builds the indexes over every row
+    _write(index, 20, 10)
+    index.refresh_indexes()
+    assert index.unindexed_rows() == 10  # below FOLD_DUE_ROWS: not folded
+    assert [h["id"] for h in index.keyword_search("n25", 5, None, ["id"])] == ["k25:0"]
+    _write(index, 30, 10)
+    index.refresh_indexes()
+    assert index.unindexed_rows() == 0  # 20 waiting: folded
+
+
+def test_many_small_writes_fold_by_their_fragments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store, "FOLD_DUE_FRAGMENTS", 5)
+    index = Index(tmp_path, DIM)
+    _write(index, 0, 5)
+    index.refresh_indexes()
+    for n in range(5, 8):  # one fragment each: 4 with the first
+        _write(index, n, 1)
+        index.refresh_indexes()
+    assert index.unindexed_rows() == 3
+    _write(index, 8, 1)
+    index.refresh_indexes()
+    assert index.unindexed_rows() == 0
