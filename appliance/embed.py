@@ -28,9 +28,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Embedder", "load_spec"]
 
-DEFAULT_TOKEN_BUDGET = 4096
-"""Padded tokens per batch: long passages go in small batches (MODELS.md: ~400-token
-inputs at batch 32 peak at 1.9-3 GB and run slower than at batch 8)."""
+DEFAULT_TOKEN_BUDGET = 512
+"""Padded tokens per batch. On CPU a bigger batch buys no speed and costs memory: at 4,096 the
+model peaked at 824-829 MB, at 512 at 584-622 MB, with the same chunks/s (20.3-20.9 vs 19.9-20.3
+at ~200 tokens, 7.7-8.5 vs 7.4-7.9 at ~400; `scripts/bench_embed.py --per-size 100`, two
+interleaved rounds). Short passages still share a batch."""
 DEFAULT_MAX_BATCH = 32
 
 _REGISTER_LOCK = threading.Lock()
