@@ -13,10 +13,12 @@ and loaded once; the converter process stays up between tasks.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import threading
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +43,8 @@ class Fingerprint:
     """What a node must share with the driver for its vectors to be mixed into one index."""
 
     version: str
+    code: str
+    """A digest of the appliance's own source files: a node running patched code is refused too."""
     scheme: str
     model_id: str
     dim: int
@@ -49,12 +53,12 @@ class Fingerprint:
 
     @classmethod
     def of(cls, spec: ModelSpec) -> Fingerprint:
-        return cls(version=__version__, scheme=SCHEME_VERSION, model_id=spec.id, dim=spec.dim,
+        return cls(version=__version__, code=code_digest(), scheme=SCHEME_VERSION, model_id=spec.id, dim=spec.dim,
                    files=tuple(sorted(spec.files.items())))
 
     def difference(self, other: Fingerprint) -> str | None:
         """What differs between the driver's (self) and a node's (other) fingerprint, or None."""
-        for name in ("version", "scheme", "model_id", "dim"):
+        for name in ("version", "code", "scheme", "model_id", "dim"):
             if getattr(self, name) != getattr(other, name):
                 return f"{name} {getattr(other, name)!r}, the driver's is {getattr(self, name)!r}"
         if self.files != other.files:
@@ -62,6 +66,16 @@ class Fingerprint:
             changed = [name for name, digest in self.files if theirs.get(name) != digest]
             return f"a manifest whose hashes differ for {', '.join(changed) or 'its file list'}"
         return None
+
+
+@cache
+def code_digest() -> str:
+    """sha256 over the appliance package's Python files (relative path and bytes), in path order."""
+    package = Path(appliance.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)

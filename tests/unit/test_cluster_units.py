@@ -37,6 +37,7 @@ def test_the_fingerprint_names_what_differs() -> None:
                             or "")
     assert "dim" in (mine.difference(Fingerprint.of(replace(spec, dim=8))) or "")
     assert "scheme" in (mine.difference(replace(mine, scheme="other")) or "")
+    assert "code" in (mine.difference(replace(mine, code="0" * 16)) or "")  # a node with patched appliance code
 
 
 def test_an_address_that_does_not_answer_is_unreachable() -> None:
