@@ -251,16 +251,16 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
         _emit(to_wire(gathered), as_json, gathered.markdown)
         return
     with _reported(as_json):
-        result = _appliance(ctx, base_dir, db_path, models_dir, model_name).search(
-            text, top_k=top_k, scope=scope, doc_class=doc_class)
+        result = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).search(
+            text, top_k=top_k, scope=scope, doc_class=doc_class))
     lines = []
-    for n, hit in enumerate(result.results, 1):
+    for n, hit in enumerate(result["results"], 1):
         where = hit["displayPath"] + hit_place(hit)
         dist = "-" if hit["distance"] is None else f"{hit['distance']:.3f}"
         lines.append(f"{n:2}. {where}  [chunk {hit['chunkIndex']}, distance {dist}]"
                      + (f"  — {hit['title']}" if hit.get("title") else ""))
         lines.append("    " + " ".join(hit["text"].split())[:300])
-    _emit(result.to_dict(), as_json, "\n".join(lines) or "no results")
+    _emit(result, as_json, "\n".join(lines) or "no results")
 
 
 @app.command()

@@ -114,43 +114,6 @@ class SyncRunning(_Out):
     updatedAt: float | None = None
 
 
-class Hit(_Out):
-    filePath: str | None = Field(None, description="Absolute path for files; null for data/url sources.")
-    source: str
-    sourceKind: str
-    displayPath: str = Field(description="Path relative to its root (or the source id): use it in citations.")
-    title: str | None = None
-    chunkIndex: int
-    text: str = Field(description="The matched passage only; the full section is parents[parentId].")
-    parentId: str | None = None
-    heading: str | None = None
-    startLine: int | None = Field(None, description="First line in the source file (text files only).")
-    endLine: int | None = None
-    pageStart: int | None = Field(None, description="First PDF page (1-based) of the passage; cite it.")
-    pageEnd: int | None = Field(None, description="Last PDF page of the passage.")
-    slide: int | None = Field(None, description="Slide number of a presentation's passage.")
-    sheet: str | None = Field(None, description="Sheet name of a workbook's passage.")
-    alsoIn: list[dict[str, Any]] | None = Field(None, description=(
-        "Other places holding the same passage (source, displayPath, chunkIndex and its location); "
-        "collapsed into this hit so the results are distinct passages."))
-
-
-class SourceRef(_Out):
-    source: str
-    displayPath: str
-    title: str | None = None
-    sourceKind: str
-
-
-class SearchResults(_Out):
-    query: str
-    results: list[Hit]
-    parents: dict[str, str] = Field(description="parentId -> the text of the section the hit sits in.")
-    sources: list[SourceRef] = []
-    trimmed: dict[str, Any] | None = Field(None, description=(
-        "Set when the reply was cut to its text budget: how many parent sections and hits were left out."))
-
-
 class GrepMatch(_Out):
     filePath: str | None = Field(None, description="Absolute path for files; null for data/url sources.")
     source: str = Field(description="The file path or the data/url source id: pass it to read_file.")
@@ -218,7 +181,6 @@ class _Record(BaseModel):
 
 
 FIELD_SHAPES: dict[tuple[type, str], Any] = {
-    (results.Neighbors, "chunks"): list[Hit],
     (results.SyncActivity, "running"): SyncRunning | None,
     (results.SyncActivity, "jobs"): list[SyncJob],
     (results.Status, "sync_running"): SyncRunning | None,
@@ -324,9 +286,9 @@ SYNC_STATUS = Shape("SyncStatus", _union(SyncJob, record_model(results.SyncActiv
 RUN_REPORT = Shape("RunReport", RunReport)
 INGEST_OUTCOME = Shape("IngestOutcome", _union(RunReport, SyncJob), (
     "The finished run report, or (content above INGEST_FOREGROUND_MAX_BYTES) the job embedding it."))
-SEARCH_RESULTS = Shape("SearchResults", SearchResults)
+SEARCH_RESULTS = _record(results.SearchResults)
 SEARCH_MARKDOWN = _record(results.SearchMarkdown)
-SEARCH_ANSWER = Shape("SearchAnswer", _union(SearchResults, record_model(results.SearchMarkdown)),
+SEARCH_ANSWER = Shape("SearchAnswer", _union(SEARCH_RESULTS.type, SEARCH_MARKDOWN.type),
                       'The JSON answer, or (format "markdown") one Markdown block.')
 NEIGHBORS = _record(results.Neighbors)
 DOCUMENT = _record(results.Document)

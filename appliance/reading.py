@@ -15,13 +15,14 @@ from appliance.ingest import convert
 from appliance.ingest.chunk import reconstruct
 from appliance.ingest.discover import FoundFile, Skipped, printable, walk
 from appliance.paging import MAX_PAGE_CHARS, READ_PAGE_CHARS, text_page
-from appliance.query.assemble import hit_dict
+from appliance.query.assemble import passage
 from appliance.results import (
     ChangedFile,
     Document,
     FailedFile,
     FileList,
     FileState,
+    Hit,
     IndexedFile,
     ItemState,
     MissingFile,
@@ -110,7 +111,8 @@ def read_neighbors(core: Core, target: str, is_source: bool, chunk_index: int, *
             break
         kept.add(i)
         used += len(around[i].text)
-    return Neighbors(source=source_id, chunk_index=chunk_index, chunks=[hit_dict(around[i]) for i in sorted(kept)],
+    return Neighbors(source=source_id, chunk_index=chunk_index,
+                     chunks=[Hit(**passage(around[i])) for i in sorted(kept)],
                      omitted_before=sum(1 for i in around if i < chunk_index and i not in kept),
                      omitted_after=sum(1 for i in around if i > chunk_index and i not in kept))
 

@@ -108,8 +108,7 @@ class Neighbors:
 
     source: str
     chunk_index: int
-    chunks: list[dict[str, Any]]
-    """Hits as query.assemble.hit_dict shapes them."""
+    chunks: list[Hit]
     omitted_before: Annotated[int, Doc("Requested chunks before the hit left out to stay within maxChars.")]
     omitted_after: Annotated[int, Doc("Requested chunks after the hit left out to stay within maxChars.")]
 
@@ -209,6 +208,80 @@ class Document:
     page_end: Annotated[int | None, Doc("With a page range: the last page the returned text comes from.")] \
         = field(default=None, metadata=_NULL_IN_TOOLS)
     total_pages: Annotated[int | None, Doc("With a page range: the last page (or slide) with text.")] \
+        = field(default=None, metadata=_NULL_IN_TOOLS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Passage:
+    """A stored chunk as a hit shows it: its document, its place in it and its text."""
+
+    file_path: Annotated[str | None, Doc("Absolute path for files; null for data/url sources.")] = None
+    source: str
+    source_kind: str
+    display_path: Annotated[str, Doc("Path relative to its root (or the source id): use it in citations.")]
+    title: str | None = None
+    chunk_index: int
+    text: Annotated[str, Doc("The matched passage only; the full section is parents[parentId].")]
+    parent_id: str | None = None
+    heading: str | None = None
+    start_line: Annotated[int | None, Doc("First line in the source file (text files only).")] = None
+    end_line: int | None = None
+    page_start: Annotated[int | None, Doc("First PDF page (1-based) of the passage; cite it.")] = None
+    page_end: Annotated[int | None, Doc("Last PDF page of the passage.")] = None
+    slide: Annotated[int | None, Doc("Slide number of a presentation's passage.")] = None
+    sheet: Annotated[str | None, Doc("Sheet name of a workbook's passage.")] = None
+    doc_class: str | None = None
+    also_in: Annotated[list[dict[str, Any]] | None, Doc(
+        "Other places holding the same passage (source, displayPath, chunkIndex and its location); "
+        "collapsed into this hit so the results are distinct passages.")] = None
+    """query.distinct's places of the copies, for a search hit; always None around a hit."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Ranking:
+    score: float | None = None
+    distance: float | None = None
+    """None when only the keyword side found the passage."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Snapshot:
+    snapshot_date: str | None = field(default=None, metadata=_ABSENT)
+    also_unchanged_on: list[str] | None = field(default=None, metadata=_ABSENT)
+    """The dates of the later snapshots this dated passage is unchanged in (set with snapshot_date)."""
+
+
+# Bases are listed so the fields come in wire order: a Passage's, the ranking's, the snapshot's.
+@dataclass(frozen=True, kw_only=True)
+class Hit(_Snapshot, Passage):
+    """A chunk read around a hit (read_chunk_neighbors): a passage without a ranking."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankedHit(_Snapshot, _Ranking, Passage):
+    """A search hit: the passage with its fused score and vector distance."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceRef:
+    """A document some hit comes from, once per document."""
+
+    source: str
+    display_path: str
+    title: str | None = None
+    source_kind: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchResults:
+    """Hits in rank order, each parent section's text once, and the documents they come from."""
+
+    query: str
+    results: list[RankedHit]
+    parents: Annotated[dict[str, str], Doc("parentId -> the text of the section the hit sits in.")]
+    sources: list[SourceRef] = field(default_factory=list)
+    trimmed: Annotated[dict[str, Any] | None, Doc(
+        "Set when the reply was cut to its text budget: how many parent sections and hits were left out.")] \
         = field(default=None, metadata=_NULL_IN_TOOLS)
 
 

@@ -26,6 +26,7 @@ from appliance.results import (
     RootList,
     RunReport,
     SearchMarkdown,
+    SearchResults,
     Status,
     SyncActivity,
 )
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 
     from appliance.grep import GrepResult
     from appliance.jobs import SyncJob, SyncJobs
-    from appliance.query.assemble import SearchResult
 
 __all__ = ["Appliance", "Progress", "RunReport"]
 
@@ -72,7 +72,7 @@ class Appliance(Core):
 
     # ---- reading ---------------------------------------------------------------
     def search(self, query: str, *, top_k: int = 10, scope: str | None = None,
-               doc_class: str | None = None) -> SearchResult:
+               doc_class: str | None = None) -> SearchResults:
         """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse)."""
         return searching.search(self, query, top_k=top_k, scope=scope, doc_class=doc_class)
 
