@@ -374,9 +374,9 @@ def grep(ctx: typer.Context,
     """Exact-match search over the indexed text of every document (PDF, Office, scans, text, data and URL
     items): file, place (line, page, slide, sheet), line."""
     with _reported(as_json):
-        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).grep(
+        out = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).grep(
             pattern, regex=regex, case_sensitive=case_sensitive, scope=scope, root=root, file_glob=file_glob,
-            max_results=max_results).to_dict()
+            max_results=max_results))
     lines = [f"{hit['source']}{hit_place(hit)}: {hit['line']}" for hit in out["matches"]]
     if out["truncated"] or out["stopped"]:
         lines.append(f"(stopped early: {out['stopped'] or 'max results reached'})")

@@ -114,44 +114,6 @@ class SyncRunning(_Out):
     updatedAt: float | None = None
 
 
-class GrepMatch(_Out):
-    filePath: str | None = Field(None, description="Absolute path for files; null for data/url sources.")
-    source: str = Field(description="The file path or the data/url source id: pass it to read_file.")
-    sourceKind: str
-    displayPath: str = Field(description="Path relative to its root (or the source id): use it in citations.")
-    title: str | None = None
-    lineNumber: int | None = Field(None, description=(
-        "Line in the source (text, Markdown, JSON files; text/Markdown items); null for converted formats."))
-    pageStart: int | None = Field(None, description="First page of the passage the match is in (PDF, scans).")
-    pageEnd: int | None = Field(None, description="Last page of that passage; equal to pageStart on one page.")
-    slide: int | None = Field(None, description="Slide number (presentations).")
-    sheet: str | None = Field(None, description="Sheet name (workbooks).")
-    heading: str | None = Field(None, description="The section the match is in (heading path, slide, sheet).")
-    chunkIndex: int = Field(description="The chunk the match is in: read_chunk_neighbors reads around it.")
-    line: str = Field(description="The matching line of the indexed text (at most 400 characters around the match).")
-
-
-class GrepResults(_Out):
-    pattern: str
-    regex: bool
-    matches: list[GrepMatch]
-    matchCount: int
-    documentsSearched: int = Field(description="Indexed documents searched (files, data and url items).")
-    filesSearched: int = Field(description="Of them, files.")
-    documentsIndexed: int = Field(description=(
-        "Indexed documents the filters select: all of them were searched unless truncated or stopped."))
-    unindexedFiles: int = Field(
-        0, description="Files under the roots (within the filters) not indexed yet: not searched.")
-    failedFiles: int = Field(0, description="Files that failed to index (no text): not searched.")
-    staleFiles: int = Field(0, description="Files changed on disk since indexing: searched as last indexed.")
-    note: str | None = Field(None, description="What was not searched and what to do about it, in a sentence.")
-    truncated: bool = Field(description="True when maxResults was reached before every document was searched.")
-    stopped: Literal["deadline", "regex_timeout"] | None = Field(
-        None, description="Why the scan was cut short, if it was; the matches so far are still returned.")
-    skipped: list[dict[str, str]] = []
-    seconds: float
-
-
 class StatusUnavailable(_Out):
     """status when the configuration cannot be used: the version, what is wrong, and the settings read."""
 
@@ -294,7 +256,7 @@ NEIGHBORS = _record(results.Neighbors)
 DOCUMENT = _record(results.Document)
 FILE_LIST = _record(results.FileList)
 DELETED = _record(results.Deleted)
-GREP_RESULTS = Shape("GrepResults", GrepResults)
+GREP_RESULTS = _record(results.GrepResults)
 ROOT_LIST = _record(results.RootList)
 STATUS = Shape("Status", _union(StatusReport, StatusUnavailable), (
     "Configuration and index health; configError instead when the configuration cannot be used."))

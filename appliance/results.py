@@ -286,6 +286,50 @@ class SearchResults:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GrepMatch:
+    """One matching line and where it is: the line (sources with lines), else the chunk's pages, slide or sheet."""
+
+    source: Annotated[str, Doc("The file path or the data/url source id: pass it to read_file.")]
+    source_kind: str
+    file_path: Annotated[str | None, Doc("Absolute path for files; null for data/url sources.")] = None
+    display_path: Annotated[str, Doc("Path relative to its root (or the source id): use it in citations.")]
+    title: str | None = None
+    chunk_index: Annotated[int, Doc("The chunk the match is in: read_chunk_neighbors reads around it.")]
+    heading: Annotated[str | None, Doc("The section the match is in (heading path, slide, sheet).")] = None
+    page_start: Annotated[int | None, Doc("First page of the passage the match is in (PDF, scans).")] = None
+    page_end: Annotated[int | None, Doc("Last page of that passage; equal to pageStart on one page.")] = None
+    slide: Annotated[int | None, Doc("Slide number (presentations).")] = None
+    sheet: Annotated[str | None, Doc("Sheet name (workbooks).")] = None
+    line_number: Annotated[int | None, Doc(
+        "Line in the source (text, Markdown, JSON files; text/Markdown items); null for converted formats.")] = None
+    line: Annotated[str, Doc("The matching line of the indexed text (at most 400 characters around the match).")]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GrepResults:
+    """grep's matches in document order, what was searched, and what could not be (with a note saying so)."""
+
+    pattern: str
+    regex: bool
+    matches: list[GrepMatch]
+    match_count: int
+    documents_searched: Annotated[int, Doc("Indexed documents searched (files, data and url items).")]
+    files_searched: Annotated[int, Doc("Of them, files.")]
+    documents_indexed: Annotated[int, Doc(
+        "Indexed documents the filters select: all of them were searched unless truncated or stopped.")]
+    unindexed_files: Annotated[int, Doc(
+        "Files under the roots (within the filters) not indexed yet: not searched.")] = 0
+    failed_files: Annotated[int, Doc("Files that failed to index (no text): not searched.")] = 0
+    stale_files: Annotated[int, Doc("Files changed on disk since indexing: searched as last indexed.")] = 0
+    note: Annotated[str | None, Doc("What was not searched and what to do about it, in a sentence.")] = None
+    truncated: Annotated[bool, Doc("True when maxResults was reached before every document was searched.")]
+    stopped: Annotated[Literal["deadline", "regex_timeout"] | None, Doc(
+        "Why the scan was cut short, if it was; the matches so far are still returned.")] = None
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class SearchMarkdown:
     """`search`'s answer as one Markdown block (gather)."""
 

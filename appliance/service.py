@@ -22,6 +22,7 @@ from appliance.results import (
     Deleted,
     Document,
     FileList,
+    GrepResults,
     Neighbors,
     RootList,
     RunReport,
@@ -35,7 +36,6 @@ from appliance.state import read_last_sync, running_sync
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from appliance.grep import GrepResult
     from appliance.jobs import SyncJob, SyncJobs
 
 __all__ = ["Appliance", "Progress", "RunReport"]
@@ -110,7 +110,7 @@ class Appliance(Core):
     # ---- exact match and background sync (the MCP server's grep / sync_start / sync_status) ----
     def grep(self, pattern: str, *, regex: bool = False, case_sensitive: bool = False, scope: str | None = None,
              root: str | None = None, file_glob: str | None = None, max_results: int = 100,
-             require_absolute: bool = False) -> GrepResult:
+             require_absolute: bool = False) -> GrepResults:
         """Matching lines in the indexed text of every indexed document: files of every format (PDF, Office, EPUB, OCRed
         scans, text), ingest_data items and fetched pages."""
         return reading.grep(self, pattern, regex=regex, case_sensitive=case_sensitive, scope=scope, root=root,
