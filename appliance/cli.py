@@ -116,7 +116,7 @@ def _progress(enabled: bool) -> Iterator[Progress | None]:
 
 
 def _print_run(report: RunReport, as_json: bool) -> None:
-    data = report.to_dict()
+    data = to_wire(report)
     for item in data["failed"]:
         typer.echo(f"warn: {item['path']}: {item['reason']}", err=True)
     human = (f"seen {data['seen']}: added {data['added']}, updated {data['updated']}, unchanged {data['unchanged']}, "

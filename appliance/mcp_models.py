@@ -3,9 +3,11 @@
 The service's records (appliance.results) are the shapes: `record_model` makes each one a
 pydantic model, with its fields under their wire names (camelCase, as wire.to_wire renders
 them) and the descriptions the records give (`Annotated[..., Doc(...)]`), so a field added to
-a record reaches the output schema with nothing to edit here. What is written here is what is
-not such a record: the error envelope, the unions of results, and the shapes the service builds
-as dicts (a hit, a grep match, a job, a run report, the sync progress).
+a record reaches the output schema with nothing to edit here. What is written here is what no
+record of the service holds: the error envelope (errors are raised, and the adapters write them),
+the status answer when the configuration is broken (the adapters write it too), the progress of
+the running sync (another process's file, passed on as it was written, keys unknown to this
+version included), and the unions of results.
 
 Every model tolerates extra fields, so a field the service grows later reaches
 clients without a schema change breaking validation on their side.
@@ -51,48 +53,6 @@ class ErrorResult(BaseModel):
     """The shape of every failed call (sent with isError set)."""
 
     error: ErrorInfo
-
-
-class Failure(_Out):
-    path: str
-    reason: str
-    code: str | None = None
-
-
-class RunReport(_Out):
-    seen: int = Field(description="Files or items looked at.")
-    added: int
-    updated: int
-    unchanged: int
-    refreshed: int = Field(0, description="Unchanged content whose file metadata was refreshed.")
-    deleted: int = 0
-    skippedCount: int = 0
-    failedCount: int = 0
-    skipped: list[dict[str, Any]] = []
-    failed: list[dict[str, Any]] = []
-    chunks: int = Field(0, description="Chunks written.")
-    chunksEmbedded: int = Field(0, description="Chunks whose text went to the embedding model.")
-    chunksReused: int = Field(0, description=(
-        "Chunks whose text the index had embedded before (same model and scheme): the stored vector was reused."))
-    seconds: float = 0.0
-
-
-class SyncJob(_Out):
-    jobId: str = Field(description="Poll sync_status with it until phase is succeeded or failed.")
-    kind: Literal["sync", "ingest_data", "ingest_url"] = Field(
-        "sync", description="sync_start's reconcile, or an ingest too large to finish within the call.")
-    path: str | None = None
-    source: str | None = Field(None, description="The source id an ingest job writes (null for a sync).")
-    phase: Literal["queued", "scanning", "indexing", "succeeded", "failed"]
-    filesDone: int
-    filesTotal: int
-    currentPath: str | None = None
-    startedAt: float
-    finishedAt: float | None = None
-    elapsedSeconds: float
-    failures: list[Failure] = Field([], description="Files that could not be indexed, with the reason.")
-    counts: dict[str, Any] | None = Field(None, description="Final counts once the job has succeeded.")
-    error: ErrorInfo | None = Field(None, description="Why the whole job failed (phase 'failed').")
 
 
 class SyncRunning(_Out):
@@ -143,12 +103,12 @@ class _Record(BaseModel):
 
 
 FIELD_SHAPES: dict[tuple[type, str], Any] = {
+    (results.SyncJob, "error"): ErrorInfo | None,
     (results.SyncActivity, "running"): SyncRunning | None,
-    (results.SyncActivity, "jobs"): list[SyncJob],
     (results.Status, "sync_running"): SyncRunning | None,
     (results.RootList, "index_error"): ErrorInfo | None,
 }
-"""Record fields the service keeps as dicts (or lists of them) whose shape is written above."""
+"""Record fields the service keeps as dicts whose shape is written above."""
 
 
 @cache
@@ -242,11 +202,11 @@ def _record(record: type) -> Shape:
 
 
 ERROR = Shape("ErrorResult", ErrorResult)
-SYNC_JOB = Shape("SyncJob", SyncJob)
-SYNC_STATUS = Shape("SyncStatus", _union(SyncJob, record_model(results.SyncActivity)),
+SYNC_JOB = _record(results.SyncJob)
+SYNC_STATUS = Shape("SyncStatus", _union(SYNC_JOB.type, record_model(results.SyncActivity)),
                     "One job (with a jobId), or the index's sync activity (without).")
-RUN_REPORT = Shape("RunReport", RunReport)
-INGEST_OUTCOME = Shape("IngestOutcome", _union(RunReport, SyncJob), (
+RUN_REPORT = _record(results.RunReport)
+INGEST_OUTCOME = Shape("IngestOutcome", _union(RUN_REPORT.type, SYNC_JOB.type), (
     "The finished run report, or (content above INGEST_FOREGROUND_MAX_BYTES) the job embedding it."))
 SEARCH_RESULTS = _record(results.SearchResults)
 SEARCH_MARKDOWN = _record(results.SearchMarkdown)

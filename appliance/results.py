@@ -18,38 +18,6 @@ class FileProblem:
         return {"path": self.path, "code": self.code, "reason": self.reason}
 
 
-@dataclass
-class RunReport:
-    """What an ingest or sync did; counts add up to what it saw."""
-
-    seen: int = 0
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    refreshed: int = 0
-    deleted: int = 0
-    skipped: list[FileProblem] = field(default_factory=list)
-    failed: list[FileProblem] = field(default_factory=list)
-    chunks: int = 0
-    embedded: int = 0
-    reused: int = 0
-    seconds: float = 0.0
-    started_at: float = field(default_factory=time.time)
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"seen": self.seen, "added": self.added, "updated": self.updated,
-                "unchanged": self.unchanged, "refreshed": self.refreshed, "deleted": self.deleted,
-                "skippedCount": len(self.skipped), "failedCount": len(self.failed),
-                "skipped": [s.to_dict() for s in self.skipped], "failed": [f.to_dict() for f in self.failed],
-                "chunks": self.chunks,
-                "chunksEmbedded": self.embedded, "chunksReused": self.reused,
-                "seconds": round(self.seconds, 3), "startedAt": self.started_at}
-
-
 ABSENT_WHEN_NONE = "absent_when_none"
 """Field metadata: the wire shape leaves the key out when the value is None (wire.to_wire)."""
 NULL_IN_TOOLS = "null_in_tools"
@@ -65,6 +33,94 @@ class Doc:
     (mcp_models, generated from these records) carry it."""
 
     text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunReport:
+    """What an ingest or sync did; counts add up to what it saw."""
+
+    seen: Annotated[int, Doc("Files or items looked at.")]
+    added: int
+    updated: int
+    unchanged: int
+    refreshed: Annotated[int, Doc("Unchanged content whose file metadata was refreshed.")] = 0
+    deleted: int = 0
+    skipped_count: int = 0
+    failed_count: int = 0
+    skipped: list[FileProblem] = field(default_factory=list)
+    failed: list[FileProblem] = field(default_factory=list)
+    chunks: Annotated[int, Doc("Chunks written.")] = 0
+    chunks_embedded: Annotated[int, Doc("Chunks whose text went to the embedding model.")] = 0
+    chunks_reused: Annotated[int, Doc(
+        "Chunks whose text the index had embedded before (same model and scheme): the stored vector was reused.")] = 0
+    seconds: float = 0.0
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form (the last-sync record, the sync stamp, a job's counts): the wire shape too."""
+        return {"seen": self.seen, "added": self.added, "updated": self.updated,
+                "unchanged": self.unchanged, "refreshed": self.refreshed, "deleted": self.deleted,
+                "skippedCount": self.skipped_count, "failedCount": self.failed_count,
+                "skipped": [s.to_dict() for s in self.skipped], "failed": [f.to_dict() for f in self.failed],
+                "chunks": self.chunks, "chunksEmbedded": self.chunks_embedded, "chunksReused": self.chunks_reused,
+                "seconds": self.seconds, "startedAt": self.started_at}
+
+
+@dataclass
+class Tally:
+    """What an ingest or sync counts while it runs (progress reads it); `finish` gives its RunReport."""
+
+    seen: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    refreshed: int = 0
+    deleted: int = 0
+    skipped: list[FileProblem] = field(default_factory=list)
+    failed: list[FileProblem] = field(default_factory=list)
+    chunks: int = 0
+    embedded: int = 0
+    reused: int = 0
+    started_at: float = field(default_factory=time.time)
+
+    def finish(self) -> RunReport:
+        """The run's report, timed from `started_at` until now."""
+        return RunReport(seen=self.seen, added=self.added, updated=self.updated, unchanged=self.unchanged,
+                         refreshed=self.refreshed, deleted=self.deleted, skipped_count=len(self.skipped),
+                         failed_count=len(self.failed), skipped=list(self.skipped), failed=list(self.failed),
+                         chunks=self.chunks, chunks_embedded=self.embedded, chunks_reused=self.reused,
+                         seconds=round(time.time() - self.started_at, 3), started_at=self.started_at)
+
+
+JobPhase = Literal["queued", "scanning", "indexing", "succeeded", "failed"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncJob:
+    """A background job (a sync, or an ingest too large for one call) as it is now."""
+
+    job_id: Annotated[str, Doc("Poll sync_status with it until phase is succeeded or failed.")]
+    kind: Annotated[Literal["sync", "ingest_data", "ingest_url"], Doc(
+        "sync_start's reconcile, or an ingest too large to finish within the call.")] = "sync"
+    path: str | None = None
+    source: Annotated[str | None, Doc("The source id an ingest job writes (null for a sync).")] = None
+    phase: JobPhase
+    files_done: int
+    files_total: int
+    current_path: str | None = None
+    started_at: float
+    finished_at: float | None = None
+    elapsed_seconds: float
+    failures: Annotated[list[FileProblem], Doc("Files that could not be indexed, with the reason.")] \
+        = field(default_factory=list)
+    counts: Annotated[dict[str, Any] | None, Doc("Final counts once the job has succeeded.")] = None
+    """RunReport.to_dict without the skipped and failed files."""
+    error: Annotated[dict[str, Any] | None, Doc("Why the whole job failed (phase 'failed').")] = None
+    """ApplianceError.to_dict: code, message, hint."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,8 +175,7 @@ class SyncActivity:
 
     running: Annotated[dict[str, Any] | None, Doc("Null when no sync runs.")]
     last_sync: Annotated[dict[str, Any] | None, Doc("The last finished sync's counts and failures.")]
-    jobs: Annotated[list[Any], Doc("This server's recent background jobs, newest first.")]
-    """jobs.SyncJob records, newest first."""
+    jobs: Annotated[list[SyncJob], Doc("This server's recent background jobs, newest first.")]
 
 
 @dataclass(frozen=True, kw_only=True)

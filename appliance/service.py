@@ -30,13 +30,14 @@ from appliance.results import (
     SearchResults,
     Status,
     SyncActivity,
+    SyncJob,
 )
 from appliance.state import read_last_sync, running_sync
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from appliance.jobs import SyncJob, SyncJobs
+    from appliance.jobs import SyncJobs
 
 __all__ = ["Appliance", "Progress", "RunReport"]
 
