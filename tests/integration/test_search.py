@@ -104,8 +104,8 @@ def test_response_carries_parents_sources_and_lines(synced: SimpleNamespace) -> 
     assert EN_PASSAGE[:40] in result.parents[hit.parent_id]
     assert hit.start_line >= 1 and hit.end_line >= hit.start_line
     assert hit.page_start is None and hit.slide is None and hit.sheet is None  # a text file: lines
-    assert result.sources[0]["displayPath"] == "billing-maintenance.md"
-    assert result.sources[0]["title"] == "Billing maintenance"
+    assert result.sources[0].display_path == "billing-maintenance.md"
+    assert result.sources[0].title == "Billing maintenance"
 
 
 def test_top_k_is_bounded_and_empty_queries_refused(synced: SimpleNamespace) -> None:
@@ -165,4 +165,4 @@ def test_read_rebuilds_document_and_neighbors_surround_a_hit(synced: SimpleNames
     doc = app.read(str(corpus / "billing-maintenance.md"))
     assert " ".join(doc.content.split()) == " ".join(f"# Billing maintenance\n\n{EN_PASSAGE}".split())
     around = app.read_neighbors(str(corpus / "billing-maintenance.md"), False, 0, before=1, after=1)
-    assert around.chunks[0]["chunkIndex"] == 0
+    assert around.chunks[0].chunk_index == 0

@@ -150,8 +150,8 @@ def test_snapshot_sequence_is_deduplicated_and_hits_carry_dates(make_app, tmp_pa
     assert report.ok and report.added == 4
     hits = app.search("warehouse Tromsø anchors ropes marine paint", top_k=10).results
     top = [h for h in hits if "Tromsø" in h.text]
-    assert len(top) == 1 and top[0]["snapshotDate"] == "2026-03-01"
-    assert top[0]["alsoUnchangedOn"] == ["2026-03-02", "2026-03-03", "2026-03-04"]
+    assert len(top) == 1 and top[0].snapshot_date == "2026-03-01"
+    assert top[0].also_unchanged_on == ["2026-03-02", "2026-03-03", "2026-03-04"]
     prices = {h.snapshot_date: h.also_unchanged_on for h in app.search("Anchor price", top_k=20).results
               if "Anchor price" in h.text}
     assert prices == {"2026-03-01": [], "2026-03-02": [], "2026-03-03": ["2026-03-04"]}
