@@ -5,16 +5,22 @@ from typing import Any
 
 
 def hit_place(hit: dict[str, Any]) -> str:
-    """Where in its document a hit is, as the CLI prints it after the path: ":12" (line),
-    " p.3" / " pp.3-4" (PDF pages), " slide 2", " sheet Budget"."""
+    """`place` of a hit, a grep match or an alsoIn entry in its wire shape."""
     line = hit.get("startLine") or hit.get("lineNumber")  # a search hit's first line, a grep match's line
+    return place(line, hit.get("pageStart"), hit.get("pageEnd"), hit.get("slide"), hit.get("sheet"))
+
+
+def place(line: int | None, page_start: int | None, page_end: int | None, slide: int | None,
+          sheet: str | None) -> str:
+    """Where in its document a passage is, as the CLI prints it after the path: ":12" (line),
+    " p.3" / " pp.3-4" (PDF pages), " slide 2", " sheet Budget"."""
     if line:
         return f":{line}"
-    if hit.get("pageStart"):
-        a, b = hit["pageStart"], hit.get("pageEnd") or hit["pageStart"]
-        return f" p.{a}" if a == b else f" pp.{a}-{b}"
-    if hit.get("slide"):
-        return f" slide {hit['slide']}"
-    if hit.get("sheet"):
-        return f" sheet {hit['sheet']}"
+    if page_start:
+        b = page_end or page_start
+        return f" p.{page_start}" if page_start == b else f" pp.{page_start}-{b}"
+    if slide:
+        return f" slide {slide}"
+    if sheet:
+        return f" sheet {sheet}"
     return ""

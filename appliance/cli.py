@@ -129,7 +129,7 @@ def _progress(enabled: bool) -> Iterator[Progress | None]:
 
 
 def _print_run(report: RunReport, as_json: bool) -> None:
-    data = report.to_dict()
+    data = to_wire(report)
     for item in data["failed"]:
         typer.echo(f"warn: {item['path']}: {item['reason']}", err=True)
     human = (f"seen {data['seen']}: added {data['added']}, updated {data['updated']}, unchanged {data['unchanged']}, "
@@ -262,16 +262,16 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
         _emit(to_wire(gathered), as_json, gathered.markdown)
         return
     with _reported(as_json):
-        result = _appliance(ctx, base_dir, db_path, models_dir, model_name).search(
-            text, top_k=top_k, scope=scope, doc_class=doc_class)
+        result = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).search(
+            text, top_k=top_k, scope=scope, doc_class=doc_class))
     lines = []
-    for n, hit in enumerate(result.results, 1):
+    for n, hit in enumerate(result["results"], 1):
         where = hit["displayPath"] + hit_place(hit)
         dist = "-" if hit["distance"] is None else f"{hit['distance']:.3f}"
         lines.append(f"{n:2}. {where}  [chunk {hit['chunkIndex']}, distance {dist}]"
                      + (f"  — {hit['title']}" if hit.get("title") else ""))
         lines.append("    " + " ".join(hit["text"].split())[:300])
-    _emit(result.to_dict(), as_json, "\n".join(lines) or "no results")
+    _emit(result, as_json, "\n".join(lines) or "no results")
 
 
 @app.command()
@@ -385,9 +385,9 @@ def grep(ctx: typer.Context,
     """Exact-match search over the indexed text of every document (PDF, Office, scans, text, data and URL
     items): file, place (line, page, slide, sheet), line."""
     with _reported(as_json):
-        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).grep(
+        out = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).grep(
             pattern, regex=regex, case_sensitive=case_sensitive, scope=scope, root=root, file_glob=file_glob,
-            max_results=max_results).to_dict()
+            max_results=max_results))
     lines = [f"{hit['source']}{hit_place(hit)}: {hit['line']}" for hit in out["matches"]]
     if out["truncated"] or out["stopped"]:
         lines.append(f"(stopped early: {out['stopped'] or 'max results reached'})")

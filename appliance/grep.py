@@ -21,13 +21,14 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import regex as _regex_module
 
 from appliance.errors import InvalidArgument
 from appliance.paging import REPLY_BUDGET_CHARS, json_chars
 from appliance.records import StoredChunk
+from appliance.results import GrepMatch, GrepResults
 
 MAX_RESULTS_CAP = 500
 _MATCHES_BUDGET = REPLY_BUDGET_CHARS - 8_000
@@ -39,9 +40,9 @@ LINE_TIMEOUT_S = 0.25
 
 
 def describe(source_id: str, kind: str, display: str, title: str | None) -> dict[str, Any]:
-    """What every match of a document repeats: source, sourceKind, filePath, displayPath, title."""
-    return {"source": source_id, "sourceKind": kind, "filePath": source_id if kind == "file" else None,
-            "displayPath": display, "title": title or None}
+    """What every match of a document repeats (GrepMatch's source, source_kind, file_path, display_path, title)."""
+    return {"source": source_id, "source_kind": kind, "file_path": source_id if kind == "file" else None,
+            "display_path": display, "title": title or None}
 
 
 @dataclass
@@ -49,11 +50,11 @@ class GrepDoc:
     """One indexed document: its text (chunk bodies joined) and where each chunk starts in it."""
 
     source: dict[str, Any]
-    """source, sourceKind, filePath, displayPath, title: what every match of it repeats."""
+    """What every match of it repeats (describe)."""
     text: str
     starts: list[int]
     places: list[dict[str, Any]]
-    """Per chunk: chunkIndex, heading, pageStart, pageEnd, slide, sheet, and its first line (`_line`)."""
+    """Per chunk: chunk_index, heading, page_start, page_end, slide, sheet, and its first line (`_line`)."""
 
     @classmethod
     def from_chunks(cls, chunks: Sequence[StoredChunk]) -> GrepDoc:
@@ -66,8 +67,8 @@ class GrepDoc:
             starts.append(at)
             parts.append(body)
             at += len(body)
-            places.append({"chunkIndex": chunk.chunk_index, "heading": chunk.heading or None,
-                           "pageStart": chunk.page_start, "pageEnd": chunk.page_end,
+            places.append({"chunk_index": chunk.chunk_index, "heading": chunk.heading or None,
+                           "page_start": chunk.page_start, "page_end": chunk.page_end,
                            "slide": chunk.slide, "sheet": chunk.sheet or None,
                            "_line": chunk.start_line})
         return cls(source, "".join(parts), starts, places)
@@ -87,16 +88,18 @@ class GrepDoc:
         k = max(0, bisect_right(self.starts, offset) - 1)
         place = dict(self.places[k])
         first_line = place.pop("_line")
-        place["lineNumber"] = (None if first_line is None
+        place["line_number"] = (None if first_line is None
                                else first_line + self.text.count("\n", self.starts[k], offset))
         return place
 
 
 @dataclass
-class GrepResult:
+class GrepScan:
+    """What a scan found and searched so far; `results` gives the record."""
+
     pattern: str
     is_regex: bool
-    matches: list[dict[str, Any]] = field(default_factory=list)
+    matches: list[GrepMatch] = field(default_factory=list)
     documents_searched: int = 0
     files_searched: int = 0
     truncated: bool = False
@@ -104,23 +107,20 @@ class GrepResult:
     were exhausted."""
     chars: int = 0
     """The matches' size as JSON, kept under REPLY_BUDGET_CHARS (500 long lines were 245,000)."""
-    stopped: str | None = None
-    """'deadline' or 'regex_timeout' when the scan was cut short; None when it ran to the end."""
-    skipped: list[dict[str, str]] = field(default_factory=list)
+    stopped: Literal["deadline", "regex_timeout"] | None = None
+    """Why the scan was cut short; None when it ran to the end."""
     seconds: float = 0.0
-    coverage: dict[str, Any] = field(default_factory=dict)
-    """What the caller knows about what was not searched (documentsIndexed, unindexedFiles, …, note)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"pattern": self.pattern, "regex": self.is_regex, "matches": self.matches,
-                "matchCount": len(self.matches), "documentsSearched": self.documents_searched,
-                "filesSearched": self.files_searched, **self.coverage,
-                "truncated": self.truncated, "stopped": self.stopped, "skipped": self.skipped,
-                "seconds": round(self.seconds, 3)}
+    def results(self, *, documents_indexed: int, **coverage: Any) -> GrepResults:
+        """The record, with what the caller knows about what was not searched (GrepResults' coverage fields)."""
+        return GrepResults(pattern=self.pattern, regex=self.is_regex, matches=self.matches,
+                           match_count=len(self.matches), documents_searched=self.documents_searched,
+                           files_searched=self.files_searched, documents_indexed=documents_indexed, **coverage,
+                           truncated=self.truncated, stopped=self.stopped, seconds=round(self.seconds, 3))
 
     def count(self, doc: GrepDoc) -> None:
         self.documents_searched += 1
-        self.files_searched += doc.source["sourceKind"] == "file"
+        self.files_searched += doc.source["source_kind"] == "file"
 
 
 def compile_pattern(pattern: str, *, is_regex: bool, case_sensitive: bool) -> re.Pattern[str]:
@@ -160,14 +160,14 @@ def check_max_results(max_results: int) -> None:
 
 
 def grep(docs: Iterable[GrepDoc], pattern: str, *, is_regex: bool = False, case_sensitive: bool = False,
-         max_results: int = 100, deadline_s: float = DEADLINE_S) -> GrepResult:
+         max_results: int = 100, deadline_s: float = DEADLINE_S) -> GrepScan:
     """Matching lines in document order, at most `max_results`, within `deadline_s` seconds.
 
     `docs` may be lazy (read from the index batch by batch): the deadline covers reading too."""
     check_max_results(max_results)
     compiled = compile_pattern(pattern, is_regex=is_regex, case_sensitive=case_sensitive)
     started = time.monotonic()
-    result = GrepResult(pattern=pattern, is_regex=is_regex)
+    result = GrepScan(pattern=pattern, is_regex=is_regex)
     search = _timed_search(compiled) if is_regex else compiled.search
     # a literal found in no line is found nowhere in the text: one pass in C skips most documents
     anywhere = None if is_regex else lambda doc: _anywhere(compiled, doc.text)
@@ -208,7 +208,7 @@ def _anywhere(compiled: re.Pattern[str], text: str) -> bool:
 
 
 def _scan(docs: Iterable[GrepDoc], search: Callable[[str], Any], max_results: int, deadline: float,
-          result: GrepResult, anywhere: Callable[[GrepDoc], bool] | None = None) -> None:
+          result: GrepScan, anywhere: Callable[[GrepDoc], bool] | None = None) -> None:
     for doc in _until(docs, deadline, result):
         result.count(doc)
         if anywhere is not None and not anywhere(doc):
@@ -231,7 +231,7 @@ def _scan(docs: Iterable[GrepDoc], search: Callable[[str], Any], max_results: in
             return
 
 
-def _until(docs: Iterable[GrepDoc], deadline: float, result: GrepResult) -> Iterator[GrepDoc]:
+def _until(docs: Iterable[GrepDoc], deadline: float, result: GrepScan) -> Iterator[GrepDoc]:
     """The documents while time is left; past the deadline, result.stopped says so."""
     for doc in docs:
         if time.monotonic() > deadline:
@@ -286,8 +286,8 @@ def _matching_lines(text: str, search: Callable[[str], Any], deadline: float, *,
         at += len(line) + 1
 
 
-def _match(doc: GrepDoc, line_offset: int, line: str, column: int, shown_column: int) -> dict[str, Any]:
+def _match(doc: GrepDoc, line_offset: int, line: str, column: int, shown_column: int) -> GrepMatch:
     if len(line) > MAX_LINE_CHARS:  # keep the match in view on very long lines
         begin = max(0, min(shown_column - MAX_LINE_CHARS // 4, len(line) - MAX_LINE_CHARS))
         line = ("…" if begin else "") + line[begin:begin + MAX_LINE_CHARS] + "…"
-    return {**doc.source, **doc.locate(line_offset + column), "line": line}
+    return GrepMatch(**doc.source, **doc.locate(line_offset + column), line=line)

@@ -27,7 +27,7 @@ from appliance.keywords import keywords_field
 from appliance.locking import sync_lock
 from appliance.pipeline import EmbedWritePipeline, Work
 from appliance.records import Converted
-from appliance.results import Deleted, FileProblem, RunReport
+from appliance.results import Deleted, FileProblem, RunReport, Tally
 from appliance.reuse import IndexLookup, ReusingEmbed, embed_key
 from appliance.state import SyncProgress, record_finished_sync
 from appliance.store import SourceRow, chunk_row
@@ -53,7 +53,7 @@ small-file sync restarting workers. Memory stays bounded by the worker's rlimit.
 def ingest(core: Core, paths: Sequence[str | Path], *, require_absolute: bool = False,
            progress: Progress | None = None) -> RunReport:
     """Index the named files and everything under the named directories, replacing old content."""
-    report = RunReport()
+    report = Tally()
     files: list[FoundFile] = []
     for raw in paths:
         target, root = core.resolve(raw, require_absolute=require_absolute)
@@ -72,7 +72,7 @@ def ingest(core: Core, paths: Sequence[str | Path], *, require_absolute: bool = 
     known = core.index.sources_by_id([str(f.path) for f in files])
     on_file = (lambda done, total, path: progress("indexing", done, total, path)) if progress else None
     _index_files(core, files, report, on_file, _embedding(core, report), known=known, force=True)
-    return _finish(report)
+    return report.finish()
 
 
 def sync(core: Core, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
@@ -102,7 +102,7 @@ def sync(core: Core, path: str | Path | None = None, *, full: bool = False, clea
 
 def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool, discard_unrecoverable: bool,
                  forget_roots: bool, publisher: SyncProgress) -> RunReport:
-    report = RunReport()
+    report = Tally()
     under = None
     if path is not None:
         under, _root = core.resolve(path)
@@ -153,7 +153,7 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     report.seen += len(kept)
     report.updated += len(kept)
     core.index.refresh_indexes(wrote=bool(gone or stray or report.refreshed or core.index.unindexed_rows()))
-    result = _finish(report)
+    result = report.finish()
     record_finished_sync(core.settings.db_path, result.to_dict(), under)
     if seen is not None and index_before is not None and sync_stamp.nothing_changed(result) \
             and sync_stamp.index_state(core.settings.db_path) == index_before:  # nor did anyone else commit
@@ -209,13 +209,13 @@ def ingest_fetched(core: Core, key: str, converted: Converted) -> RunReport:
 
 
 def _ingest_converted(core: Core, source_id: str, kind: str, converted: Converted, digest: str, size: int) -> RunReport:
-    report = RunReport(seen=1)
+    report = Tally(seen=1)
     existed = core.index.source(source_id) is not None
     source = SourceRow(source_id=source_id, source_kind=kind, path=source_id, content_hash=digest, size=size)
     _write_batch(core, [(source, converted)], report, _embedding(core, report))
     report.added, report.updated = (0, 1) if existed else (1, 0)
     core.index.refresh_indexes()
-    return _finish(report)
+    return report.finish()
 
 
 def delete(core: Core, target: str, is_source: bool = False, *, require_absolute: bool = False) -> Deleted:
@@ -229,14 +229,14 @@ def delete(core: Core, target: str, is_source: bool = False, *, require_absolute
     return Deleted(source=source_id, chunks_removed=chunks)
 
 
-def _collect(item: FoundFile | Skipped, files: list[FoundFile], report: RunReport) -> None:
+def _collect(item: FoundFile | Skipped, files: list[FoundFile], report: Tally) -> None:
     if isinstance(item, FoundFile):
         files.append(item)
     else:
         report.skipped.append(FileProblem(printable(item.path), item.code, item.reason))
 
 
-def _index_files(core: Core, files: Sequence[FoundFile], report: RunReport,
+def _index_files(core: Core, files: Sequence[FoundFile], report: Tally,
                  on_file: Callable[[int, int, str], None] | None, embed: ReusingEmbed,
                  *, known: dict[str, SourceRow], force: bool, gone: Sequence[str] = (),
                  redo: frozenset[str] = frozenset()) -> None:
@@ -326,14 +326,14 @@ def _index_files(core: Core, files: Sequence[FoundFile], report: RunReport,
     core.index.refresh_indexes()
 
 
-def _write_batch(core: Core, batch: list[tuple[SourceRow, Converted]], report: RunReport, embed: ReusingEmbed) -> None:
+def _write_batch(core: Core, batch: list[tuple[SourceRow, Converted]], report: Tally, embed: ReusingEmbed) -> None:
     """Chunk, embed and store converted documents in one write, on this thread."""
     work = _prepare(core, batch)
     work.embed_with(embed)
     _store(core, [work], report)
 
 
-def _embedding(core: Core, report: RunReport, *, reuse: bool = True) -> ReusingEmbed:
+def _embedding(core: Core, report: Tally, *, reuse: bool = True) -> ReusingEmbed:
     """The model behind a lookup of vectors already in the index (reuse.py), counted into
     `report`; `reuse=False` (sync --clean, which trusts nothing stored) asks the model for
     every text, each distinct one once."""
@@ -378,7 +378,7 @@ def _prepare(core: Core, batch: list[tuple[SourceRow, Converted]], *,
     return work
 
 
-def _store(core: Core, works: list[Work], report: RunReport) -> None:
+def _store(core: Core, works: list[Work], report: Tally) -> None:
     """Write embedded works as one write: each source's chunks replaced, then its record."""
     rows = [r for w in works for r in w.rows]
     core.index.replace_sources([s for w in works for s in w.sources], rows)
@@ -394,11 +394,6 @@ def embedded_text(core: Core, chunk_index: int, text: str, title: str | None) ->
         return text
     titled = f"# {title}\n{text}"
     return titled if core.embedder.count_tokens(titled) <= core.embedder.window else text
-
-
-def _finish(report: RunReport) -> RunReport:
-    report.seconds = time.time() - report.started_at
-    return report
 
 
 def _pool(core: Core) -> ConvertPool:

@@ -19,9 +19,10 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, cast
 
 from appliance.errors import ApplianceError, NotFound, SyncBusy
+from appliance.results import JobPhase, RunReport, SyncJob
 from appliance.stopping import Stopped
 
 log = logging.getLogger(__name__)
@@ -34,51 +35,41 @@ MAX_PENDING_INGESTS = 4
 JobKind = Literal["sync", "ingest_data", "ingest_url"]
 
 
-class Report(Protocol):
-    """What a job keeps of the service's RunReport (jobs sits below the service: no import of it)."""
-
-    seen: int
-
-    def to_dict(self) -> dict[str, Any]: ...
-
-
-SyncRun = Callable[[Callable[[str, int, int, str], None]], Report]
-"""Runs the work, reporting progress(phase, done, total, path); returns a RunReport."""
+SyncRun = Callable[[Callable[[str, int, int, str], None]], RunReport]
+"""Runs the work, reporting progress(phase, done, total, path)."""
 
 
 @dataclass
-class SyncJob:
+class _Job:
+    """A job as its thread updates it; `record` is what a poller sees."""
+
     job_id: str
     path: str | None
     kind: JobKind = "sync"
     source: str | None = None
     """The source id (or URL) an ingest job writes; None for a sync."""
-    phase: str = "queued"
-    """queued -> scanning -> indexing -> succeeded | failed"""
+    phase: JobPhase = "queued"
     files_done: int = 0
     files_total: int = 0
     current_path: str = ""
     started_at: float = field(default_factory=time.time)
     finished_at: float | None = None
-    report: dict[str, Any] | None = None
+    report: RunReport | None = None
     error: dict[str, Any] | None = None
 
     @property
     def is_running(self) -> bool:
         return self.finished_at is None
 
-    def to_dict(self) -> dict[str, Any]:
-        report = self.report or {}
-        return {
-            "jobId": self.job_id, "kind": self.kind, "path": self.path, "source": self.source, "phase": self.phase,
-            "filesDone": self.files_done, "filesTotal": self.files_total, "currentPath": self.current_path or None,
-            "startedAt": self.started_at, "finishedAt": self.finished_at,
-            "elapsedSeconds": round((self.finished_at or time.time()) - self.started_at, 3),
-            "failures": [{"path": f["path"], "reason": f["reason"], "code": f.get("code")}
-                         for f in report.get("failed", [])],
-            "counts": {k: v for k, v in report.items() if k not in ("failed", "skipped")} or None,
-            "error": self.error,
-        }
+    def record(self) -> SyncJob:
+        report = self.report
+        counts = {k: v for k, v in report.to_dict().items() if k not in ("failed", "skipped")} if report else None
+        return SyncJob(job_id=self.job_id, kind=self.kind, path=self.path, source=self.source, phase=self.phase,
+                       files_done=self.files_done, files_total=self.files_total,
+                       current_path=self.current_path or None, started_at=self.started_at,
+                       finished_at=self.finished_at,
+                       elapsed_seconds=round((self.finished_at or time.time()) - self.started_at, 3),
+                       failures=list(report.failed) if report else [], counts=counts, error=self.error)
 
 
 class SyncJobs:
@@ -89,7 +80,7 @@ class SyncJobs:
         self._turn = threading.Condition()
         self._line: list[str] = []
         """Ingest job ids in arrival order; the first one embeds, the others wait in phase 'queued'."""
-        self._jobs: dict[str, SyncJob] = {}
+        self._jobs: dict[str, _Job] = {}
 
     def start(self, path: str | None, run: SyncRun) -> SyncJob:
         """Start a sync `run` in a daemon thread; SyncBusy if this registry already runs one."""
@@ -99,9 +90,9 @@ class SyncJobs:
                 raise SyncBusy(f"Sync job {running.job_id} is still running ({running.files_done}/"
                                f"{running.files_total} files)",
                                hint=f"Poll sync_status with jobId {running.job_id} until it finishes.")
-            job = self._add(SyncJob(job_id=uuid.uuid4().hex[:12], path=path))
+            job = self._add(_Job(job_id=uuid.uuid4().hex[:12], path=path))
         self._spawn(job, run)
-        return job
+        return job.record()
 
     def start_ingest(self, kind: JobKind, source: str, run: SyncRun) -> SyncJob:
         """Queue an ingest `run` (one document) behind the ingest jobs before it; SyncBusy when
@@ -111,12 +102,11 @@ class SyncJobs:
             if len(pending) >= MAX_PENDING_INGESTS:
                 raise SyncBusy(f"{len(pending)} ingest jobs are already running or queued in this server",
                                hint=f"Poll sync_status with jobId {pending[0].job_id}; submit more once one finishes.")
-            job = self._add(SyncJob(job_id=uuid.uuid4().hex[:12], path=None, kind=kind, source=source,
-                                    files_total=1))
+            job = self._add(_Job(job_id=uuid.uuid4().hex[:12], path=None, kind=kind, source=source, files_total=1))
             with self._turn:
                 self._line.append(job.job_id)
         self._spawn(job, run)
-        return job
+        return job.record()
 
     def get(self, job_id: str) -> SyncJob:
         with self._lock:
@@ -125,24 +115,24 @@ class SyncJobs:
             raise NotFound(f"No job {job_id!r} in this server process",
                            hint="Jobs live as long as the server process; sync_start and a large ingest_data "
                                 "or ingest_url start one.")
-        return job
+        return job.record()
 
     def recent(self, limit: int = 10) -> list[SyncJob]:
         """The newest jobs first."""
         with self._lock:
             jobs = sorted(self._jobs.values(), key=lambda j: j.started_at, reverse=True)
-        return jobs[:limit]
+        return [job.record() for job in jobs[:limit]]
 
-    def _add(self, job: SyncJob) -> SyncJob:
+    def _add(self, job: _Job) -> _Job:
         self._jobs[job.job_id] = job
         self._forget_old()
         return job
 
-    def _spawn(self, job: SyncJob, run: SyncRun) -> None:
+    def _spawn(self, job: _Job, run: SyncRun) -> None:
         thread = threading.Thread(target=self._run, args=(job, run), name=f"{job.kind}-{job.job_id}", daemon=True)
         thread.start()
 
-    def _run(self, job: SyncJob, run: SyncRun) -> None:
+    def _run(self, job: _Job, run: SyncRun) -> None:
         in_line = job.kind != "sync"
         if in_line:
             with self._turn:
@@ -151,11 +141,11 @@ class SyncJobs:
         job.current_path = job.source or ""
 
         def progress(phase: str, done: int, total: int, path: str) -> None:
-            job.phase, job.files_done, job.files_total, job.current_path = phase, done, total, path
+            job.phase, job.files_done, job.files_total, job.current_path = cast(JobPhase, phase), done, total, path
 
         try:
             report = run(progress)
-            job.report = report.to_dict()
+            job.report = report
             job.files_done = job.files_total = max(job.files_total, report.seen)
             job.phase = "succeeded"
         except ApplianceError as exc:

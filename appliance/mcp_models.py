@@ -3,9 +3,11 @@
 The service's records (appliance.results) are the shapes: `record_model` makes each one a
 pydantic model, with its fields under their wire names (camelCase, as wire.to_wire renders
 them) and the descriptions the records give (`Annotated[..., Doc(...)]`), so a field added to
-a record reaches the output schema with nothing to edit here. What is written here is what is
-not such a record: the error envelope, the unions of results, and the shapes the service builds
-as dicts (a hit, a grep match, a job, a run report, the sync progress).
+a record reaches the output schema with nothing to edit here. What is written here is what no
+record of the service holds: the error envelope (errors are raised, and the adapters write them),
+the status answer when the configuration is broken (the adapters write it too), the progress of
+the running sync (another process's file, passed on as it was written, keys unknown to this
+version included), and the unions of results.
 
 Every model tolerates extra fields, so a field the service grows later reaches
 clients without a schema change breaking validation on their side.
@@ -53,48 +55,6 @@ class ErrorResult(BaseModel):
     error: ErrorInfo
 
 
-class Failure(_Out):
-    path: str
-    reason: str
-    code: str | None = None
-
-
-class RunReport(_Out):
-    seen: int = Field(description="Files or items looked at.")
-    added: int
-    updated: int
-    unchanged: int
-    refreshed: int = Field(0, description="Unchanged content whose file metadata was refreshed.")
-    deleted: int = 0
-    skippedCount: int = 0
-    failedCount: int = 0
-    skipped: list[dict[str, Any]] = []
-    failed: list[dict[str, Any]] = []
-    chunks: int = Field(0, description="Chunks written.")
-    chunksEmbedded: int = Field(0, description="Chunks whose text went to the embedding model.")
-    chunksReused: int = Field(0, description=(
-        "Chunks whose text the index had embedded before (same model and scheme): the stored vector was reused."))
-    seconds: float = 0.0
-
-
-class SyncJob(_Out):
-    jobId: str = Field(description="Poll sync_status with it until phase is succeeded or failed.")
-    kind: Literal["sync", "ingest_data", "ingest_url"] = Field(
-        "sync", description="sync_start's reconcile, or an ingest too large to finish within the call.")
-    path: str | None = None
-    source: str | None = Field(None, description="The source id an ingest job writes (null for a sync).")
-    phase: Literal["queued", "scanning", "indexing", "succeeded", "failed"]
-    filesDone: int
-    filesTotal: int
-    currentPath: str | None = None
-    startedAt: float
-    finishedAt: float | None = None
-    elapsedSeconds: float
-    failures: list[Failure] = Field([], description="Files that could not be indexed, with the reason.")
-    counts: dict[str, Any] | None = Field(None, description="Final counts once the job has succeeded.")
-    error: ErrorInfo | None = Field(None, description="Why the whole job failed (phase 'failed').")
-
-
 class SyncRunning(_Out):
     """The sync holding the index's lock now, whichever process started it."""
     pid: int | None = None
@@ -112,81 +72,6 @@ class SyncRunning(_Out):
     filesPerSecond: float | None = None
     etaSeconds: int | None = Field(None, description="Estimated seconds until every file is converted.")
     updatedAt: float | None = None
-
-
-class Hit(_Out):
-    filePath: str | None = Field(None, description="Absolute path for files; null for data/url sources.")
-    source: str
-    sourceKind: str
-    displayPath: str = Field(description="Path relative to its root (or the source id): use it in citations.")
-    title: str | None = None
-    chunkIndex: int
-    text: str = Field(description="The matched passage only; the full section is parents[parentId].")
-    parentId: str | None = None
-    heading: str | None = None
-    startLine: int | None = Field(None, description="First line in the source file (text files only).")
-    endLine: int | None = None
-    pageStart: int | None = Field(None, description="First PDF page (1-based) of the passage; cite it.")
-    pageEnd: int | None = Field(None, description="Last PDF page of the passage.")
-    slide: int | None = Field(None, description="Slide number of a presentation's passage.")
-    sheet: str | None = Field(None, description="Sheet name of a workbook's passage.")
-    alsoIn: list[dict[str, Any]] | None = Field(None, description=(
-        "Other places holding the same passage (source, displayPath, chunkIndex and its location); "
-        "collapsed into this hit so the results are distinct passages."))
-
-
-class SourceRef(_Out):
-    source: str
-    displayPath: str
-    title: str | None = None
-    sourceKind: str
-
-
-class SearchResults(_Out):
-    query: str
-    results: list[Hit]
-    parents: dict[str, str] = Field(description="parentId -> the text of the section the hit sits in.")
-    sources: list[SourceRef] = []
-    trimmed: dict[str, Any] | None = Field(None, description=(
-        "Set when the reply was cut to its text budget: how many parent sections and hits were left out."))
-
-
-class GrepMatch(_Out):
-    filePath: str | None = Field(None, description="Absolute path for files; null for data/url sources.")
-    source: str = Field(description="The file path or the data/url source id: pass it to read_file.")
-    sourceKind: str
-    displayPath: str = Field(description="Path relative to its root (or the source id): use it in citations.")
-    title: str | None = None
-    lineNumber: int | None = Field(None, description=(
-        "Line in the source (text, Markdown, JSON files; text/Markdown items); null for converted formats."))
-    pageStart: int | None = Field(None, description="First page of the passage the match is in (PDF, scans).")
-    pageEnd: int | None = Field(None, description="Last page of that passage; equal to pageStart on one page.")
-    slide: int | None = Field(None, description="Slide number (presentations).")
-    sheet: str | None = Field(None, description="Sheet name (workbooks).")
-    heading: str | None = Field(None, description="The section the match is in (heading path, slide, sheet).")
-    chunkIndex: int = Field(description="The chunk the match is in: read_chunk_neighbors reads around it.")
-    line: str = Field(description="The matching line of the indexed text (at most 400 characters around the match).")
-
-
-class GrepResults(_Out):
-    pattern: str
-    regex: bool
-    matches: list[GrepMatch]
-    matchCount: int
-    documentsSearched: int = Field(description="Indexed documents searched (files, data and url items).")
-    filesSearched: int = Field(description="Of them, files.")
-    documentsIndexed: int = Field(description=(
-        "Indexed documents the filters select: all of them were searched unless truncated or stopped."))
-    unindexedFiles: int = Field(
-        0, description="Files under the roots (within the filters) not indexed yet: not searched.")
-    failedFiles: int = Field(0, description="Files that failed to index (no text): not searched.")
-    staleFiles: int = Field(0, description="Files changed on disk since indexing: searched as last indexed.")
-    note: str | None = Field(None, description="What was not searched and what to do about it, in a sentence.")
-    truncated: bool = Field(description="True when maxResults was reached before every document was searched.")
-    stopped: Literal["deadline", "regex_timeout"] | None = Field(
-        None, description="Why the scan was cut short, if it was; the matches so far are still returned.")
-    skipped: list[dict[str, str]] = []
-    seconds: float
 
 
 class StatusUnavailable(_Out):
@@ -218,13 +103,12 @@ class _Record(BaseModel):
 
 
 FIELD_SHAPES: dict[tuple[type, str], Any] = {
-    (results.Neighbors, "chunks"): list[Hit],
+    (results.SyncJob, "error"): ErrorInfo | None,
     (results.SyncActivity, "running"): SyncRunning | None,
-    (results.SyncActivity, "jobs"): list[SyncJob],
     (results.Status, "sync_running"): SyncRunning | None,
     (results.RootList, "index_error"): ErrorInfo | None,
 }
-"""Record fields the service keeps as dicts (or lists of them) whose shape is written above."""
+"""Record fields the service keeps as dicts whose shape is written above."""
 
 
 @cache
@@ -318,21 +202,21 @@ def _record(record: type) -> Shape:
 
 
 ERROR = Shape("ErrorResult", ErrorResult)
-SYNC_JOB = Shape("SyncJob", SyncJob)
-SYNC_STATUS = Shape("SyncStatus", _union(SyncJob, record_model(results.SyncActivity)),
+SYNC_JOB = _record(results.SyncJob)
+SYNC_STATUS = Shape("SyncStatus", _union(SYNC_JOB.type, record_model(results.SyncActivity)),
                     "One job (with a jobId), or the index's sync activity (without).")
-RUN_REPORT = Shape("RunReport", RunReport)
-INGEST_OUTCOME = Shape("IngestOutcome", _union(RunReport, SyncJob), (
+RUN_REPORT = _record(results.RunReport)
+INGEST_OUTCOME = Shape("IngestOutcome", _union(RUN_REPORT.type, SYNC_JOB.type), (
     "The finished run report, or (content above INGEST_FOREGROUND_MAX_BYTES) the job embedding it."))
-SEARCH_RESULTS = Shape("SearchResults", SearchResults)
+SEARCH_RESULTS = _record(results.SearchResults)
 SEARCH_MARKDOWN = _record(results.SearchMarkdown)
-SEARCH_ANSWER = Shape("SearchAnswer", _union(SearchResults, record_model(results.SearchMarkdown)),
+SEARCH_ANSWER = Shape("SearchAnswer", _union(SEARCH_RESULTS.type, SEARCH_MARKDOWN.type),
                       'The JSON answer, or (format "markdown") one Markdown block.')
 NEIGHBORS = _record(results.Neighbors)
 DOCUMENT = _record(results.Document)
 FILE_LIST = _record(results.FileList)
 DELETED = _record(results.Deleted)
-GREP_RESULTS = Shape("GrepResults", GrepResults)
+GREP_RESULTS = _record(results.GrepResults)
 ROOT_LIST = _record(results.RootList)
 STATUS = Shape("Status", _union(StatusReport, StatusUnavailable), (
     "Configuration and index health; configError instead when the configuration cannot be used."))

@@ -36,8 +36,9 @@ _WIRE_DEFAULTS: dict[int, dict[str, Any]] = {_FILES: {"reason": None}, _SOURCES:
 
 
 def json_chars(value: Any) -> int:
-    """Characters of `value` as JSON, encoded as tool replies are (runtime.result_text)."""
-    return len(json.dumps(value, ensure_ascii=False, default=str))
+    """Characters of `value` (a record in its wire shape) as JSON, encoded as tool replies are
+    (runtime.result_text)."""
+    return len(json.dumps(to_wire(value), ensure_ascii=False, default=str))
 
 
 def page_after(files: list[FileState], sources: list[ItemState], *, scope: str | None,

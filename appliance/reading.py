@@ -15,13 +15,15 @@ from appliance.ingest import convert
 from appliance.ingest.chunk import reconstruct
 from appliance.ingest.discover import FoundFile, Skipped, printable, walk
 from appliance.paging import MAX_PAGE_CHARS, READ_PAGE_CHARS, text_page
-from appliance.query.assemble import hit_dict
+from appliance.query.assemble import passage
 from appliance.results import (
     ChangedFile,
     Document,
     FailedFile,
     FileList,
     FileState,
+    GrepResults,
+    Hit,
     IndexedFile,
     ItemState,
     MissingFile,
@@ -32,7 +34,7 @@ from appliance.results import (
 from appliance.store import SourceRow
 
 if TYPE_CHECKING:
-    from appliance.grep import GrepDoc, GrepResult
+    from appliance.grep import GrepDoc
 
 
 GREP_BATCH_CHUNKS = 2000
@@ -110,7 +112,8 @@ def read_neighbors(core: Core, target: str, is_source: bool, chunk_index: int, *
             break
         kept.add(i)
         used += len(around[i].text)
-    return Neighbors(source=source_id, chunk_index=chunk_index, chunks=[hit_dict(around[i]) for i in sorted(kept)],
+    return Neighbors(source=source_id, chunk_index=chunk_index,
+                     chunks=[Hit(**passage(around[i])) for i in sorted(kept)],
                      omitted_before=sum(1 for i in around if i < chunk_index and i not in kept),
                      omitted_after=sum(1 for i in around if i > chunk_index and i not in kept))
 
@@ -146,7 +149,7 @@ def list_files(core: Core, *, scope: str | None = None, include_ignored: bool = 
 
 def grep(core: Core, pattern: str, *, regex: bool = False, case_sensitive: bool = False, scope: str | None = None,
          root: str | None = None, file_glob: str | None = None, max_results: int = 100,
-         require_absolute: bool = False) -> GrepResult:
+         require_absolute: bool = False) -> GrepResults:
     """Matching lines in the indexed text of every indexed document: files of every format
     (PDF, Office, EPUB, OCRed scans, text), ingest_data items and fetched pages.
 
@@ -176,10 +179,9 @@ def grep(core: Core, pattern: str, *, regex: bool = False, case_sensitive: bool 
                       if not s.error_code and selected(s.source_kind, s.source_id, s.root, s.path)),
                      key=lambda s: s.source_id)
     coverage = _grep_coverage(core, known, len(indexed), under or root_path, selected)
-    result = grep(_grep_documents(core, indexed), pattern, is_regex=regex, case_sensitive=case_sensitive,
-                  max_results=max_results)
-    result.coverage = coverage
-    return result
+    scan = grep(_grep_documents(core, indexed), pattern, is_regex=regex, case_sensitive=case_sensitive,
+                max_results=max_results)
+    return scan.results(**coverage)
 
 
 def _grep_documents(core: Core, sources: Sequence[SourceRow]) -> Iterator[GrepDoc]:
@@ -229,7 +231,7 @@ def _grep_coverage(core: Core, known: dict[str, SourceRow], indexed: int, under:
     if not indexed and not notes:
         notes.append("no indexed document matches the filters")
     note = "; ".join(notes) + "." if notes else None
-    return {"documentsIndexed": indexed, "unindexedFiles": new, "failedFiles": failed, "staleFiles": changed,
+    return {"documents_indexed": indexed, "unindexed_files": new, "failed_files": failed, "stale_files": changed,
             "note": note[0].upper() + note[1:] if note else None}
 
 

@@ -18,38 +18,6 @@ class FileProblem:
         return {"path": self.path, "code": self.code, "reason": self.reason}
 
 
-@dataclass
-class RunReport:
-    """What an ingest or sync did; counts add up to what it saw."""
-
-    seen: int = 0
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    refreshed: int = 0
-    deleted: int = 0
-    skipped: list[FileProblem] = field(default_factory=list)
-    failed: list[FileProblem] = field(default_factory=list)
-    chunks: int = 0
-    embedded: int = 0
-    reused: int = 0
-    seconds: float = 0.0
-    started_at: float = field(default_factory=time.time)
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"seen": self.seen, "added": self.added, "updated": self.updated,
-                "unchanged": self.unchanged, "refreshed": self.refreshed, "deleted": self.deleted,
-                "skippedCount": len(self.skipped), "failedCount": len(self.failed),
-                "skipped": [s.to_dict() for s in self.skipped], "failed": [f.to_dict() for f in self.failed],
-                "chunks": self.chunks,
-                "chunksEmbedded": self.embedded, "chunksReused": self.reused,
-                "seconds": round(self.seconds, 3), "startedAt": self.started_at}
-
-
 ABSENT_WHEN_NONE = "absent_when_none"
 """Field metadata: the wire shape leaves the key out when the value is None (wire.to_wire)."""
 NULL_IN_TOOLS = "null_in_tools"
@@ -65,6 +33,94 @@ class Doc:
     (mcp_models, generated from these records) carry it."""
 
     text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunReport:
+    """What an ingest or sync did; counts add up to what it saw."""
+
+    seen: Annotated[int, Doc("Files or items looked at.")]
+    added: int
+    updated: int
+    unchanged: int
+    refreshed: Annotated[int, Doc("Unchanged content whose file metadata was refreshed.")] = 0
+    deleted: int = 0
+    skipped_count: int = 0
+    failed_count: int = 0
+    skipped: list[FileProblem] = field(default_factory=list)
+    failed: list[FileProblem] = field(default_factory=list)
+    chunks: Annotated[int, Doc("Chunks written.")] = 0
+    chunks_embedded: Annotated[int, Doc("Chunks whose text went to the embedding model.")] = 0
+    chunks_reused: Annotated[int, Doc(
+        "Chunks whose text the index had embedded before (same model and scheme): the stored vector was reused.")] = 0
+    seconds: float = 0.0
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form (the last-sync record, the sync stamp, a job's counts): the wire shape too."""
+        return {"seen": self.seen, "added": self.added, "updated": self.updated,
+                "unchanged": self.unchanged, "refreshed": self.refreshed, "deleted": self.deleted,
+                "skippedCount": self.skipped_count, "failedCount": self.failed_count,
+                "skipped": [s.to_dict() for s in self.skipped], "failed": [f.to_dict() for f in self.failed],
+                "chunks": self.chunks, "chunksEmbedded": self.chunks_embedded, "chunksReused": self.chunks_reused,
+                "seconds": self.seconds, "startedAt": self.started_at}
+
+
+@dataclass
+class Tally:
+    """What an ingest or sync counts while it runs (progress reads it); `finish` gives its RunReport."""
+
+    seen: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    refreshed: int = 0
+    deleted: int = 0
+    skipped: list[FileProblem] = field(default_factory=list)
+    failed: list[FileProblem] = field(default_factory=list)
+    chunks: int = 0
+    embedded: int = 0
+    reused: int = 0
+    started_at: float = field(default_factory=time.time)
+
+    def finish(self) -> RunReport:
+        """The run's report, timed from `started_at` until now."""
+        return RunReport(seen=self.seen, added=self.added, updated=self.updated, unchanged=self.unchanged,
+                         refreshed=self.refreshed, deleted=self.deleted, skipped_count=len(self.skipped),
+                         failed_count=len(self.failed), skipped=list(self.skipped), failed=list(self.failed),
+                         chunks=self.chunks, chunks_embedded=self.embedded, chunks_reused=self.reused,
+                         seconds=round(time.time() - self.started_at, 3), started_at=self.started_at)
+
+
+JobPhase = Literal["queued", "scanning", "indexing", "succeeded", "failed"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncJob:
+    """A background job (a sync, or an ingest too large for one call) as it is now."""
+
+    job_id: Annotated[str, Doc("Poll sync_status with it until phase is succeeded or failed.")]
+    kind: Annotated[Literal["sync", "ingest_data", "ingest_url"], Doc(
+        "sync_start's reconcile, or an ingest too large to finish within the call.")] = "sync"
+    path: str | None = None
+    source: Annotated[str | None, Doc("The source id an ingest job writes (null for a sync).")] = None
+    phase: JobPhase
+    files_done: int
+    files_total: int
+    current_path: str | None = None
+    started_at: float
+    finished_at: float | None = None
+    elapsed_seconds: float
+    failures: Annotated[list[FileProblem], Doc("Files that could not be indexed, with the reason.")] \
+        = field(default_factory=list)
+    counts: Annotated[dict[str, Any] | None, Doc("Final counts once the job has succeeded.")] = None
+    """RunReport.to_dict without the skipped and failed files."""
+    error: Annotated[dict[str, Any] | None, Doc("Why the whole job failed (phase 'failed').")] = None
+    """ApplianceError.to_dict: code, message, hint."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,8 +164,7 @@ class Neighbors:
 
     source: str
     chunk_index: int
-    chunks: list[dict[str, Any]]
-    """Hits as query.assemble.hit_dict shapes them."""
+    chunks: list[Hit]
     omitted_before: Annotated[int, Doc("Requested chunks before the hit left out to stay within maxChars.")]
     omitted_after: Annotated[int, Doc("Requested chunks after the hit left out to stay within maxChars.")]
 
@@ -120,8 +175,7 @@ class SyncActivity:
 
     running: Annotated[dict[str, Any] | None, Doc("Null when no sync runs.")]
     last_sync: Annotated[dict[str, Any] | None, Doc("The last finished sync's counts and failures.")]
-    jobs: Annotated[list[Any], Doc("This server's recent background jobs, newest first.")]
-    """jobs.SyncJob records, newest first."""
+    jobs: Annotated[list[SyncJob], Doc("This server's recent background jobs, newest first.")]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,6 +264,124 @@ class Document:
         = field(default=None, metadata=_NULL_IN_TOOLS)
     total_pages: Annotated[int | None, Doc("With a page range: the last page (or slide) with text.")] \
         = field(default=None, metadata=_NULL_IN_TOOLS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Passage:
+    """A stored chunk as a hit shows it: its document, its place in it and its text."""
+
+    file_path: Annotated[str | None, Doc("Absolute path for files; null for data/url sources.")] = None
+    source: str
+    source_kind: str
+    display_path: Annotated[str, Doc("Path relative to its root (or the source id): use it in citations.")]
+    title: str | None = None
+    chunk_index: int
+    text: Annotated[str, Doc("The matched passage only; the full section is parents[parentId].")]
+    parent_id: str | None = None
+    heading: str | None = None
+    start_line: Annotated[int | None, Doc("First line in the source file (text files only).")] = None
+    end_line: int | None = None
+    page_start: Annotated[int | None, Doc("First PDF page (1-based) of the passage; cite it.")] = None
+    page_end: Annotated[int | None, Doc("Last PDF page of the passage.")] = None
+    slide: Annotated[int | None, Doc("Slide number of a presentation's passage.")] = None
+    sheet: Annotated[str | None, Doc("Sheet name of a workbook's passage.")] = None
+    doc_class: str | None = None
+    also_in: Annotated[list[dict[str, Any]] | None, Doc(
+        "Other places holding the same passage (source, displayPath, chunkIndex and its location); "
+        "collapsed into this hit so the results are distinct passages.")] = None
+    """query.distinct's places of the copies, for a search hit; always None around a hit."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Ranking:
+    score: float | None = None
+    distance: float | None = None
+    """None when only the keyword side found the passage."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Snapshot:
+    snapshot_date: str | None = field(default=None, metadata=_ABSENT)
+    also_unchanged_on: list[str] | None = field(default=None, metadata=_ABSENT)
+    """The dates of the later snapshots this dated passage is unchanged in (set with snapshot_date)."""
+
+
+# Bases are listed so the fields come in wire order: a Passage's, the ranking's, the snapshot's.
+@dataclass(frozen=True, kw_only=True)
+class Hit(_Snapshot, Passage):
+    """A chunk read around a hit (read_chunk_neighbors): a passage without a ranking."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankedHit(_Snapshot, _Ranking, Passage):
+    """A search hit: the passage with its fused score and vector distance."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceRef:
+    """A document some hit comes from, once per document."""
+
+    source: str
+    display_path: str
+    title: str | None = None
+    source_kind: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchResults:
+    """Hits in rank order, each parent section's text once, and the documents they come from."""
+
+    query: str
+    results: list[RankedHit]
+    parents: Annotated[dict[str, str], Doc("parentId -> the text of the section the hit sits in.")]
+    sources: list[SourceRef] = field(default_factory=list)
+    trimmed: Annotated[dict[str, Any] | None, Doc(
+        "Set when the reply was cut to its text budget: how many parent sections and hits were left out.")] \
+        = field(default=None, metadata=_NULL_IN_TOOLS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GrepMatch:
+    """One matching line and where it is: the line (sources with lines), else the chunk's pages, slide or sheet."""
+
+    source: Annotated[str, Doc("The file path or the data/url source id: pass it to read_file.")]
+    source_kind: str
+    file_path: Annotated[str | None, Doc("Absolute path for files; null for data/url sources.")] = None
+    display_path: Annotated[str, Doc("Path relative to its root (or the source id): use it in citations.")]
+    title: str | None = None
+    chunk_index: Annotated[int, Doc("The chunk the match is in: read_chunk_neighbors reads around it.")]
+    heading: Annotated[str | None, Doc("The section the match is in (heading path, slide, sheet).")] = None
+    page_start: Annotated[int | None, Doc("First page of the passage the match is in (PDF, scans).")] = None
+    page_end: Annotated[int | None, Doc("Last page of that passage; equal to pageStart on one page.")] = None
+    slide: Annotated[int | None, Doc("Slide number (presentations).")] = None
+    sheet: Annotated[str | None, Doc("Sheet name (workbooks).")] = None
+    line_number: Annotated[int | None, Doc(
+        "Line in the source (text, Markdown, JSON files; text/Markdown items); null for converted formats.")] = None
+    line: Annotated[str, Doc("The matching line of the indexed text (at most 400 characters around the match).")]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GrepResults:
+    """grep's matches in document order, what was searched, and what could not be (with a note saying so)."""
+
+    pattern: str
+    regex: bool
+    matches: list[GrepMatch]
+    match_count: int
+    documents_searched: Annotated[int, Doc("Indexed documents searched (files, data and url items).")]
+    files_searched: Annotated[int, Doc("Of them, files.")]
+    documents_indexed: Annotated[int, Doc(
+        "Indexed documents the filters select: all of them were searched unless truncated or stopped.")]
+    unindexed_files: Annotated[int, Doc(
+        "Files under the roots (within the filters) not indexed yet: not searched.")] = 0
+    failed_files: Annotated[int, Doc("Files that failed to index (no text): not searched.")] = 0
+    stale_files: Annotated[int, Doc("Files changed on disk since indexing: searched as last indexed.")] = 0
+    note: Annotated[str | None, Doc("What was not searched and what to do about it, in a sentence.")] = None
+    truncated: Annotated[bool, Doc("True when maxResults was reached before every document was searched.")]
+    stopped: Annotated[Literal["deadline", "regex_timeout"] | None, Doc(
+        "Why the scan was cut short, if it was; the matches so far are still returned.")] = None
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    seconds: float
 
 
 @dataclass(frozen=True, kw_only=True)

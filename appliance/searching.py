@@ -10,12 +10,12 @@ from appliance.core import Core
 from appliance.errors import ApplianceError, InvalidArgument
 from appliance.ingest.discover import contained_root
 from appliance.keywords import language, query_terms
-from appliance.query.assemble import RANK_COLUMNS, SearchResult, assemble, within_budget
+from appliance.query.assemble import RANK_COLUMNS, assemble, within_budget
 from appliance.query.distinct import collapse
 from appliance.query.filters import Filter
 from appliance.query.hybrid import Side, cap_distance, cap_files, fuse, group_cut
 from appliance.records import RankedChunk
-from appliance.results import SearchMarkdown
+from appliance.results import SearchMarkdown, SearchResults
 
 MAX_QUERY_CHARS = 4000
 
@@ -24,7 +24,7 @@ _KEYWORD_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="bm25")
 
 
 def search(core: Core, query: str, *, top_k: int = 10, scope: str | None = None,
-           doc_class: str | None = None) -> SearchResult:
+           doc_class: str | None = None) -> SearchResults:
     """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse)."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidArgument("The query is empty", hint="Ask with a few words or an exact identifier.")
@@ -38,7 +38,7 @@ def search(core: Core, query: str, *, top_k: int = 10, scope: str | None = None,
         return _search(core, query, top_k, scope, doc_class)
 
 
-def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: str | None) -> SearchResult:
+def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: str | None) -> SearchResults:
     where = _filters(core, scope, doc_class)
     fetch = max(top_k * 4, 40)
     weight = core.settings.hybrid_weight
@@ -102,7 +102,7 @@ def gather(core: Core, query: str, *, top_k: int = 10, scope: str | None = None,
             or not 0 <= context_lines <= MAX_CONTEXT_LINES:
         raise InvalidArgument(
             f"contextLines must be an integer from 0 to {MAX_CONTEXT_LINES}, not {context_lines!r}")
-    answer = search(core, query, top_k=top_k, scope=scope, doc_class=doc_class).to_dict()
+    answer = search(core, query, top_k=top_k, scope=scope, doc_class=doc_class)
 
     def read_lines(path: str) -> list[str] | None:
         try:
@@ -113,5 +113,5 @@ def gather(core: Core, query: str, *, top_k: int = 10, scope: str | None = None,
         except (ApplianceError, OSError, ValueError):
             return None
 
-    return SearchMarkdown(query=answer["query"], result_count=len(answer["results"]),
+    return SearchMarkdown(query=answer.query, result_count=len(answer.results),
                           markdown=render_markdown(answer, context_lines=context_lines, read_lines=read_lines))

@@ -22,21 +22,22 @@ from appliance.results import (
     Deleted,
     Document,
     FileList,
+    GrepResults,
     Neighbors,
     RootList,
     RunReport,
     SearchMarkdown,
+    SearchResults,
     Status,
     SyncActivity,
+    SyncJob,
 )
 from appliance.state import read_last_sync, running_sync
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from appliance.grep import GrepResult
-    from appliance.jobs import SyncJob, SyncJobs
-    from appliance.query.assemble import SearchResult
+    from appliance.jobs import SyncJobs
 
 __all__ = ["Appliance", "Progress", "RunReport"]
 
@@ -72,7 +73,7 @@ class Appliance(Core):
 
     # ---- reading ---------------------------------------------------------------
     def search(self, query: str, *, top_k: int = 10, scope: str | None = None,
-               doc_class: str | None = None) -> SearchResult:
+               doc_class: str | None = None) -> SearchResults:
         """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse)."""
         return searching.search(self, query, top_k=top_k, scope=scope, doc_class=doc_class)
 
@@ -110,7 +111,7 @@ class Appliance(Core):
     # ---- exact match and background sync (the MCP server's grep / sync_start / sync_status) ----
     def grep(self, pattern: str, *, regex: bool = False, case_sensitive: bool = False, scope: str | None = None,
              root: str | None = None, file_glob: str | None = None, max_results: int = 100,
-             require_absolute: bool = False) -> GrepResult:
+             require_absolute: bool = False) -> GrepResults:
         """Matching lines in the indexed text of every indexed document: files of every format (PDF, Office, EPUB, OCRed
         scans, text), ingest_data items and fetched pages."""
         return reading.grep(self, pattern, regex=regex, case_sensitive=case_sensitive, scope=scope, root=root,

@@ -265,7 +265,7 @@ def _sync(runtime: Runtime) -> dict[str, Any]:
 def _search(runtime: Runtime, query: str, top_k: int) -> dict[str, Any]:
     if not query.strip():
         raise InvalidArgument("The query is empty", hint="Ask with a few words or an exact identifier.")
-    data = runtime.appliance().search(query, top_k=top_k).to_dict()
+    data: dict[str, Any] = to_wire(runtime.appliance().search(query, top_k=top_k))
     data.pop("parents", None)  # the page shows the passages; a document opens whole
     for hit in data["results"]:
         hit["citation"] = f"{hit['displayPath']}{hit_place(hit)}"

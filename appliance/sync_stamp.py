@@ -29,7 +29,7 @@ from appliance.config import Settings
 from appliance.ingest import formats
 from appliance.ingest.discover import FoundFile, Skipped, walk
 from appliance.locking import sync_lock
-from appliance.results import FileProblem, RunReport
+from appliance.results import FileProblem, RunReport, Tally
 from appliance.state import read_json, record_finished_sync, write_json
 
 STAMP_FILE = "unchanged_sync.json"
@@ -108,7 +108,7 @@ def replay(settings: Settings) -> RunReport | None:
     saved = read_json(db_path, STAMP_FILE)
     if not saved or saved.get("inputs") != inputs_digest(settings):
         return None
-    started = time.monotonic()
+    started = time.time()
     with sync_lock(db_path):
         if index_state(db_path) != saved.get("index"):
             return None
@@ -117,18 +117,17 @@ def replay(settings: Settings) -> RunReport | None:
             files.add(item)
         if files.hexdigest() != saved.get("files"):
             return None
-        report = _report(saved["report"])
-        report.seconds = time.monotonic() - started
+        report = _report(saved["report"], started)
         record_finished_sync(db_path, report.to_dict(), None)
     return report
 
 
-def _report(data: dict[str, Any]) -> RunReport:
+def _report(data: dict[str, Any], started: float) -> RunReport:
     def problems(entries: Iterable[dict[str, Any]]) -> list[FileProblem]:
         return [FileProblem(e["path"], e["code"], e["reason"]) for e in entries]
 
-    return RunReport(seen=data["seen"], unchanged=data["unchanged"], skipped=problems(data["skipped"]),
-                     failed=problems(data["failed"]))
+    return Tally(seen=data["seen"], unchanged=data["unchanged"], skipped=problems(data["skipped"]),
+                 failed=problems(data["failed"]), started_at=started).finish()
 
 
 def _digest(parts: Any) -> str:

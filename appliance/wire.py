@@ -14,12 +14,8 @@ def camel(name: str) -> str:
 
 
 def to_wire(value: Any) -> Any:
-    """A record (and the records inside it) as JSON data: fields in declaration order under camelCase names.
-
-    A record with its own `to_dict` (RunReport, SearchResult, GrepResult, SyncJob) gives that;
+    """A record (and the records inside it) as JSON data: fields in declaration order under camelCase names;
     a dict's keys are data (paths, settings, error fields) and pass unchanged."""
-    if hasattr(value, "to_dict"):
-        return to_wire(value.to_dict())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out: dict[str, Any] = {}
         for f in dataclasses.fields(value):

@@ -134,7 +134,7 @@ def _writer(source_index: Path, docs: Path, into: Path, batch: int, repeats: int
     """Commit the rows of `source_index` again (copied up to `min_chunks`) into fresh indexes, `batch` per commit."""
     from appliance import indexing
     from appliance.pipeline import Work
-    from appliance.results import RunReport
+    from appliance.results import Tally
     from appliance.store import chunk_schema
 
     source = _app(docs, source_index)
@@ -154,7 +154,7 @@ def _writer(source_index: Path, docs: Path, into: Path, batch: int, repeats: int
     rates = []
     for n in range(repeats):
         target = _app(docs, into / f"w{n}")
-        report = RunReport()
+        report = Tally()
         started = time.perf_counter()
         pending: list[Work] = []
         for work in works:

@@ -26,7 +26,7 @@ from appliance import stopping
 from appliance.cluster import ClusterUnavailable, ClusterUnreachable, NodeMismatch
 from appliance.cluster.node import Fingerprint, NodeInfo, Unit, UnitResult, check_node, index_unit
 from appliance.errors import ApplianceError
-from appliance.results import FileProblem, RunReport
+from appliance.results import FileProblem, RunReport, Tally
 from appliance.store import SourceRow
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class RayIndexer:
     write_seconds: float = 0.0
 
     def __call__(self, todo: Sequence[tuple[FoundFile, str]], members: dict[Path, Member],
-                 known: dict[str, SourceRow], report: RunReport,
+                 known: dict[str, SourceRow], report: Tally,
                  on_file: Callable[[int, int, str], None] | None) -> None:
         units = self.units(todo, members)
         task = self.ray.remote(index_unit).options(num_cpus=self.cpus_per_task, max_retries=TASK_RETRIES,
@@ -189,7 +189,7 @@ class RayIndexer:
             units.append(Unit([s for _d, s in ordered], [d for d, _s in ordered]))
         return units
 
-    def _result(self, ref: Any, unit: Unit, report: RunReport) -> UnitResult | None:
+    def _result(self, ref: Any, unit: Unit, report: Tally) -> UnitResult | None:
         """The task's result; None when Ray lost it for good (its files are left to the next sync)."""
         try:
             result: UnitResult = self.ray.get(ref)
@@ -207,7 +207,7 @@ class RayIndexer:
             return None
 
     @staticmethod
-    def _count(result: UnitResult, known: dict[str, SourceRow], report: RunReport) -> None:
+    def _count(result: UnitResult, known: dict[str, SourceRow], report: Tally) -> None:
         for source_id in result.converted:
             if source_id in known:
                 report.updated += 1
@@ -217,7 +217,7 @@ class RayIndexer:
         report.embedded += result.embedded
         report.reused += result.reused
 
-    def _write(self, works: list[Work], report: RunReport) -> None:
+    def _write(self, works: list[Work], report: Tally) -> None:
         from appliance import indexing
 
         started = time.perf_counter()

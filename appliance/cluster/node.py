@@ -177,7 +177,7 @@ def index_unit(expected: Fingerprint, settings: Settings, unit: Unit, reuse: boo
     """Convert, cut and embed one unit on this node; nothing is written here."""
     from appliance import indexing
     from appliance.pipeline import Work
-    from appliance.results import FileProblem, RunReport
+    from appliance.results import FileProblem, Tally
 
     core, pool = _node_state(expected, settings, threads)
     result = UnitResult(works=[], converted=[], host=socket.gethostname())
@@ -195,7 +195,7 @@ def index_unit(expected: Fingerprint, settings: Settings, unit: Unit, reuse: boo
             dates.append(unit.dates[n])
     if converted:
         work = indexing._prepare(core, converted, snapshot_dates=dates if unit.dates is not None else None)
-        tally = RunReport()  # only its embedded/reused counts are used
+        tally = Tally()  # only its embedded/reused counts are used
         work.embed_with(indexing._embedding(core, tally, reuse=reuse))
         result.works.append(work)
         result.embedded, result.reused = tally.embedded, tally.reused

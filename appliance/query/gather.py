@@ -9,10 +9,10 @@ character budget as the JSON reply.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from appliance.citations import hit_place
+from appliance.citations import hit_place, place
 from appliance.paging import REPLY_BUDGET_CHARS
+from appliance.results import RankedHit, SearchResults
 
 MAX_CONTEXT_LINES = 20
 
@@ -29,27 +29,27 @@ def _fence(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
-def _excerpt(hit: dict[str, Any], context_lines: int, read_lines: ReadLines) -> str:
-    start, end = hit.get("startLine"), hit.get("endLine")
-    if context_lines and hit.get("filePath") and start and end:
-        lines = read_lines(hit["filePath"])
+def _excerpt(hit: RankedHit, context_lines: int, read_lines: ReadLines) -> str:
+    start, end = hit.start_line, hit.end_line
+    if context_lines and hit.file_path and start and end:
+        lines = read_lines(hit.file_path)
         if lines and end <= len(lines):
             first, last = max(1, start - context_lines), min(len(lines), end + context_lines)
             return "\n".join(lines[first - 1:last])
-    return str(hit["text"])
+    return hit.text
 
 
-def render_markdown(answer: dict[str, Any], *, context_lines: int, read_lines: ReadLines,
+def render_markdown(answer: SearchResults, *, context_lines: int, read_lines: ReadLines,
                     budget: int = REPLY_BUDGET_CHARS) -> str:
-    """The JSON answer (SearchResult.to_dict()) as numbered Markdown hits, within `budget` characters."""
-    hits = answer["results"]
-    parts = [f"Search results for: {answer['query']}\n"]
+    """The search answer as numbered Markdown hits, within `budget` characters."""
+    hits = answer.results
+    parts = [f"Search results for: {answer.query}\n"]
     used = len(parts[0])
     for rank, hit in enumerate(hits, start=1):
-        where = f"{hit['displayPath']}{hit_place(hit)}"
-        heading = f" — {hit['heading']}" if hit.get("heading") else (f" — {hit['title']}" if hit.get("title") else "")
+        where = hit.display_path + place(hit.start_line, hit.page_start, hit.page_end, hit.slide, hit.sheet)
+        heading = f" — {hit.heading}" if hit.heading else (f" — {hit.title}" if hit.title else "")
         also = (" (also in " + ", ".join(f"{a.get('displayPath') or a.get('source')}{hit_place(a)}"
-                                         for a in hit["alsoIn"]) + ")") if hit.get("alsoIn") else ""
+                                         for a in hit.also_in) + ")") if hit.also_in else ""
         body = _excerpt(hit, context_lines, read_lines).strip("\n")
         fence = _fence(body)
         block = f"{rank}. {where}{heading}{also}\n{fence}\n{body}\n{fence}\n"

@@ -15,6 +15,7 @@ from appliance.citations import hit_place
 from appliance.config import load_settings, read_environment
 from appliance.server import Runtime, create_server
 from appliance.service import Appliance
+from appliance.wire import to_wire
 from tests.adapters.test_mcp_jobs_paging import ROOT, HashEmbedder
 from tests.fixtures.pdf_writer import write_pdf
 
@@ -78,7 +79,7 @@ CASES = [
 @pytest.mark.parametrize(("query", "needle", "fields", "place"), CASES, ids=["pdf-page", "pptx-slide", "xlsx-sheet"])
 def test_hits_say_where_they_come_from(app_and_server, query: str, needle: str, fields: dict, place: str) -> None:
     app, server = app_and_server
-    via_service = _hit(app.search(query, top_k=5).to_dict()["results"], needle)
+    via_service = _hit(to_wire(app.search(query, top_k=5))["results"], needle)
     via_mcp = _hit(_mcp(server, "query_documents", {"query": query, "topK": 5})["results"], needle)
     for hit in (via_service, via_mcp):
         assert {k: hit.get(k) for k in fields} == fields
@@ -94,7 +95,7 @@ def test_hits_say_where_they_come_from(app_and_server, query: str, needle: str, 
 def test_pdf_pages_each_start_their_own_chunks(app_and_server) -> None:
     """A chunk never runs over a page break, and the rebuilt document has no page markers."""
     app, _ = app_and_server
-    hit = _hit(app.search("zebra quartz phrase", top_k=5).to_dict()["results"], "zebra quartz")
+    hit = _hit(to_wire(app.search("zebra quartz phrase", top_k=5))["results"], "zebra quartz")
     assert "harbour" not in hit["text"] and "garden" not in hit["text"]
     doc = app.read(hit["filePath"])
     assert "<!-- Page number" not in doc.content and "zebra quartz" in doc.content

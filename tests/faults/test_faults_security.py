@@ -31,6 +31,7 @@ from appliance.errors import ApplianceError
 from appliance.ingest import fetch
 from appliance.server import Runtime, create_server
 from appliance.service import Appliance
+from appliance.wire import to_wire
 from tests.fixtures.http_fakes import (  # noqa: F401  (public, internal: fixtures)
     BAD_URLS,
     PRIVATE_IP,
@@ -266,8 +267,8 @@ def test_inside_paths_work_and_a_sync_skips_every_escaping_link(layout: Layout, 
     report = app.sync()
     indexed = sorted(s.source_id for s in app.index.source_rows())
     assert indexed == [str(layout.docs / n) for n in ("a.md", "inner-link.md", "sub/b.md")], report.to_dict()
-    found = app.search("TOPSECRET_PAYLOAD_9931 secret lives outside the root").to_dict()
-    assert found["results"] and SECRET not in json.dumps([found["results"], found["parents"]])
+    found = app.search("TOPSECRET_PAYLOAD_9931 secret lives outside the root")
+    assert found.results and SECRET not in json.dumps(to_wire(found))
     a = str(layout.docs / "a.md")
     assert app.read(a).content.startswith("# Alpha")
     assert app.read_neighbors(a, False, 0).chunks

@@ -36,7 +36,7 @@ def test_clean_keeps_ingested_data_and_urls(make_app, tmp_path: Path) -> None:
     kinds = {s.source_id: s.source_kind for s in app.index.source_rows()}
     assert kinds["notes/meeting-7"] == "data" and sum(k == "file" for k in kinds.values()) == 3
     hit = app.search("zorblatt harbour crane budget", top_k=1).results[0]
-    assert hit["source"] == "notes/meeting-7"
+    assert hit.source == "notes/meeting-7"
     assert "harbour crane" in app.read("notes/meeting-7", is_source=True).content
 
 

@@ -40,7 +40,7 @@ def synced(tmp_path_factory: pytest.TempPathFactory, models_dir: Path, real_embe
 
 
 def _hits(app, query: str, scope: str | None = None) -> list[tuple[str, float]]:  # type: ignore[no-untyped-def]
-    return [(f"{h['source']}#{h['chunkIndex']}", h["score"]) for h in app.search(query, top_k=TOP_K, scope=scope).results]
+    return [(f"{h.source}#{h.chunk_index}", h.score) for h in app.search(query, top_k=TOP_K, scope=scope).results]
 
 
 def _check_one_ranking(synced: SimpleNamespace) -> int:

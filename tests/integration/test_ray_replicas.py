@@ -43,7 +43,7 @@ def _reader(docs: str, index: str, models: str, stop: Any, out: Any, name: int) 
         result = app.search(query, top_k=5)
         chunks = app.index.chunks()
         version = chunks.version if chunks is not None else 0
-        answers.append((time.time(), version, [(h["source"], h["chunkIndex"], h["text"]) for h in result.results]))
+        answers.append((time.time(), version, [(h.source, h.chunk_index, h.text) for h in result.results]))
         time.sleep(0.3)
     out.put((name, answers))
 

@@ -122,7 +122,7 @@ def test_ray_sync_equals_a_local_sync(cluster: Any, docs: Path, models_dir: Path
     app = _app(docs, tmp_path / "index", models_dir)
     indexers: list[Any] = []
     report = sync_on_ray(app, "local", indexer_out=indexers)
-    assert report.failed == [] and report.added == len(FILES) and report.embedded == report.chunks > 50
+    assert report.failed == [] and report.added == len(FILES) and report.chunks_embedded == report.chunks > 50
     assert indexers[0].writes >= 1 and {n.package for n in indexers[0].nodes} == {str(ROOT / "appliance")}
     _assert_same(_contents(app), local)
 
@@ -134,7 +134,7 @@ def test_ray_sync_equals_a_local_sync(cluster: Any, docs: Path, models_dir: Path
     try:
         edited.write_text(original + "\n\nA closing paragraph about Ray clusters and one writer.\n", encoding="utf-8")
         changed = sync_on_ray(app, "local")
-        assert changed.updated == 1 and changed.reused >= 1 and changed.embedded >= 1, changed.to_dict()
+        assert changed.updated == 1 and changed.chunks_reused >= 1 and changed.chunks_embedded >= 1, changed.to_dict()
     finally:
         shutil.copy2(Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared")) / "corpus" / "ocrmypdf" /
                      "linn.txt", edited)

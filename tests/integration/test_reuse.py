@@ -89,7 +89,7 @@ def test_editing_one_paragraph_embeds_only_the_chunks_that_changed(tmp_path: Pat
     doc.write_text(note("pressure", sections=20), "utf-8")
     first = app.sync()
     before = {r["embed_key"] for r in rows(app)}
-    assert first.embedded == len(embedder.passages) == first.chunks > 20 and first.reused == 0
+    assert first.chunks_embedded == len(embedder.passages) == first.chunks > 20 and first.chunks_reused == 0
 
     embedder.passages.clear()
     doc.write_text(note("pressure", sections=20).replace("Section 7 explains", "Section 7, revised in May, explains", 1))
@@ -97,8 +97,8 @@ def test_editing_one_paragraph_embeds_only_the_chunks_that_changed(tmp_path: Pat
     after = rows(app)
     changed = [r for r in after if r["embed_key"] not in before]
     assert 1 <= len(changed) < len(after) / 4
-    assert second.embedded == len(embedder.passages) == len(changed)
-    assert second.reused == len(after) - len(changed) and second.chunks == len(after)
+    assert second.chunks_embedded == len(embedder.passages) == len(changed)
+    assert second.chunks_reused == len(after) - len(changed) and second.chunks == len(after)
     assert all("revised in May" in t or "Section 7" in t for t in embedder.passages)
     assert second.to_dict()["chunksEmbedded"] == len(changed)
 
@@ -111,27 +111,27 @@ def test_renamed_moved_and_copied_files_and_a_second_root_embed_nothing(tmp_path
     folder(docs, "papers")
     first = app.sync()
     stored = vectors_by_text(app)
-    assert first.embedded == first.chunks == len(stored) > 20
+    assert first.chunks_embedded == first.chunks == len(stored) > 20
 
     def sync_without_the_model() -> Any:
         embedder.passages.clear()
         report = app.sync()
-        assert embedder.passages == [] and report.embedded == 0, embedder.passages
+        assert embedder.passages == [] and report.chunks_embedded == 0, embedder.passages
         assert vectors_by_text(app) == stored  # every text keeps the vector it was given the first time
         return report
 
     (docs / "papers").rename(docs / "renamed")
     renamed = sync_without_the_model()
-    assert (renamed.added, renamed.deleted, renamed.reused) == (7, 7, first.chunks)
+    assert (renamed.added, renamed.deleted, renamed.chunks_reused) == (7, 7, first.chunks)
     assert not rows(app, "starts_with(source_id, '" + str(docs / "papers") + "/')")
 
     (docs / "elsewhere").mkdir()
     (docs / "renamed" / "note-3.md").rename(docs / "elsewhere" / "moved.md")
-    assert sync_without_the_model().reused > 0
+    assert sync_without_the_model().chunks_reused > 0
 
     shutil.copytree(docs / "renamed", docs / "copy")
     copied = sync_without_the_model()
-    assert copied.added == 6 and copied.reused == copied.chunks > 0
+    assert copied.added == 6 and copied.chunks_reused == copied.chunks > 0
 
     shutil.copytree(docs / "renamed", second_root / "renamed")
     assert sync_without_the_model().added == 6
@@ -152,7 +152,7 @@ def test_rows_of_an_index_written_before_embed_key_existed_are_reused(tmp_path: 
     embedder.passages.clear()
     (tmp_path / "docs" / "papers").rename(tmp_path / "docs" / "renamed")
     report = old.sync()
-    assert embedder.passages == [] and report.embedded == 0 and report.reused == len(stored)
+    assert embedder.passages == [] and report.chunks_embedded == 0 and report.chunks_reused == len(stored)
     assert vectors_by_text(old) == stored
     assert all(r["embed_key"] for r in rows(old))  # rewritten rows carry their key
 
@@ -165,17 +165,18 @@ def test_a_change_of_model_or_scheme_embeds_everything_again(tmp_path: Path, mon
 
     other = CountingEmbedder(model_id="test/another-model")
     report = build(tmp_path, other).sync(full=True)
-    assert report.embedded == len(other.passages) == report.chunks == first.chunks and report.reused == 0
+    assert report.chunks_embedded == len(other.passages) == report.chunks == first.chunks and report.chunks_reused == 0
 
     for module in ("core", "sync_plan", "indexing", "health"):  # every module that reads the scheme
         monkeypatch.setattr(f"appliance.{module}.SCHEME_VERSION", "structure-v99")
     rescheme = CountingEmbedder(model_id="test/another-model")
     report = build(tmp_path, rescheme).sync()
-    assert report.updated == 7 and report.embedded == len(rescheme.passages) == report.chunks and report.reused == 0
+    assert report.updated == 7 and report.chunks_embedded == len(rescheme.passages) == report.chunks
+    assert report.chunks_reused == 0
 
     clean = CountingEmbedder(model_id="test/another-model")
     report = build(tmp_path, clean).sync(clean=True)
-    assert report.embedded == len(clean.passages) == report.chunks and report.reused == 0
+    assert report.chunks_embedded == len(clean.passages) == report.chunks and report.chunks_reused == 0
 
 
 def test_a_text_repeated_within_one_sync_is_embedded_once(tmp_path: Path) -> None:
@@ -184,8 +185,8 @@ def test_a_text_repeated_within_one_sync_is_embedded_once(tmp_path: Path) -> Non
     folder(tmp_path / "docs", "a")
     shutil.copytree(tmp_path / "docs" / "a", tmp_path / "docs" / "b")
     report = app.sync()
-    assert report.chunks == 2 * report.embedded == 2 * len(embedder.passages) == 2 * len(set(embedder.passages))
-    assert report.reused == report.embedded
+    assert report.chunks == 2 * report.chunks_embedded == 2 * len(embedder.passages) == 2 * len(set(embedder.passages))
+    assert report.chunks_reused == report.chunks_embedded
 
 
 KILLED_SYNC = """
@@ -230,8 +231,8 @@ def test_a_sync_after_a_killed_one_reuses_what_the_killed_one_left(tmp_path: Pat
     report = app.sync()
     final = rows(app)
     never_written = {r["embed_key"] for r in final} - written
-    assert report.ok and report.embedded == len(embedder.passages) == len(never_written) > 0
-    assert report.reused >= first.chunks and report.embedded + report.reused == report.chunks
+    assert report.ok and report.chunks_embedded == len(embedder.passages) == len(never_written) > 0
+    assert report.chunks_reused >= first.chunks and report.chunks_embedded + report.chunks_reused == report.chunks
     assert {r["source_id"].split("/")[-2] for r in final} == {"renamed", "aa-new"}
     assert app.status().index.consistency_warning is None
 
@@ -266,7 +267,7 @@ def test_a_writer_in_another_process_during_a_reusing_sync_loses_nothing(tmp_pat
     embedder.passages.clear()
     report = app.sync()
     assert writer.wait(300) == 0
-    assert report.ok and report.reused >= first.chunks
+    assert report.ok and report.chunks_reused >= first.chunks
     assert all(stored[t] == v for t, v in vectors_by_text(app).items() if t in stored)
     sources = {s.source_id for s in app.index.source_rows()}
     items = {f"item-{n}" for n in range(12) if n % 4 != 2}
@@ -288,13 +289,13 @@ def test_a_reused_vector_is_the_one_the_model_computes(tmp_path: Path, models_di
     original.sync()
     (tmp_path / "a" / "docs" / "copy.md").write_text(manual)
     report = original.sync()
-    assert report.embedded == 0 and report.reused == report.chunks > 1
+    assert report.chunks_embedded == 0 and report.chunks_reused == report.chunks > 1
     reused = {r["chunk_index"]: r["vector"] for r in rows(original, "source_id LIKE '%copy.md'")}
     first = {r["chunk_index"]: r["vector"] for r in rows(original, "source_id LIKE '%manual.md'")}
 
     fresh_app = app_factory(tmp_path / "b", models_dir, real_embedder)()
     (tmp_path / "b" / "docs" / "copy.md").write_text(manual)
-    assert fresh_app.sync().embedded == len(reused)
+    assert fresh_app.sync().chunks_embedded == len(reused)
     fresh = {r["chunk_index"]: r["vector"] for r in rows(fresh_app)}
     assert reused.keys() == fresh.keys() == first.keys()
     for i, vector in reused.items():

@@ -60,7 +60,7 @@ def synced(tmp_path_factory: pytest.TempPathFactory, models_dir: Path, real_embe
 
 
 def _top(result) -> str:  # type: ignore[no-untyped-def]
-    return Path(result.results[0]["source"]).name
+    return Path(result.results[0].source).name
 
 
 def test_russian_query_finds_english_passage_and_vice_versa(synced: SimpleNamespace) -> None:
@@ -69,7 +69,7 @@ def test_russian_query_finds_english_passage_and_vice_versa(synced: SimpleNamesp
     # The model puts the answer only ~0.003 closer than the German library filler (0.187 vs 0.190), and
     # onnxruntime's threads and batch padding move distances by ~0.001 between runs: top two, not top one.
     russian = app.search("Когда начинается окно обслуживания биллинга?", top_k=3)
-    assert "billing-maintenance.md" in [Path(h["source"]).name for h in russian.results[:2]]
+    assert "billing-maintenance.md" in [Path(h.source).name for h in russian.results[:2]]
     # The vector side alone carries meaning across languages; at the default weight an
     # English query that shares a word ("hours") with an English document lets BM25 lean
     # towards it, which is the documented trade-off of keyword-leaning fusion.
@@ -81,9 +81,9 @@ def test_russian_query_finds_english_passage_and_vice_versa(synced: SimpleNamesp
 def test_identifier_missed_by_vectors_is_found_by_bm25(synced: SimpleNamespace) -> None:
     keyword = synced.app.search("ERR_ZORBLATT_7741", top_k=3)
     assert _top(keyword) == "importer-errors.md"
-    assert "ERR_ZORBLATT_7741" in keyword.results[0]["text"]
+    assert "ERR_ZORBLATT_7741" in keyword.results[0].text
     vector_only = synced.make_app(RAG_HYBRID_WEIGHT="0.0").search("ZORBLATT", top_k=10)
-    assert all(h["distance"] is not None for h in vector_only.results)
+    assert all(h.distance is not None for h in vector_only.results)
 
 
 def test_row_added_after_fts_index_is_found_by_keyword(make_app, corpus: Path) -> None:
@@ -95,18 +95,18 @@ def test_row_added_after_fts_index_is_found_by_keyword(make_app, corpus: Path) -
     assert 0 < app.status().index.unindexed_rows < store.FOLD_DUE_ROWS  # not folded yet: a small write waits
     keyword_only = make_app(corpus, RAG_HYBRID_WEIGHT="1.0").search("QUUXWIDGET42", top_k=3)
     assert _top(keyword_only) == "late.md"
-    assert keyword_only.results[0]["text"].count("QUUXWIDGET42") == 1
+    assert keyword_only.results[0].text.count("QUUXWIDGET42") == 1
 
 
 def test_response_carries_parents_sources_and_lines(synced: SimpleNamespace) -> None:
     result = synced.app.search("billing maintenance window", top_k=2)
     hit = result.results[0]
-    assert hit["parentId"] in result.parents
-    assert EN_PASSAGE[:40] in result.parents[hit["parentId"]]
-    assert hit["startLine"] >= 1 and hit["endLine"] >= hit["startLine"]
-    assert hit["pageStart"] is None and hit["slide"] is None and hit["sheet"] is None  # a text file: lines
-    assert result.sources[0]["displayPath"] == "billing-maintenance.md"
-    assert result.sources[0]["title"] == "Billing maintenance"
+    assert hit.parent_id in result.parents
+    assert EN_PASSAGE[:40] in result.parents[hit.parent_id]
+    assert hit.start_line >= 1 and hit.end_line >= hit.start_line
+    assert hit.page_start is None and hit.slide is None and hit.sheet is None  # a text file: lines
+    assert result.sources[0].display_path == "billing-maintenance.md"
+    assert result.sources[0].title == "Billing maintenance"
 
 
 def test_top_k_is_bounded_and_empty_queries_refused(synced: SimpleNamespace) -> None:
@@ -125,7 +125,7 @@ def test_top_k_is_bounded_and_empty_queries_refused(synced: SimpleNamespace) -> 
 def test_odd_queries_get_a_ranked_answer(synced: SimpleNamespace, query: str) -> None:
     hits = synced.app.search(query, top_k=5).results
     assert 1 <= len(hits) <= 5
-    assert all(h["distance"] is not None for h in hits)
+    assert all(h.distance is not None for h in hits)
 
 
 def test_a_2000_word_query_is_refused_with_a_clear_error(synced: SimpleNamespace) -> None:
@@ -142,7 +142,7 @@ def test_scope_stops_at_a_separator(make_app, tmp_path: Path) -> None:
     app = make_app(docs)
     app.sync()
     scoped = app.search("alpha release notes", scope=str(docs / "proj"))
-    assert {Path(h["source"]).parent.name for h in scoped.results} == {"proj"}
+    assert {Path(h.source).parent.name for h in scoped.results} == {"proj"}
 
 
 def test_sync_removes_deleted_and_skips_unchanged(make_app, corpus: Path) -> None:
@@ -151,7 +151,7 @@ def test_sync_removes_deleted_and_skips_unchanged(make_app, corpus: Path) -> Non
     (corpus / "filler-0.md").unlink()
     again = app.sync()
     assert again.deleted == 1 and again.unchanged == 7 and again.added == 0
-    assert all(Path(h["source"]).name != "filler-0.md" for h in app.search("office plants watering").results)
+    assert all(Path(h.source).name != "filler-0.md" for h in app.search("office plants watering").results)
 
 
 def test_changed_model_identity_refuses_queries(synced: SimpleNamespace) -> None:
@@ -166,4 +166,4 @@ def test_read_rebuilds_document_and_neighbors_surround_a_hit(synced: SimpleNames
     doc = app.read(str(corpus / "billing-maintenance.md"))
     assert " ".join(doc.content.split()) == " ".join(f"# Billing maintenance\n\n{EN_PASSAGE}".split())
     around = app.read_neighbors(str(corpus / "billing-maintenance.md"), False, 0, before=1, after=1)
-    assert around.chunks[0]["chunkIndex"] == 0
+    assert around.chunks[0].chunk_index == 0

@@ -59,7 +59,7 @@ def test_reconcile_scenarios(make_app, tmp_path: Path) -> None:
     _adds_up(changed)
     assert (changed.updated, changed.added, changed.deleted) == (1, 1, 2)
     assert set(_state(app)) == {str(docs / "b.txt"), str(docs / "sub" / "c2.md")}
-    assert "volcano" in app.search("volcano tours", top_k=1).results[0]["text"]
+    assert "volcano" in app.search("volcano tours", top_k=1).results[0].text
 
     # a symlink that escapes is ignored; one that stays inside is indexed under its own name
     outside = tmp_path / "outside.md"
@@ -150,11 +150,11 @@ def test_snapshot_sequence_is_deduplicated_and_hits_carry_dates(make_app, tmp_pa
     report = app.sync()
     assert report.ok and report.added == 4
     hits = app.search("warehouse Tromsø anchors ropes marine paint", top_k=10).results
-    top = [h for h in hits if "Tromsø" in h["text"]]
-    assert len(top) == 1 and top[0]["snapshotDate"] == "2026-03-01"
-    assert top[0]["alsoUnchangedOn"] == ["2026-03-02", "2026-03-03", "2026-03-04"]
-    prices = {h["snapshotDate"]: h["alsoUnchangedOn"] for h in app.search("Anchor price", top_k=20).results
-              if "Anchor price" in h["text"]}
+    top = [h for h in hits if "Tromsø" in h.text]
+    assert len(top) == 1 and top[0].snapshot_date == "2026-03-01"
+    assert top[0].also_unchanged_on == ["2026-03-02", "2026-03-03", "2026-03-04"]
+    prices = {h.snapshot_date: h.also_unchanged_on for h in app.search("Anchor price", top_k=20).results
+              if "Anchor price" in h.text}
     assert prices == {"2026-03-01": [], "2026-03-02": [], "2026-03-03": ["2026-03-04"]}
 
     full = make_app(docs, DB_PATH=str(tmp_path / "plain"), NO_SNAPSHOT_DEDUPE="1")

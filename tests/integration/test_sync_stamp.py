@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from appliance import indexing, sync_stamp
+from appliance import sync_stamp
 from appliance.errors import SyncBusy
 from appliance.locking import sync_lock
+from appliance.results import Tally
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = {"a.md": "# Alpha\n\nThe harbour lantern is lit at dusk.\n",
@@ -85,17 +86,17 @@ def test_another_writer_in_between_is_seen(app: Any, make_app: Callable[..., Any
 def test_a_commit_during_the_quiet_sync_leaves_no_stamp(app: Any, make_app: Callable[..., Any],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     other = make_app(app.settings.roots[0])
-    finish = indexing._finish
+    finish = Tally.finish
 
     committed: list[bool] = []
 
-    def commit_then_finish(report: Any) -> Any:  # after the sync's reads, before its stamp
+    def commit_then_finish(tally: Tally) -> Any:  # after the sync's reads, before its stamp
         if not committed:
-            committed.append(True)  # ingest_data finishes its own report through here too
+            committed.append(True)  # ingest_data finishes its own tally through here too
             other.ingest_data("notes/during", "Written while the sync ran.")
-        return finish(report)
+        return finish(tally)
 
-    monkeypatch.setattr(indexing, "_finish", commit_then_finish)
+    monkeypatch.setattr(Tally, "finish", commit_then_finish)
     quiet = app.sync()
     assert quiet.unchanged == 2
     assert sync_stamp.replay(app.settings) is None

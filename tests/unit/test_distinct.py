@@ -43,22 +43,30 @@ def test_short_or_merely_related_passages_stay_apart() -> None:
 
 
 def test_a_reply_over_its_budget_loses_low_ranked_parents_first_then_hits() -> None:
-    from appliance.paging import json_chars
-    from appliance.query.assemble import SearchResult, within_budget
+    from dataclasses import replace
 
-    hits = [{"source": f"/d/{i}.md", "parentId": f"p{i}", "text": "h" * 1000} for i in range(10)]
+    from appliance.paging import json_chars
+    from appliance.query.assemble import within_budget
+    from appliance.results import RankedHit, SearchResults, SourceRef
+    from appliance.wire import to_wire
+
+    hits = [RankedHit(source=f"/d/{i}.md", source_kind="file", display_path=f"{i}.md", chunk_index=0,
+                      parent_id=f"p{i}", text="h" * 1000) for i in range(10)]
     parents = {f"p{i}": "s" * 5000 for i in range(10)}
-    sources = [{"source": h["source"]} for h in hits]
-    fits = within_budget(SearchResult("q", [dict(h) for h in hits], dict(parents), list(sources)), budget=10**6)
+    answer = SearchResults(query="q", results=hits, parents=parents,
+                           sources=[SourceRef(source=h.source, display_path=h.display_path, source_kind="file")
+                                    for h in hits])
+    fits = within_budget(answer, budget=10**6)
     assert fits.trimmed is None and len(fits.parents) == 10
-    cut = within_budget(SearchResult("q", [dict(h) for h in hits], dict(parents), list(sources)), budget=30_000)
+    cut = within_budget(answer, budget=30_000)
     kept = len(cut.parents)
     assert len(cut.results) == 10 and sorted(cut.parents) == [f"p{i}" for i in range(kept)] and 0 < kept < 10
-    assert cut.trimmed["parentsOmitted"] == 10 - kept and cut.trimmed["hitsOmitted"] == 0
-    assert json_chars(cut.to_dict()) <= 30_000 < json_chars({**cut.to_dict(), "parents": parents})
-    tiny = within_budget(SearchResult("q", [dict(h) for h in hits], dict(parents), list(sources)), budget=3_500)
+    assert cut.trimmed is not None and cut.trimmed["parentsOmitted"] == 10 - kept and cut.trimmed["hitsOmitted"] == 0
+    assert json_chars(cut) <= 30_000 < json_chars(replace(cut, parents=parents))
+    tiny = within_budget(answer, budget=3_500)
     n = len(tiny.results)
-    assert 1 <= n < 10 and tiny.parents == {} and tiny.trimmed["hitsOmitted"] == 10 - n
-    assert [s["source"] for s in tiny.sources] == [f"/d/{i}.md" for i in range(n)]
-    assert json_chars(tiny.to_dict()) <= 3_500  # the whole reply, keys and the note included
-    assert "trimmed" in tiny.to_dict()
+    assert 1 <= n < 10 and tiny.parents == {} and tiny.trimmed is not None and tiny.trimmed["hitsOmitted"] == 10 - n
+    assert [s.source for s in tiny.sources] == [f"/d/{i}.md" for i in range(n)]
+    assert json_chars(tiny) <= 3_500  # the whole reply, keys and the note included
+    assert "trimmed" in to_wire(tiny)
+    assert answer.parents == parents and len(answer.results) == 10  # the answer itself is left as it was

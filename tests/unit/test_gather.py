@@ -1,39 +1,47 @@
 """The Markdown rendering of a search answer: citations, context lines, fences and the budget."""
 from __future__ import annotations
 
+from typing import Any
+
 from appliance.citations import hit_place
 from appliance.query.gather import render_markdown
+from appliance.results import RankedHit, SearchResults
 
 
-def hit(**fields: object) -> dict:
-    return {"displayPath": "a.md", "text": "the passage", "filePath": "/docs/a.md", **fields}
+def hit(**fields: Any) -> RankedHit:
+    return RankedHit(**{"display_path": "a.md", "text": "the passage", "file_path": "/docs/a.md",
+                        "source": "/docs/a.md", "source_kind": "file", "chunk_index": 0, **fields})
+
+
+def answer(*hits: RankedHit) -> SearchResults:
+    return SearchResults(query="q", results=list(hits), parents={})
 
 
 def test_text_file_hits_bring_their_surrounding_lines() -> None:
     lines = [f"line {n}" for n in range(1, 11)]
-    out = render_markdown({"query": "q", "results": [hit(startLine=5, endLine=6, heading="Intro")]},
+    out = render_markdown(answer(hit(start_line=5, end_line=6, heading="Intro")),
                           context_lines=1, read_lines=lambda path: lines)
     assert "1. a.md:5 — Intro\n```\nline 4\nline 5\nline 6\nline 7\n```" in out
 
 
 def test_paged_hits_cite_their_page_and_keep_the_passage() -> None:
-    out = render_markdown({"query": "q", "results": [hit(pageStart=3, pageEnd=4, filePath="/docs/b.pdf",
-                                                         displayPath="b.pdf", alsoIn=[{"displayPath": "b.docx"}])]},
+    out = render_markdown(answer(hit(page_start=3, page_end=4, file_path="/docs/b.pdf", display_path="b.pdf",
+                                     also_in=[{"displayPath": "b.docx"}])),
                           context_lines=3, read_lines=lambda path: None)
     assert out.splitlines()[2] == "1. b.pdf pp.3-4 (also in b.docx)" and "the passage" in out
 
 
 def test_a_passage_with_backticks_gets_a_longer_fence() -> None:
-    out = render_markdown({"query": "q", "results": [hit(text="run ```make``` now")]}, context_lines=0,
+    out = render_markdown(answer(hit(text="run ```make``` now")), context_lines=0,
                           read_lines=lambda path: None)
     assert "````\nrun ```make``` now\n````" in out
 
 
 def test_the_block_stays_within_its_budget_and_says_what_it_left_out() -> None:
     results = [hit(text="x" * 500) for _ in range(10)]
-    out = render_markdown({"query": "q", "results": results}, context_lines=0, read_lines=lambda p: None, budget=2000)
+    out = render_markdown(answer(*results), context_lines=0, read_lines=lambda p: None, budget=2000)
     assert len(out) < 2300 and "more hits left out" in out and "\n4. " not in out
-    assert render_markdown({"query": "q", "results": []}, context_lines=0, read_lines=lambda p: None).endswith(
+    assert render_markdown(answer(), context_lines=0, read_lines=lambda p: None).endswith(
         "No passage matched.\n")
 
 

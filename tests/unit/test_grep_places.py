@@ -39,9 +39,9 @@ def test_every_match_has_the_line_it_is_on_in_the_source() -> None:
     out = grep([GrepDoc.from_chunks(rows)], r"\S+", is_regex=True, max_results=500)
     assert len(out.matches) == sum(1 for line in source if line.strip())
     for m in out.matches:
-        assert m["line"].strip() in source[m["lineNumber"] - 1], m
+        assert m.line_number is not None and m.line.strip() in source[m.line_number - 1], m
     tail = grep([GrepDoc.from_chunks(rows)], "tail_WORD").matches
-    assert [m["lineNumber"] for m in tail] == [source.index(LONG) + 1] and tail[0]["chunkIndex"] == len(rows) - 1
+    assert [m.line_number for m in tail] == [source.index(LONG) + 1] and tail[0].chunk_index == len(rows) - 1
 
 
 def test_a_line_range_gives_the_source_lines_back() -> None:
@@ -64,7 +64,7 @@ def test_pages_come_from_the_page_markers() -> None:
     doc = GrepDoc.from_chunks(rows)
     for n in (1, 2, 3):
         (m,) = grep([doc], f"PAGE_MARK_{n}").matches
-        assert (m["pageStart"], m["pageEnd"], m["lineNumber"]) == (n, n, None)
+        assert (m.page_start, m.page_end, m.line_number) == (n, n, None)
     two = page_range("x", rows, 2, 2)
     assert "PAGE_MARK_2" in two.content and "PAGE_MARK_1" not in two.content and two.total_pages == 3
 
@@ -73,7 +73,7 @@ def test_markup_is_searched_as_a_person_reads_it() -> None:
     rows = rows_of("The gasket memo GASKET\\_MEMO\\_4410 is **very** important\n\nPlain a\\*b\n", lines=False)
     doc = GrepDoc.from_chunks(rows)
     (m,) = grep([doc], "GASKET_MEMO_4410").matches
-    assert m["line"] == "The gasket memo GASKET_MEMO_4410 is very important"
+    assert m.line == "The gasket memo GASKET_MEMO_4410 is very important"
     assert len(grep([doc], "memo gasket_memo_4410 is very").matches) == 1
     assert len(grep([doc], "a*b").matches) == 1
     assert len(grep([doc], "GASKET\\_MEMO").matches) == 1  # the stored Markdown still matches too
@@ -99,7 +99,7 @@ def test_a_runaway_regex_is_stopped_per_line_and_the_scan_says_so() -> None:
     out = grep(docs, "(a|aa)+$", is_regex=True, deadline_s=5.0)  # exponential backtracking
     assert time.monotonic() - started < 4 and out.stopped == "regex_timeout"
     found = grep(docs, r"ERR_\w+", is_regex=True)
-    assert [(m["lineNumber"], m["line"]) for m in found.matches] == [(2, "ERR_ONE here")] and found.stopped is None
+    assert [(m.line_number, m.line) for m in found.matches] == [(2, "ERR_ONE here")] and found.stopped is None
     assert found.documents_searched == found.files_searched == 1
 
 
@@ -110,4 +110,4 @@ def test_a_reply_of_long_matching_lines_stays_within_the_reply_budget() -> None:
     markdown = "\n\n".join(line for _ in range(400))
     out = grep([GrepDoc.from_chunks(rows_of(markdown, lines=True, budget=2000))], "needle", max_results=500)
     assert 50 < len(out.matches) < 400 and out.truncated  # cut by characters, not by maxResults
-    assert json_chars(out.to_dict()) <= REPLY_BUDGET_CHARS
+    assert json_chars(out.results(documents_indexed=1)) <= REPLY_BUDGET_CHARS

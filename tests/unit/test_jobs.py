@@ -25,21 +25,21 @@ def test_ingest_jobs_run_in_turn_are_bounded_and_leave_sync_alone() -> None:
         def body(_progress):  # type: ignore[no-untyped-def]
             order.append(name)
             gate.wait(10)
-            return RunReport(seen=1, added=1)
+            return RunReport(seen=1, added=1, updated=0, unchanged=0)
         return body
 
     started = [jobs.start_ingest("ingest_data", f"s{n}", run(f"s{n}")) for n in range(MAX_PENDING_INGESTS)]
-    wait_until(lambda: started[0].phase == "indexing")
-    assert [j.phase for j in started[1:]] == ["queued"] * (MAX_PENDING_INGESTS - 1)
+    wait_until(lambda: jobs.get(started[0].job_id).phase == "indexing")  # a job record is a snapshot: poll it
+    assert [jobs.get(j.job_id).phase for j in started[1:]] == ["queued"] * (MAX_PENDING_INGESTS - 1)
     with pytest.raises(SyncBusy, match="ingest jobs"):
         jobs.start_ingest("ingest_url", "one-more", run("late"))
-    sync = jobs.start(None, run("sync")).to_dict()  # a sync is not held up by the ingest queue
-    assert sync["kind"] == "sync" and sync["source"] is None
+    sync = jobs.start(None, run("sync"))  # a sync is not held up by the ingest queue
+    assert sync.kind == "sync" and sync.source is None
     with pytest.raises(SyncBusy, match="Sync job"):
         jobs.start(None, run("second sync"))
     gate.set()
-    wait_until(lambda: all(not j.is_running for j in started))
+    wait_until(lambda: all(jobs.get(j.job_id).finished_at is not None for j in started))
     assert [n for n in order if n.startswith("s") and n != "sync"] == [f"s{n}" for n in range(MAX_PENDING_INGESTS)]
-    done = jobs.get(started[-1].job_id).to_dict()
-    assert done["phase"] == "succeeded" and done["kind"] == "ingest_data" and done["counts"]["added"] == 1
-    assert done["filesDone"] == done["filesTotal"] == 1
+    done = jobs.get(started[-1].job_id)
+    assert done.phase == "succeeded" and done.kind == "ingest_data" and done.counts and done.counts["added"] == 1
+    assert done.files_done == done.files_total == 1
