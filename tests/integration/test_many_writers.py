@@ -43,7 +43,7 @@ def _writer(db: str, name: str, rounds: int, queue: "mp.Queue[tuple[str, int, st
             sid = f"{name}-{r}"
             index.replace_sources([SourceRow(source_id=sid, source_kind="data", chunk_count=3)], _rows(sid, 3))
             if r % 3 == 0:
-                index.refresh_indexes()  # compaction and index updates: the writes that lose races
+                index.refresh_indexes(fold_now=True)  # compaction and index updates: the writes that lose races
             if r % 5 == 4:
                 index.delete_sources([f"{name}-{r - 1}"])
     except Exception as exc:  # reported to the parent, which fails the test with it
