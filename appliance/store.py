@@ -37,7 +37,7 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
 
 from appliance import replica as replica_module, stopping
 from appliance.errors import CONFLICT_ATTEMPTS, IndexCorrupt, is_commit_conflict, storage_error
-from appliance.query.filters import Filter, sql_str
+from appliance.query.filters import Filter
 from appliance.query.hybrid import Side
 from appliance.records import STORED_CHUNK_COLUMNS, Chunk, StoredChunk
 from appliance.replica import KEY_COLUMNS, Replica, unit
@@ -200,6 +200,21 @@ def _open_error(exc: Exception, table: str, db_path: Path) -> Exception:
         f"Cannot open the {table} table in {db_path}: {exc}")
 
 
+def sql_str(value: str) -> str:
+    """A SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def filter_sql(where: Filter) -> str | None:
+    """The prefilter selecting the rows `where.keeps` passes."""
+    clauses = []
+    if where.prefix is not None:
+        clauses.append(f"source_id = {sql_str(where.prefix)} OR starts_with(source_id, {sql_str(where.folder)})")
+    if where.doc_class is not None:
+        clauses.append(f"doc_class = {sql_str(where.doc_class)}")
+    return " AND ".join(f"({c})" for c in clauses) or None
+
+
 def in_list(column: str, values: Sequence[str]) -> str:
     return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
 
@@ -306,7 +321,7 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
     query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine")
     query = query.refine_factor(REFINE_FACTOR)
     if where is not None:
-        query = query.where(where.sql(), prefilter=True)
+        query = query.where(filter_sql(where), prefilter=True)
     rows = query.select(sorted(set(columns) | {"id"})).limit(limit + TIE_MARGIN).to_list()
     return sorted(rows, key=lambda r: (r["_distance"], r["id"]))[:limit]
 
@@ -319,7 +334,7 @@ def _bm25(chunks, terms: str, limit: int, where: Filter | None,  # type: ignore[
     address (a row written or moved since it was read): then as without."""
     def search() -> Any:
         query = chunks.search(terms, query_type="fts", fts_columns=FTS_COLUMN)
-        return query.where(where.sql(), prefilter=True) if where is not None else query
+        return query.where(filter_sql(where), prefilter=True) if where is not None else query
 
     rows = None
     if replica is not None and replica.serves(columns):

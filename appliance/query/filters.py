@@ -11,11 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 
-def sql_str(value: str) -> str:
-    """A SQL string literal."""
-    return "'" + value.replace("'", "''") + "'"
-
-
 @dataclass(frozen=True)
 class Filter:
     """`prefix`: a source id or a folder of them (matched at a `/` boundary); `doc_class`: exact."""
@@ -23,19 +18,11 @@ class Filter:
     prefix: str | None = None
     doc_class: str | None = None
 
-    def sql(self) -> str | None:
-        clauses = []
-        if self.prefix is not None:
-            clauses.append(f"source_id = {sql_str(self.prefix)} OR starts_with(source_id, {sql_str(self.folder)})")
-        if self.doc_class is not None:
-            clauses.append(f"doc_class = {sql_str(self.doc_class)}")
-        return " AND ".join(f"({c})" for c in clauses) or None
-
     COLUMNS = ("source_id", "doc_class")
     """What `keeps` reads of a row."""
 
     def keeps(self, row: dict[str, Any]) -> bool:
-        """Whether the row (with COLUMNS) passes: the same rows as `sql()` selects."""
+        """Whether the row (with COLUMNS) passes: the same rows as store's prefilter selects."""
         if self.prefix is not None and row["source_id"] != self.prefix and not row["source_id"].startswith(self.folder):
             return False
         return self.doc_class is None or row["doc_class"] == self.doc_class

@@ -23,7 +23,7 @@ from appliance.ingest.fetch import _parse, _resolve_and_vet, address_refusal
 from appliance.ingest.titles import choose_title
 from appliance.query.filters import Filter
 from appliance.searching import scope_prefix
-from appliance.store import SourceRow, sql_str
+from appliance.store import SourceRow, filter_sql, sql_str
 
 pytestmark = pytest.mark.faults
 
@@ -138,7 +138,7 @@ def test_scope_matches_exactly_the_ids_under_it(scope_app, scope: str, suffixes:
     index.delete_sources([r.source_id for r in index.source_rows()])
     index.record_sources([SourceRow(source_id=i, source_kind="data") for i in ids])
     where = Filter(scope_prefix(scope_app, scope))
-    got = {r.source_id for r in index.source_rows(where.sql())}
+    got = {r.source_id for r in index.source_rows(filter_sql(where))}
     prefix = scope.rstrip("/")
     want = {i for i in ids if i == prefix or i.startswith(prefix + "/")}
     assert got == want
@@ -152,7 +152,7 @@ def test_path_scope_stays_inside_the_roots(scope_app, parts: list[str]) -> None:
     root = scope_app.settings.roots[0]
     scope = str(root) + "/" + "/".join(parts)
     try:
-        clause = Filter(scope_prefix(scope_app, scope)).sql()
+        clause = filter_sql(Filter(scope_prefix(scope_app, scope)))
     except InvalidArgument:
         target = Path(os.path.normpath(scope))
         assert contained_root(target, [root]) is None and not root.is_relative_to(target)
