@@ -1,25 +1,37 @@
-"""glibc's allocator told to hand big blocks back, so a long sync's folds do not ratchet its RSS.
+"""glibc's allocator kept from hoarding what a long sync's folds free, so its RSS does not ratchet.
 
 A fold (store.Index.refresh_indexes) runs on LanceDB's native threads and allocates blocks of
-megabytes that it frees again. glibc raises its mmap threshold after such a free, so the next
-ones come from per-thread arenas that keep them once freed: over a 20,000-file sync glibc's free
-lists grew from 46 to 255 MB (scripts/bench_sync_rss.py). A fixed threshold returns every block
-of a MiB or more to the system when freed, and two arenas keep few high-water marks.
+megabytes that it frees again; glibc keeps freed blocks in per-thread arenas: over a 20,000-file
+sync its free lists grew from 46 to 255 MB (scripts/bench_sync_rss.py). Two arenas keep few
+high-water marks, and the heap is trimmed after each fold. (A fixed 1 MiB mmap threshold also
+bounded them, but cost embedding 15-25% of its chunks/s: onnxruntime's activation buffers were
+then mapped and faulted in afresh for every operator.)
 """
 from __future__ import annotations
 
 import ctypes
 
-M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
-MMAP_THRESHOLD_BYTES = 1 << 20
 ARENAS = 2
 
 
-def bound_malloc() -> bool:
-    """Set glibc's mmap threshold and arena count for this process; False where the C library is not glibc."""
+def _libc() -> ctypes.CDLL | None:
     try:
-        mallopt = ctypes.CDLL(None).mallopt  # the C library this interpreter is linked with
-    except (OSError, AttributeError):
+        return ctypes.CDLL(None)  # the C library this interpreter is linked with
+    except OSError:
+        return None
+
+
+def bound_malloc() -> bool:
+    """Cap glibc's arenas for this process; False where the C library is not glibc."""
+    mallopt = getattr(_libc(), "mallopt", None)
+    return mallopt is not None and bool(mallopt(M_ARENA_MAX, ARENAS))
+
+
+def give_back() -> bool:
+    """Return the free memory of glibc's heaps to the system (after a fold); False where there is no glibc."""
+    trim = getattr(_libc(), "malloc_trim", None)
+    if trim is None:
         return False
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(M_ARENA_MAX, ARENAS))
+    trim(0)
+    return True

@@ -621,9 +621,13 @@ class Index:
                 sources.create_index("source_id", config=BTree())  # what a sync's upserts match on
             if wrote:
                 self.rows_unfolded = 0
+                folded = False
                 for table in (chunks, self.sources()):
                     if table is not None and (fold_now or _fold_due(table)):
                         self._optimize(table)
+                        folded = True
+                if folded:
+                    native_memory.give_back()  # what the fold freed: see native_memory
 
     def _optimize(self, table: Table) -> None:
         """Compact and fold new rows into the indexes; losing this race to another process is no failure.

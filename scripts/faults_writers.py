@@ -33,6 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from appliance.store import FOLD_DUE_ROWS  # noqa: E402
 from appliance.wire import to_wire  # noqa: E402
 from scripts.faults_crash import Checker, QUERIES, generated_text, make_lab  # noqa: E402
 
@@ -124,9 +125,10 @@ def run(seconds: float, files: int, model: str, seed: int = 0) -> dict[str, Any]
     wrong = [sid for sid, count in snap["sources"].items() if snap["chunks"].get(sid, 0) != count]
     if wrong:
         problems.append(f"{len(wrong)} sources whose chunks differ from their record, e.g. {wrong[:3]}")
-    for key in ("duplicates", "unindexed"):
-        if snap[key]:
-            problems.append(f"{key}: {snap[key]}")
+    if snap["duplicates"]:
+        problems.append(f"duplicates: {snap['duplicates']}")
+    if snap["unindexed"] >= FOLD_DUE_ROWS:  # fewer may wait for the next fold (searched meanwhile)
+        problems.append(f"unindexed: {snap['unindexed']}")
     if snap["gaps"]:
         problems.append(f"chunk indexes with gaps: {snap['gaps'][:3]}")
     if not final.ok:

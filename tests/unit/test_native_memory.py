@@ -5,9 +5,9 @@ import platform
 
 import pytest
 
-from appliance.native_memory import bound_malloc
+from appliance.native_memory import bound_malloc, give_back
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt's options are glibc's")
 def test_glibc_takes_the_bounded_allocator_settings() -> None:
-    assert bound_malloc()
+    assert bound_malloc() and give_back()
