@@ -17,23 +17,20 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from pathlib import Path
+from functools import partial
 from typing import Any, Callable, Iterator
 
 import pytest
 
 from appliance.locking import sync_lock
 from appliance.state import SCHEDULER_FILE, SyncProgress, hold_alive_lock, write_json
-from scripts.faults_load import free_port, stop, wait_port
+from tests.fixtures import serve_http
+from tests.fixtures.serve_http import MINIRAG, minirag_env, start_serve_http, stop
 
 pytestmark = [pytest.mark.slow, pytest.mark.model, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "page-test-token-0123456789abcdef"
 HOSTILE = "<img src=x onerror=alert(1)>.md"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -55,38 +52,19 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         path = docs / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)
-    env = {k: v for k, v in os.environ.items() if k not in ("BASE_DIRS", "MODEL_NAME", "MCP_INSTRUCTIONS_EXTRA")}
-    env |= {"BASE_DIR": str(docs), "DB_PATH": str(db), "MCP_AUTH_TOKEN": TOKEN, "SYNC_INTERVAL": "0",
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))}
-    minirag = [sys.executable, "-m", "appliance"]
-    done = subprocess.run([*minirag, "sync", "--json"], env=env, capture_output=True, text=True, timeout=600)
+    env = minirag_env(docs, db, MCP_AUTH_TOKEN=TOKEN)
+    done = subprocess.run([*MINIRAG, "sync", "--json"], env=env, capture_output=True, text=True, timeout=600)
     report = json.loads(done.stdout)
     assert (report["added"], report["failedCount"]) == (3, 1), done.stderr[-2000:]
-    port = free_port()
-    proc = subprocess.Popen([*minirag, "serve-http", f"127.0.0.1:{port}"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=open(base / "server.log", "wb"))
+    proc, url = start_serve_http(env, base / "server.log")
     try:
-        wait_port(port, proc, timeout=120)
-        yield {"url": f"http://127.0.0.1:{port}", "docs": docs, "db": db, "log": base / "server.log"}
+        yield {"url": url, "docs": docs, "db": db, "log": base / "server.log"}
     finally:
         stop(proc)
 
 
-def http(url: str, *, token: str | None = TOKEN, data: bytes | None = None,
-         headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-    """(status, headers, body) of one request; no redirects followed."""
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args: Any) -> None:
-            return None
-
-    request = urllib.request.Request(url, data=data, headers=dict(headers or {}))
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.build_opener(NoRedirect).open(request, timeout=180) as response:
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read()
+http = partial(serve_http.http, token=TOKEN)
+"""(status, headers, body) of one request with TOKEN unless told otherwise; no redirects followed."""
 
 
 def api_error(url: str, **kwargs: Any) -> tuple[int, dict[str, Any]]:
