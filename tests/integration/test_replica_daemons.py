@@ -53,7 +53,7 @@ MIN_ANSWERS = 20
 MAX_LATENCY_S = 30.0
 """A search here takes ~0.06 s (median) and under 2 s at most while the sync runs; a daemon waiting on the
 writer's lock or another daemon would take as long as a commit or the whole sync. (The gap between two
-answers is no measure: once a stall of the whole machine stopped the clients and the sync alike for 177 s.)"""
+answers is no measure: a process frozen from outside, SIGSTOP, stops the clients and the sync alike.)"""
 PAUSE_S = 0.2
 TOKEN = "replica-test-token-0123456789abcdef"
 QUERIES = ["duck species and their habitat", "a table with merged cells", "invoice total amount due",
