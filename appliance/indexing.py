@@ -152,7 +152,7 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     publisher.finishing(report.chunks)
     report.seen += len(kept)
     report.updated += len(kept)
-    core.index.refresh_indexes(wrote=bool(gone or stray or report.refreshed or core.index.unindexed_rows()))
+    core.index.refresh_indexes()
     result = report.finish()
     record_finished_sync(core.settings.db_path, result.to_dict(), under)
     if seen is not None and index_before is not None and sync_stamp.nothing_changed(result) \

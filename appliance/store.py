@@ -586,9 +586,9 @@ class Index:
         return chunks is not None and any(i.index_type == "FTS" for i in chunks.list_indices())
 
     @_writes
-    def refresh_indexes(self, *, wrote: bool = True, fold_now: bool = False) -> None:
-        """Build missing indexes once rows exist; after writes (`wrote`), fold new rows in when due
-        (FOLD_DUE_ROWS), or at once (`fold_now`).
+    def refresh_indexes(self, *, fold_now: bool = False) -> None:
+        """Build missing indexes once rows exist; fold new rows in when due (FOLD_DUE_ROWS), or at once
+        (`fold_now`).
 
         BM25 over `keywords` (never stale: status reports rows it does not cover),
         B-trees on the id columns every read and delete filters on, and an HNSW
@@ -619,15 +619,14 @@ class Index:
             sources = self.sources()
             if sources is not None and not any(tuple(i.columns) == ("source_id",) for i in sources.list_indices()):
                 sources.create_index("source_id", config=BTree())  # what a sync's upserts match on
-            if wrote:
-                self.rows_unfolded = 0
-                folded = False
-                for table in (chunks, self.sources()):
-                    if table is not None and (fold_now or _fold_due(table)):
-                        self._optimize(table)
-                        folded = True
-                if folded:
-                    native_memory.give_back()  # what the fold freed: see native_memory
+            folded = [table for table in (chunks, self.sources())
+                      if table is not None and (fold_now or _fold_due(table))]
+            for table in folded:
+                self._optimize(table)
+            if folded:
+                if folded[0] is chunks:
+                    self.rows_unfolded = 0
+                native_memory.give_back()  # what the fold freed: see native_memory
 
     def _optimize(self, table: Table) -> None:
         """Compact and fold new rows into the indexes; losing this race to another process is no failure.
