@@ -34,6 +34,7 @@ def status(core: Core) -> Status:
 
 def _index_health(core: Core) -> IndexHealth:
     """What the index holds, with a warning for each thing a sync should repair; raises when it cannot be read."""
+    core.index.checkout_latest()  # what any process committed before the call, as every read does
     sources = core.index.source_rows()
     foreign = core.foreign_roots(sources)
     roots_warning = (f"{sum(foreign.values())} indexed files lie under roots this process was "
@@ -77,6 +78,7 @@ def list_roots(core: Core) -> RootList:
 
     named = list(zip(root_names(core.settings.roots), core.settings.roots, strict=True))
     try:
+        core.index.checkout_latest()
         sources = core.index.source_rows()
     except ApplianceError as exc:
         return RootList(roots=[RootCounts(name=name, path=str(path), exists=path.is_dir()) for name, path in named],

@@ -66,6 +66,7 @@ def read(core: Core, target: str, is_source: bool = False, *, require_absolute: 
     check_range(("startLine", "endLine"), start_line, end_line)
     check_range(("pageStart", "pageEnd"), page_start, page_end)
     source_id = core.source_id_for(target, is_source, require_absolute=require_absolute)
+    core.index.checkout_latest()  # every read sees what any process committed before it began
     chunks = core.index.document_chunks(source_id)
     if not chunks:
         raise NotFound(f"Nothing indexed for {source_id}",
@@ -102,6 +103,7 @@ def read_neighbors(core: Core, target: str, is_source: bool, chunk_index: int, *
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= cap:
             raise InvalidArgument(f"{name} must be an integer from {low} to {cap}, not {value!r}")
     source_id = core.source_id_for(target, is_source, require_absolute=require_absolute)
+    core.index.checkout_latest()
     around = core.index.chunks_around(source_id, chunk_index - before, chunk_index + after)
     if chunk_index not in around:
         raise NotFound(f"{source_id} has no chunk {chunk_index}")
@@ -128,6 +130,7 @@ def list_files(core: Core, *, scope: str | None = None, include_ignored: bool = 
     from appliance.paging import page_after
 
     under = core.resolve(scope, require_absolute=require_absolute)[0] if scope else None
+    core.index.checkout_latest()
     known = {s.source_id: s for s in core.index.source_rows()}
     files: list[FileState] = []
     for item in walk(core.settings.roots, core.extensions(), under=under, report_skips=include_ignored):
