@@ -4,7 +4,7 @@
 Usage: bench_scope_ann.py [--queries 300] [--json]
 
 Copies the SciFact index that `scripts/bench_query.py` uses, gives it LanceDB's vector
-index (IvfHnswSq, as indexes from 5,000 rows get), turns the in-memory replica off
+index (IvfHnswSq, as indexes past the replica's memory budget get), turns the in-memory replica off
 (replica.BUDGET_BYTES = 0) and asks every query twice: unfiltered and with the documents'
 folder as scope. Counts the queries whose hits (top 10) or vector candidates (top 40)
 differ, and the vector candidates' recall against the exact ranking.

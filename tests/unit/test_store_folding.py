@@ -79,3 +79,29 @@ def test_many_small_writes_fold_by_their_fragments(tmp_path: Path, monkeypatch: 
     _write(index, 8, 1)
     index.refresh_indexes()
     assert index.unindexed_rows() == 0
+
+
+def test_the_vector_index_comes_only_once_queries_leave_the_replica(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from appliance import replica
+
+    monkeypatch.setattr(store, "VECTOR_INDEX_MIN_ROWS", 10)
+    index = Index(tmp_path, DIM)
+    _write(index, 0, 40)
+    index.refresh_indexes(fold_now=True)
+    assert index.query_path(40) == "memory" and not index.has_vector_index()  # folds skip its upkeep
+    monkeypatch.setattr(replica, "BUDGET_BYTES", replica.estimated_bytes(30, DIM))
+    _write(index, 40, 10)
+    index.refresh_indexes()
+    assert index.query_path(50) == "index" and index.has_vector_index()
+    chunks = index.chunks()
+    assert chunks is not None
+    probe = chunks.search().where("id = 'k45:0'").select(["vector"]).to_list()[0]["vector"]
+    assert index.vector_search(probe, 1, None, ["id"])[0]["id"] == "k45:0"
+    monkeypatch.setattr(replica, "BUDGET_BYTES", replica.estimated_bytes(60, DIM))
+    index.refresh_indexes()
+    assert index.has_vector_index()  # fits, but not by the margin: kept
+    monkeypatch.setattr(replica, "BUDGET_BYTES", replica.estimated_bytes(63, DIM))
+    index.refresh_indexes()
+    assert index.query_path(50) == "memory" and not index.has_vector_index()
+    assert index.vector_search(probe, 1, None, ["id"])[0]["id"] == "k45:0"
