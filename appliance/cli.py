@@ -208,10 +208,13 @@ def sync(ctx: typer.Context,
          ray: Annotated[str | None, typer.Option(
              "--ray", metavar="ADDRESS", help="Convert and embed on this Ray cluster (HOST:PORT, auto, local; "
                                               "default RAY_ADDRESS); this process writes the index.")] = None,
+         here: Annotated[bool, typer.Option(
+             "--here", help="Sync in this process even when a warm server on this index could.")] = False,
          base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Make the index equal to the files on disk. SIGTERM/Ctrl-C stop it within seconds (exit 143/130);
-    what was written stays and the next sync finishes the rest."""
+    what was written stays and the next sync finishes the rest. A whole-index sync is run by a warm
+    MCP server or daemon on the same index and configuration when one is up (appliance/handoff.py)."""
     from appliance import stopping
 
     signals: list[int] = []
@@ -226,6 +229,12 @@ def sync(ctx: typer.Context,
                 from appliance.sync_stamp import replay  # nothing changed: proved without LanceDB or the model
 
                 report = replay(settings)
+                if report is None and not here:
+                    from appliance.handoff import request_sync
+
+                    report = request_sync(settings, progress)
+                    if report is not None and not as_json:
+                        typer.echo("(run by the warm server on this index)", err=True)
             if report is None:
                 service = _open(settings)
                 options: dict[str, Any] = {"full": full, "clean": clean, "forget_roots": forget_roots,

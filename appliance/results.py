@@ -60,6 +60,18 @@ class RunReport:
     def ok(self) -> bool:
         return not self.failed
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunReport:
+        """The report `to_dict` gave (one another process sent)."""
+        def problems(key: str) -> list[FileProblem]:
+            return [FileProblem(e["path"], e["code"], e["reason"]) for e in data[key]]
+
+        return cls(seen=data["seen"], added=data["added"], updated=data["updated"], unchanged=data["unchanged"],
+                   refreshed=data["refreshed"], deleted=data["deleted"], skipped_count=data["skippedCount"],
+                   failed_count=data["failedCount"], skipped=problems("skipped"), failed=problems("failed"),
+                   chunks=data["chunks"], chunks_embedded=data["chunksEmbedded"], chunks_reused=data["chunksReused"],
+                   seconds=data["seconds"], started_at=data["startedAt"])
+
     def to_dict(self) -> dict[str, Any]:
         """The stored form (the last-sync record, the sync stamp, a job's counts): the wire shape too."""
         return {"seen": self.seen, "added": self.added, "updated": self.updated,

@@ -70,7 +70,12 @@ class Runtime:
 
     def _warm(self) -> None:
         try:
-            self.appliance().warm_up()
+            app = self.appliance()
+            app.warm_up()
+            from appliance.handoff import Listener
+
+            if Listener(app).start():  # warm now: a `minirag sync` beside it may hand its sync over
+                log.info("taking `minirag sync` requests on this index")
         except ApplianceError:
             pass  # the first tool call reports it as a value
         except Exception:

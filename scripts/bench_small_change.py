@@ -2,7 +2,7 @@
 """What `minirag sync` costs when little or nothing changed: a folder of short Markdown files,
 synced once, then re-synced with no change and after editing a few files.
 
-Usage: bench_small_change.py [--files 1000] [--edits 10] [--rounds 3] [--work DIR] [--json]
+Usage: bench_small_change.py [--files 1000] [--edits 10] [--rounds 3] [--work DIR] [--beside-server] [--json]
 
 Each figure is the wall time of a whole `minirag sync` process (start-up, imports, the
 model when something needs embedding, the sync, exit), the median of --rounds runs, next
@@ -11,6 +11,9 @@ is less sensitive to other load on a shared machine. The text is real: SciFact a
 (../shared, or $MINIRAG_SHARED), one per file; each edit appends a sentence to a file. With
 --work DIR the folder and index are kept there, and a later run over the same DIR skips the
 first sync (to compare two versions of the code over one index: PYTHONPATH=OTHER_TREE).
+With --beside-server a warm `minirag serve` runs on the same index (started, handshaken and
+its tools listed, as an MCP client does, before the rounds), so `minirag sync` hands its sync
+to it (appliance/handoff.py); each run reports whether it did.
 """
 from __future__ import annotations
 
@@ -27,6 +30,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from appliance.state import read_last_sync  # noqa: E402
+
 MINIRAG = str(Path(sys.executable).with_name("minirag"))
 
 
@@ -48,15 +54,37 @@ def _abstracts(limit: int) -> list[str]:
 def _sync(env: dict[str, str]) -> dict[str, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([MINIRAG, "sync", "--json"], env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run([MINIRAG, "sync"], env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         sys.exit(f"bench_small_change: minirag sync failed:\n{done.stderr[-2000:]}")
-    report = json.loads(done.stdout)
+    report = read_last_sync(Path(env["DB_PATH"])) or {}  # what the sync did, whichever process ran it
     return {"wall_s": wall, "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-            "sync_s": float(report["seconds"]), "updated": report["updated"] + report["added"],
-            "embedded": report.get("chunksEmbedded", 0)}
+            "sync_s": float(report.get("seconds", 0.0)), "updated": report.get("updated", 0) + report.get("added", 0),
+            "embedded": report.get("chunksEmbedded", 0), "handed_off": float("run by the warm server" in done.stderr)}
+
+
+def _warm_server(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`minirag serve` on the index, handshaken and its tools listed (which starts its warm-up),
+    once it takes sync requests."""
+    server = subprocess.Popen([MINIRAG, "serve"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL)
+    assert server.stdin is not None and server.stdout is not None
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
+    for frame in ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+                  {"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}},
+                  {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}):
+        server.stdin.write((json.dumps(frame) + "\n").encode())
+        server.stdin.flush()
+        if "id" in frame:
+            server.stdout.readline()
+    deadline = time.monotonic() + 300
+    while not (Path(env["DB_PATH"]) / ".sync.sock").exists():
+        if time.monotonic() > deadline or server.poll() is not None:
+            sys.exit("bench_small_change: the server never took sync requests")
+        time.sleep(0.2)
+    return server
 
 
 def _median(runs: list[dict[str, float]]) -> dict[str, float]:
@@ -69,6 +97,8 @@ def main() -> None:
     parser.add_argument("--edits", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work", type=Path, help="keep the folder and index here (reused when present)")
+    parser.add_argument("--beside-server", action="store_true",
+                        help="a warm `minirag serve` on the index runs the syncs (after the first)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="minirag-bench-small-"))
@@ -85,6 +115,7 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("BASE_DIRS", "MODEL_NAME")}
         env |= {"BASE_DIR": str(docs), "DB_PATH": str(work / "index")}
         first = _sync(env) if not reuse else {}
+        server = _warm_server(env) if args.beside_server else None
         no_change = [_sync(env) for _ in range(args.rounds)]
         edited = []
         for r in range(args.rounds):
@@ -92,7 +123,11 @@ def main() -> None:
                 with path.open("a", encoding="utf-8") as fh:
                     fh.write(f"\nRevision {r}.{i}: the authors corrected the sample size in the methods.\n")
             edited.append(_sync(env))
+        if server is not None:
+            server.terminate()
+            server.wait(60)
         figures = {"files": len(files), "edits": args.edits, "rounds": args.rounds,
+                   "beside_server": args.beside_server,
                    "first_sync": {k: round(v, 2) for k, v in first.items()},
                    "no_change": _median(no_change), "edited": _median(edited),
                    "load_average": round(os.getloadavg()[0], 1)}
@@ -107,7 +142,8 @@ def main() -> None:
         f = figures[name]
         label = "no change" if name == "no_change" else f"{args.edits} files edited"
         print(f"{label:17} minirag sync {f['wall_s']} s wall, {f['cpu_s']} s CPU, sync itself {f['sync_s']} s "
-              f"({f['updated']:g} files, {f['embedded']:g} chunks embedded; median of {args.rounds})")
+              f"({f['updated']:g} files, {f['embedded']:g} chunks embedded; median of {args.rounds}"
+              + ("; handed to the warm server" if f["handed_off"] else "") + ")")
     print(f"load average {figures['load_average']} on {os.cpu_count()} CPUs")
 
 
