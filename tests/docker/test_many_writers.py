@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,30 @@ def test_a_host_sync_beside_the_container_is_refused_and_breaks_nothing(image: s
     assert json.loads(again.stdout)["added"] == 1
     hits = json.loads(docker_run(image, "query", "ferry timetable spring", "--json", mounts=mounts).stdout)
     assert hits["results"][0]["source"] == "/docs/after-host.md"
+
+
+def test_a_sync_container_beside_a_serving_one_is_run_by_the_warm_server(image: str, docs: Path,
+                                                                          volume: str) -> None:
+    mounts = [f"{docs}:/docs:ro", f"{volume}:/index"]
+    env = {"SYNC_INTERVAL": "0"}  # the same settings in both containers; no scheduler beside
+    server = McpContainer(image, mounts, env)
+    try:
+        server.handshake()
+        where = Path(subprocess.run([DOCKER, "volume", "inspect", volume, "--format", "{{.Mountpoint}}"],
+                                    capture_output=True, text=True, check=True).stdout.strip())
+        deadline = time.monotonic() + 120
+        while not (where / ".sync.sock").exists():
+            assert time.monotonic() < deadline, "the warm server never took sync requests"
+            time.sleep(0.5)
+        (docs / "handoff.md").write_text("# Hand-off\n\nThe weir keeper oils the sluice chains on Fridays.\n")
+        done = docker_run(image, "sync", mounts=mounts, env=env)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert "(run by the warm server on this index)" in done.stderr
+        hits = server.tool("query_documents", {"query": "who oils the sluice chains", "topK": 1})
+        assert hits["results"][0]["displayPath"] == "handoff.md"
+        here = docker_run(image, "sync", "--here", "--json", mounts=mounts, env=env)
+        assert here.returncode == 0 and "run by the warm server" not in here.stderr
+        assert json.loads(here.stdout)["added"] == 0
+    finally:
+        server.close()
+    assert "index_corrupt" not in server.err_text()
