@@ -40,6 +40,7 @@ PROTOCOL = 1
 MAX_SOCKET_PATH = 100
 """Below the kernel's limit for a socket path (108 bytes on Linux, 104 on macOS)."""
 CONNECT_TIMEOUT_S = 2.0
+SEND_TIMEOUT_S = 30.0
 PROGRESS_EVERY_S = 0.25
 """The server sends progress at most this often; the client's bar is redrawn no faster anyway."""
 
@@ -209,7 +210,7 @@ class Listener:
             return {"declined": "not a sync request of this version"}
         if ask.get("fingerprint") != fingerprint(self.app.settings):
             return {"declined": "this server syncs other inputs (configuration, model, code or folders)"}
-        conn.settimeout(None)
+        conn.settimeout(SEND_TIMEOUT_S)  # a client that stops reading must not hold the sync (and its lock)
         try:
             report = self.app.sync(progress=_Relay(conn), origin="cli")
         except stopping.Stopped as exc:

@@ -167,6 +167,7 @@ def serve_http(host: str, port: int, token: str, runtime: Runtime) -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = build_app(runtime, token)
+    runtime.warm_up()  # no handshake to keep quick here: load now, answer the first query warm, take syncs
     logging.getLogger("appliance.http").info("MCP over HTTP at http://%s:%d%s, status page at http://%s:%d/ "
                                              "(bearer token %s)", host, port, MCP_PATH, host, port,
                                              "required" if token else "off: loopback only")

@@ -168,8 +168,9 @@ def test_three_serve_http_daemons_answer_from_committed_versions_while_a_sync_wr
         (docs / PROBE).write_text(PROBE_TEXT)
         sync_started = time.time()
         with open(tmp_path / "sync.log", "w") as log:
-            writer = subprocess.Popen([*MINIRAG, "sync", "--json"], env=env, stdout=subprocess.PIPE, stderr=log,
-                                      text=True)
+            # --here: the writer is a process of its own (a daemon would otherwise run the sync handed to it)
+            writer = subprocess.Popen([*MINIRAG, "sync", "--here", "--json"], env=env, stdout=subprocess.PIPE,
+                                      stderr=log, text=True)
         out, _ = writer.communicate(timeout=SYNC_BOUND_S)
         sync_ended = time.time()
         deadline = time.monotonic() + LAG_S

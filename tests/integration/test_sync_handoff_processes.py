@@ -100,3 +100,23 @@ def test_ctrl_c_of_the_cli_stops_the_servers_sync(warm: tuple[RawStdio, dict[str
     assert json.loads(rest.stdout)["seen"] == 1505
     status = server.call(5, {"name": "status", "arguments": {}})["structuredContent"]
     assert status["index"]["sourceCount"] == 1505 and "consistencyWarning" not in status["index"]
+
+
+def test_a_daemon_warms_up_at_start_and_takes_the_sync(tmp_path: Path) -> None:
+    from tests.fixtures.serve_http import start_serve_http, stop
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    _notes(docs, 0, 3)
+    env = {k: v for k, v in os.environ.items() if k not in ("BASE_DIRS", "MODEL_NAME", "MCP_INSTRUCTIONS_EXTRA")}
+    env |= {"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "index"), "SYNC_INTERVAL": "0"}
+    daemon, _url = start_serve_http(env, tmp_path / "daemon.log")
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "index" / ".sync.sock").exists():  # no client has asked anything yet
+            assert time.monotonic() < deadline, (tmp_path / "daemon.log").read_text()[-2000:]
+            time.sleep(0.2)
+        done = _sync(env)
+        assert done.returncode == 0 and RUN_BY_SERVER in done.stderr and "added 3" in done.stdout
+    finally:
+        stop(daemon)
