@@ -198,7 +198,8 @@ class Listener:
         with conn:
             try:
                 conn.settimeout(CONNECT_TIMEOUT_S)
-                ask = json.loads(conn.makefile("rb").readline(65536))
+                with conn.makefile("rb") as request:
+                    ask = json.loads(request.readline(65536))
                 conn.sendall(_line(self._answer(conn, ask)))
             except Exception as exc:  # noqa: BLE001 - a bad request or a peer gone never harms the server
                 log.info("a sync request ended without a report: %s: %s", type(exc).__name__, exc)
