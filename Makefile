@@ -108,8 +108,10 @@ IMAGE_STAMP := .cache/stamps/image-$(subst /,_,$(subst :,_,$(IMAGE)))
 IMAGE_INPUTS := Dockerfile .dockerignore $(shell find docker -type f 2>/dev/null) requirements-runtime.lock \
   $(PROJECT_WHEEL) models/manifest.toml
 
+# build/ goes first: setuptools copies into it and never removes a module deleted since, so a
+# stale build/ put old files (a removed module, a recorded snapshot) into the wheel and the image.
 $(PROJECT_WHEEL): $(PROJECT_SOURCES) | install
-	rm -rf wheelhouse/project && SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 315532800) \
+	rm -rf wheelhouse/project build && SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 315532800) \
 	  $(PY) -m pip wheel -qq --no-deps . -w wheelhouse/project/
 	mkdir -p $(dir $@) && touch $@
 
