@@ -603,8 +603,8 @@ class Index:
         BM25 over `keywords` (never stale: status reports rows it does not cover),
         B-trees on the id columns every read and delete filters on, and an HNSW
         vector index once queries go through LanceDB (needs_vector_index). Skipped
-        when the process is stopping (the
-        next sync builds what is missing; search covers unindexed rows meanwhile).
+        when the process is stopping (the next sync builds what is missing; search
+        covers unindexed rows meanwhile).
         """
         stopping.check()
         with self._lock:
