@@ -78,14 +78,14 @@ def request_sync(settings: Settings, progress: Progress | None = None) -> RunRep
     Raises stopping.Stopped when this process was asked to stop while the server synced (the
     server stops its sync too, as the peer closing the socket tells it)."""
     path = socket_path(settings.db_path)
-    if path is None or not path.exists():
+    if path is None:
         return None
     try:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.settimeout(CONNECT_TIMEOUT_S)
         conn.connect(str(path))
     except OSError:
-        return None  # stale socket file, no permission, nobody accepting
+        return None  # no socket, a stale one, no permission, nobody accepting
     with conn:
         try:
             conn.sendall(_line({"protocol": PROTOCOL, "op": "sync", "fingerprint": fingerprint(settings)}))
@@ -106,10 +106,10 @@ def request_sync(settings: Settings, progress: Progress | None = None) -> RunRep
 def _messages(conn: socket.socket) -> Iterator[dict[str, Any]]:
     """The server's lines as they come; checks this process's stop request between them."""
     buffer = b""
+    conn.settimeout(0.2)  # wakes the loop to look at this process's stop request
     while True:
         if stopping.requested():
             raise stopping.Stopped(stopping.reason() or "stopping")
-        conn.settimeout(0.2)
         try:
             data = conn.recv(65536)
         except TimeoutError:

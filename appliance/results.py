@@ -17,6 +17,10 @@ class FileProblem:
     def to_dict(self) -> dict[str, str]:
         return {"path": self.path, "code": self.code, "reason": self.reason}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, str]) -> FileProblem:
+        return cls(data["path"], data["code"], data["reason"])
+
 
 ABSENT_WHEN_NONE = "absent_when_none"
 """Field metadata: the wire shape leaves the key out when the value is None (wire.to_wire)."""
@@ -64,7 +68,7 @@ class RunReport:
     def from_dict(cls, data: dict[str, Any]) -> RunReport:
         """The report `to_dict` gave (one another process sent)."""
         def problems(key: str) -> list[FileProblem]:
-            return [FileProblem(e["path"], e["code"], e["reason"]) for e in data[key]]
+            return [FileProblem.from_dict(e) for e in data[key]]
 
         return cls(seen=data["seen"], added=data["added"], updated=data["updated"], unchanged=data["unchanged"],
                    refreshed=data["refreshed"], deleted=data["deleted"], skipped_count=data["skippedCount"],

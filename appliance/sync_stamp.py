@@ -124,7 +124,7 @@ def replay(settings: Settings) -> RunReport | None:
 
 def _report(data: dict[str, Any], started: float) -> RunReport:
     def problems(entries: Iterable[dict[str, Any]]) -> list[FileProblem]:
-        return [FileProblem(e["path"], e["code"], e["reason"]) for e in entries]
+        return [FileProblem.from_dict(e) for e in entries]
 
     return Tally(seen=data["seen"], unchanged=data["unchanged"], skipped=problems(data["skipped"]),
                  failed=problems(data["failed"]), started_at=started).finish()

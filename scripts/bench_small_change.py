@@ -31,7 +31,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from appliance.handoff import SOCKET_NAME  # noqa: E402
 from appliance.state import read_last_sync  # noqa: E402
+from tests.adapters.test_start_path import RawStdio  # noqa: E402
 
 MINIRAG = str(Path(sys.executable).with_name("minirag"))
 
@@ -65,23 +67,16 @@ def _sync(env: dict[str, str]) -> dict[str, float]:
             "embedded": report.get("chunksEmbedded", 0), "handed_off": float("run by the warm server" in done.stderr)}
 
 
-def _warm_server(env: dict[str, str]) -> subprocess.Popen[bytes]:
+def _warm_server(env: dict[str, str]) -> RawStdio:
     """`minirag serve` on the index, handshaken and its tools listed (which starts its warm-up),
     once it takes sync requests."""
-    server = subprocess.Popen([MINIRAG, "serve"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL)
-    assert server.stdin is not None and server.stdout is not None
-    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}
-    for frame in ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
-                  {"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}},
-                  {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}):
-        server.stdin.write((json.dumps(frame) + "\n").encode())
-        server.stdin.flush()
-        if "id" in frame:
-            server.stdout.readline()
+    server = RawStdio([MINIRAG, "serve"], env)
+    server.handshake()
+    server.send(2, "tools/list")
+    server.reply(2)
     deadline = time.monotonic() + 300
-    while not (Path(env["DB_PATH"]) / ".sync.sock").exists():
-        if time.monotonic() > deadline or server.poll() is not None:
+    while not (Path(env["DB_PATH"]) / SOCKET_NAME).exists():
+        if time.monotonic() > deadline or server.proc.poll() is not None:
             sys.exit("bench_small_change: the server never took sync requests")
         time.sleep(0.2)
     return server
@@ -124,8 +119,7 @@ def main() -> None:
                     fh.write(f"\nRevision {r}.{i}: the authors corrected the sample size in the methods.\n")
             edited.append(_sync(env))
         if server is not None:
-            server.terminate()
-            server.wait(60)
+            server.close()
         figures = {"files": len(files), "edits": args.edits, "rounds": args.rounds,
                    "beside_server": args.beside_server,
                    "first_sync": {k: round(v, 2) for k, v in first.items()},
