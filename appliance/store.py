@@ -48,6 +48,20 @@ IDENTITY_FILE = "identity.json"
 FTS_COLUMN = "keywords"
 VECTOR_INDEX_MIN_ROWS = 5000
 """Below this many rows a flat scan beats any vector index, whatever the replica's budget."""
+VECTOR_SEGMENTS_MAX = 8
+VECTOR_SEGMENTS_MAX_MID_RUN = 32
+"""A fold adds the new rows to the vector index as a segment (an HNSW graph) of its own, and every query
+searches every segment: at 1M chunks the 86 segments a build had left took 109 of a 120 ms vector search,
+one segment 22 ms (scripts/bench_scale.py). A refresh finds more than VECTOR_SEGMENTS_MAX and rebuilds the
+index as one (8.5 min at 1M chunks on 2 cores), so a query pays at most ~10 ms for segments; inside a
+long run, which folds every FOLD_EVERY_ROWS, only past VECTOR_SEGMENTS_MAX_MID_RUN, so a sync of 1M chunks
+rebuilds a few times (once per ~320,000 rows), not once per 80,000."""
+VECTOR_INDEX = IvfHnswSq(distance_type="cosine")
+EF_SEARCH = 3200
+"""Candidates an approximate search explores, shared out over the vector index's segments. LanceDB's
+default (the number asked for) found 0.48 of the true 10 nearest in one segment of 1M chunks; 1,600
+found 0.92 and 3,200 0.97 in 15-24 ms (scripts/bench_scale.py's vectors, mixes of real ones with noise:
+harder to tell apart than a real corpus's, so a real index fares no worse)."""
 REFINE_FACTOR = 4
 """An approximate vector search re-ranks this many times `limit` of the index's candidates on the
 stored vectors, so every distance it returns is exact and a chunk's score does not depend on the filter."""
@@ -318,12 +332,15 @@ def needs_vector_index(rows: int, dim: int) -> bool:
 
 
 def _fold_due(table: Table) -> bool:
-    """Whether a table has enough rows outside its indexes, or fragments, to fold (FOLD_DUE_ROWS)."""
+    """Whether a table has enough rows outside its indexes, or fragments, to fold (FOLD_DUE_ROWS).
+
+    The vector index is not asked: its statistics load every IVF centroid (a warning from Lance
+    says as much), and a fold updates every index at once, so the scalar ones count the same rows."""
     stats: Any = table.stats()  # a dict from lancedb 0.40's native side, whatever its annotation says
     if stats["fragment_stats"]["num_fragments"] >= FOLD_DUE_FRAGMENTS:
         return True
     return any((covered := table.index_stats(index.name)) is not None and covered.num_unindexed_rows >= FOLD_DUE_ROWS
-               for index in table.list_indices())
+               for index in table.list_indices() if tuple(index.columns) != ("vector",))
 
 
 def _in_document_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -336,10 +353,11 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
     """LanceDB's nearest chunks with exact distances (the vector index's candidates re-ranked on the
     stored vectors), ties by id; the filtered and the unfiltered search use the same index the same way."""
     query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine")
-    query = query.refine_factor(REFINE_FACTOR)
+    segments = next((i.num_segments or 1 for i in chunks.list_indices() if tuple(i.columns) == ("vector",)), 1)
+    query = query.refine_factor(REFINE_FACTOR).ef(max((limit + TIE_MARGIN) * REFINE_FACTOR, EF_SEARCH // segments))
     if where is not None:
         query = query.where(filter_sql(where), prefilter=True)
-    rows = query.select(sorted(set(columns) | {"id"})).limit(limit + TIE_MARGIN).to_list()
+    rows = query.select(sorted(set(columns) | {"id", "_distance"})).limit(limit + TIE_MARGIN).to_list()
     return sorted(rows, key=lambda r: (r["_distance"], r["id"]))[:limit]
 
 
@@ -524,7 +542,8 @@ class Index:
         self._replace(sources, rows)
         self.rows_unfolded += len(rows)
         if self.rows_unfolded >= FOLD_EVERY_ROWS and not stopping.requested():
-            self.refresh_indexes(fold_now=True)  # a stop leaves the folding to the next sync, as it does at the end
+            # a stop leaves the folding to the next sync, as it does at the end
+            self.refresh_indexes(fold_now=True, segments_max=VECTOR_SEGMENTS_MAX_MID_RUN)
 
     @_writes
     def _replace(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
@@ -596,9 +615,10 @@ class Index:
         return chunks is not None and any(i.index_type == "FTS" for i in chunks.list_indices())
 
     @_writes
-    def refresh_indexes(self, *, fold_now: bool = False) -> None:
+    def refresh_indexes(self, *, fold_now: bool = False, segments_max: int | None = None) -> None:
         """Build missing indexes once rows exist; fold new rows in when due (FOLD_DUE_ROWS), or at once
-        (`fold_now`).
+        (`fold_now`); rebuild the vector index as one once it has more than `segments_max` segments
+        (VECTOR_SEGMENTS_MAX).
 
         BM25 over `keywords` (never stale: status reports rows it does not cover),
         B-trees on the id columns every read and delete filters on, and an HNSW
@@ -626,7 +646,7 @@ class Index:
                 if (column,) not in present:
                     chunks.create_index(column, config=BTree())
             if ("vector",) not in present and needs_vector_index(rows, self.dim):
-                chunks.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
+                chunks.create_index("vector", config=VECTOR_INDEX)
             elif ("vector",) in present and not needs_vector_index(rows + rows // 4, self.dim):
                 # well inside the replica's budget (a margin, so a table near it is not indexed and
                 # dropped in turn): an index built earlier, or by an older version, is only upkeep
@@ -638,6 +658,7 @@ class Index:
                       if table is not None and (fold_now or _fold_due(table))]
             for table in folded:
                 self._optimize(table)
+            self._merge_vector_segments(chunks, VECTOR_SEGMENTS_MAX if segments_max is None else segments_max)
             if folded:
                 if folded[0] is chunks:
                     self.rows_unfolded = 0
@@ -663,6 +684,21 @@ class Index:
                     return
                 _backoff(attempt)
                 table.checkout_latest()
+
+    def _merge_vector_segments(self, chunks: Table, segments_max: int) -> None:
+        """Rebuild the vector index as one segment once folds have split it into more than `segments_max`;
+        another process rebuilding it at the same time wins, and that is no failure."""
+        index = next((i for i in chunks.list_indices() if tuple(i.columns) == ("vector",)), None)
+        if index is None or (index.num_segments or 1) <= segments_max or stopping.requested():
+            return
+        log.info("rebuilding the vector index: %d segments", index.num_segments)
+        try:
+            chunks.create_index("vector", config=VECTOR_INDEX, replace=True)
+        except Exception as exc:
+            if not is_commit_conflict(exc):
+                raise
+            self.conflicts_retried += 1
+            log.info("another process rebuilt the vector index first")
 
     @_guarded
     def has_vector_index(self) -> bool:

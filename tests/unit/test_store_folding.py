@@ -105,3 +105,31 @@ def test_the_vector_index_comes_only_once_queries_leave_the_replica(tmp_path: Pa
     index.refresh_indexes()
     assert index.query_path(50) == "memory" and not index.has_vector_index()
     assert index.vector_search(probe, 1, None, ["id"])[0]["id"] == "k45:0"
+
+
+def test_folds_never_split_the_vector_index_into_more_than_so_many_segments(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from appliance import replica
+
+    monkeypatch.setattr(store, "VECTOR_INDEX_MIN_ROWS", 10)
+    monkeypatch.setattr(store, "VECTOR_SEGMENTS_MAX", 2)
+    monkeypatch.setattr(replica, "BUDGET_BYTES", replica.estimated_bytes(5, DIM))
+    index = Index(tmp_path, DIM)
+    _write(index, 0, 40)
+    index.refresh_indexes(fold_now=True)
+    chunks = index.chunks()
+    assert chunks is not None
+
+    def segments() -> int:
+        return next(i.num_segments for i in chunks.list_indices() if tuple(i.columns) == ("vector",))
+
+    seen = []
+    for first in range(40, 100, 10):
+        _write(index, first, 10)
+        index.refresh_indexes(fold_now=True)
+        seen.append(segments())
+    assert max(seen) <= 2 and 2 in seen  # folds added segments; past the bound the index became one again
+    assert 1 in seen[seen.index(2):]
+    probe = chunks.search().where("id = 'k95:0'").select(["vector"]).to_list()[0]["vector"]
+    assert index.vector_search(probe, 1, None, ["id"])[0]["id"] == "k95:0"
+    assert index.unindexed_rows() == 0 and index.count_chunks() == 100
