@@ -18,7 +18,10 @@ into `PermissionError`:
 
 Permits are thread-local and only granted when `install(allow_fetch=True)`; with URL
 ingestion off, `fetch_permit`/`lookup_permit` grant nothing and the fetcher's own
-connection is refused like any other.
+connection is refused like any other. The one other opening is `permit_cluster`: a
+`sync --ray ADDRESS` names a Ray cluster, and its nodes may then be reached (by name and
+address, any port, from any thread: Ray's driver talks to the head's GCS and to every
+node's raylet and object manager on ports the cluster hands out).
 
 Limits: an audit hook only sees what goes through CPython's socket module. Native code
 that opens its own sockets (a Rust or C++ extension: lancedb's object-store client for
@@ -38,7 +41,7 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 _REFUSAL = (
@@ -65,6 +68,8 @@ _state_lock = threading.Lock()
 _installed = False
 _allow_fetch = False
 _local = threading.local()
+_cluster_ips: frozenset[ipaddress.IPv4Address | ipaddress.IPv6Address] = frozenset()
+_cluster_names: frozenset[str] = frozenset()
 
 
 # ------------------------------------------------------------------ offline switches
@@ -176,6 +181,35 @@ def lookup_permit(host: str) -> Iterator[None]:
         lookups.remove(name)
 
 
+def permit_cluster(hosts: Iterable[str]) -> None:
+    """Let the process reach these hosts (IP literals or names) from now on, on any port.
+
+    Only `sync --ray ADDRESS` calls it, with the address the user gave and then the nodes the
+    cluster reports: asking for a cluster is the opt-in, as ALLOW_URL_INGEST is for a fetch.
+    A name is resolved here, once, under its own lookup permit."""
+    global _cluster_ips, _cluster_names
+    ips, names = set(_cluster_ips), set(_cluster_names)
+    for host in hosts:
+        if _is_ip_literal(host):
+            ips.add(ipaddress.ip_address(host))
+            continue
+        names.add(_norm_name(host))
+        _cluster_names = frozenset(names)
+        for *_, sockaddr in socket.getaddrinfo(host, None):
+            ips.add(ipaddress.ip_address(sockaddr[0]))
+    with _state_lock:
+        _cluster_ips, _cluster_names = frozenset(ips), frozenset(names)
+
+
+def _in_cluster(address: object) -> bool:
+    if not _cluster_ips or not isinstance(address, tuple) or len(address) < 2:
+        return False
+    try:
+        return ipaddress.ip_address(address[0]) in _cluster_ips
+    except (ValueError, TypeError):
+        return False
+
+
 # ------------------------------------------------------------------ the hook
 
 def _norm_name(host: object) -> str:
@@ -221,7 +255,7 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
             return
         if getattr(sock, "family", None) in _LOCAL_FAMILIES:
             return
-        if _permitted_destination(address):
+        if _permitted_destination(address) or _in_cluster(address):
             return
         _refuse(f"{event} to {address!r}")
     elif event in _LOOKUP_EVENTS:
@@ -233,6 +267,8 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         if host is None or _is_ip_literal(host):
             return
         if _allow_fetch and _norm_name(host) in getattr(_local, "lookup", ()):
+            return
+        if _norm_name(host) in _cluster_names:
             return
         _refuse(f"name lookup of {host!r}")
 
@@ -272,4 +308,5 @@ __all__ = [
     "installed",
     "lookup_permit",
     "offline_env",
+    "permit_cluster",
 ]

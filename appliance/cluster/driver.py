@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from appliance import stopping
+from appliance import netguard, stopping
 from appliance.cluster import ClusterUnavailable, ClusterUnreachable, NodeMismatch
 from appliance.cluster.node import Fingerprint, NodeInfo, Unit, UnitResult, check_node, index_unit
 from appliance.errors import ApplianceError
@@ -76,6 +76,9 @@ def connected(address: str, *, init_options: dict[str, Any] | None = None) -> An
     if ray.is_initialized():
         yield ray
         return
+    host = address.rpartition("://")[2].rpartition(":")[0]
+    if host:
+        netguard.permit_cluster([host])  # naming a cluster is the opt-in to reach it
     _check_reachable(address)
     try:
         with warnings.catch_warnings():  # Ray forks and execs its own processes; lancedb warns about any fork
@@ -85,6 +88,7 @@ def connected(address: str, *, init_options: dict[str, Any] | None = None) -> An
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
         raise ClusterUnreachable(f"Cannot connect to the Ray cluster at {address}: {exc}") from exc
     try:
+        netguard.permit_cluster(node["NodeManagerAddress"] for node in ray.nodes() if node.get("Alive"))
         yield ray
     finally:
         ray.shutdown()

@@ -131,6 +131,39 @@ def test_fetch_permit_allows_exactly_one_destination():
     assert out.strip() == "OK"
 
 
+def test_a_named_cluster_may_be_reached_on_any_port_from_any_thread_and_nothing_else():
+    out = run_guarded(
+        """
+        import threading
+        srv, port = listener()
+        other, other_port = listener()
+        netguard.install(allow_fetch=False)  # `sync --ray` needs no URL ingestion
+        assert refused(lambda: socket.create_connection(("127.0.0.1", port), timeout=2))
+        assert refused(lambda: socket.getaddrinfo("localhost", port))
+        netguard.permit_cluster(["localhost"])  # a name: resolved once, then its addresses and the name pass
+        results = []
+        def other_thread():
+            socket.create_connection(("127.0.0.1", other_port), timeout=2).close()
+            results.append(bool(socket.getaddrinfo("localhost", port, 0, socket.SOCK_STREAM)))
+        t = threading.Thread(target=other_thread); t.start(); t.join()
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        assert results == [True], results
+        assert refused(lambda: socket.getaddrinfo("example.com", 80))
+        assert refused(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("10.9.9.9", 53)))
+        netguard.permit_cluster(["10.9.9.9"])  # the nodes the cluster reports are added to the head
+        try:  # let through by the guard; whether a route exists is the machine's business
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("10.9.9.9", 9))
+        except PermissionError:
+            raise
+        except OSError:
+            pass
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        print("OK")
+        """
+    )
+    assert out.strip() == "OK"
+
+
 def test_permit_is_thread_local():
     out = run_guarded(
         """
