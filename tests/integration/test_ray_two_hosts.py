@@ -24,7 +24,7 @@ from tests.conftest import ROOT
 
 pytest.importorskip("ray", reason="Ray is not installed (the [cluster] extra): `make test-ray` installs it")
 
-from tests.integration.test_ray_sync import FILES, _app, _assert_same, _contents
+from tests.integration.test_ray_sync import FILES, _app, _assert_same, _contents, docs  # noqa: F401 (docs: a fixture)
 
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.timeout(900)]
 
@@ -74,17 +74,7 @@ def two_hosts(models_dir: Path) -> Iterator[str]:
         _run("ip", "netns", "del", name)
 
 
-@pytest.fixture(scope="module")
-def docs(shared: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("two-hosts") / "docs"
-    for name in FILES:
-        target = root / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(shared / "corpus" / name, target)
-    return root
-
-
-def test_a_sync_on_a_cluster_of_two_hosts_equals_a_local_sync(two_hosts: str, docs: Path, models_dir: Path,
+def test_a_sync_on_a_cluster_of_two_hosts_equals_a_local_sync(two_hosts: str, docs: Path, models_dir: Path,  # noqa: F811
                                                               real_embedder: Any, tmp_path: Path) -> None:
     import appliance.indexing as indexing
 
