@@ -35,7 +35,12 @@ def _rows(source_id: str, n: int) -> list[dict]:
     return out
 
 
-def _writer(db: str, name: str, rounds: int, queue: "mp.Queue[tuple[str, int, str]]") -> None:
+def _writer(db: str, name: str, rounds: int, queue: "mp.Queue[tuple[str, int, str]]",
+            rebuilds: bool = False) -> None:
+    if rebuilds:  # a vector index from 10 rows, rebuilt whenever a fold leaves it in two segments
+        from appliance import replica, store
+
+        store.VECTOR_INDEX_MIN_ROWS, store.VECTOR_SEGMENTS_MAX, replica.BUDGET_BYTES = 10, 1, 0
     index = Index(Path(db), DIM)
     error = ""
     try:
@@ -51,12 +56,12 @@ def _writer(db: str, name: str, rounds: int, queue: "mp.Queue[tuple[str, int, st
     queue.put((name, index.conflicts_retried, error))
 
 
-def _start_writers(db: Path, count: int, rounds: int) -> tuple[list, "mp.Queue"]:
+def _start_writers(db: Path, count: int, rounds: int, rebuilds: bool = False) -> tuple[list, "mp.Queue"]:
     """A seeded index and `count` _writer processes running `rounds` rounds each on it."""
     Index(db, DIM).replace_sources([SourceRow(source_id="seed", source_kind="data", chunk_count=3)], _rows("seed", 3))
     ctx = mp.get_context("spawn")
     queue: mp.Queue = ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(str(db), f"w{i}", rounds, queue)) for i in range(count)]
+    procs = [ctx.Process(target=_writer, args=(str(db), f"w{i}", rounds, queue, rebuilds)) for i in range(count)]
     for p in procs:
         p.start()
     return procs, queue
@@ -79,10 +84,12 @@ def test_a_commit_conflict_is_busy_never_corrupt() -> None:
 
 
 @pytest.mark.slow  # three writer processes
-def test_three_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rebuilds", [False, True], ids=["folds", "vector-index-rebuilds"])
+def test_three_processes_writing_at_once_lose_nothing(tmp_path: Path, rebuilds: bool,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "index"
     rounds = 24
-    procs, queue = _start_writers(db, 3, rounds)
+    procs, queue = _start_writers(db, 3, rounds, rebuilds)
     results = _results(procs, queue)
     errors = [f"{name}: {err}" for name, _n, err in results if err]
     assert not errors, errors
@@ -90,6 +97,13 @@ def test_three_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     expected = {"seed"} | {f"w{i}-{r}" for i in range(3) for r in range(rounds) if not (r % 5 == 3 and r + 1 < rounds)}
     assert {s.source_id for s in index.source_rows()} == expected
     assert index.chunk_counts() == {sid: 3 for sid in expected}
+    if rebuilds:  # the index the writers rebuilt under each other finds every chunk by its own vector
+        from appliance import replica
+
+        monkeypatch.setattr(replica, "BUDGET_BYTES", 0)
+        assert index.has_vector_index() and index.query_path(index.count_chunks()) == "index"
+        for row in index.chunk_rows("source_id IS NOT NULL", ["id", "vector"]):
+            assert index.vector_search(row["vector"], 1, None, ["id"])[0]["id"] == row["id"]
     print("conflicts retried per writer:", {name: n for name, n, _ in results})
 
 
