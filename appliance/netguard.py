@@ -186,19 +186,21 @@ def permit_cluster(hosts: Iterable[str]) -> None:
 
     Only `sync --ray ADDRESS` calls it, with the address the user gave and then the nodes the
     cluster reports: asking for a cluster is the opt-in, as ALLOW_URL_INGEST is for a fetch.
-    A name is resolved here, once, under its own lookup permit."""
+    A name is resolved here, once (a name that does not resolve adds nothing: the connection
+    to it then fails on its own, naming it)."""
     global _cluster_ips, _cluster_names
     ips, names = set(_cluster_ips), set(_cluster_names)
-    for host in hosts:
+    for host in (h.strip("[]") for h in hosts):
         if _is_ip_literal(host):
             ips.add(ipaddress.ip_address(host))
             continue
         names.add(_norm_name(host))
-        _cluster_names = frozenset(names)
-        for *_, sockaddr in socket.getaddrinfo(host, None):
-            ips.add(ipaddress.ip_address(sockaddr[0]))
+        with _state_lock:
+            _cluster_names = frozenset(names)  # before the lookup, which the hook would refuse otherwise
+        with contextlib.suppress(OSError):
+            ips.update(ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in socket.getaddrinfo(host, None))
     with _state_lock:
-        _cluster_ips, _cluster_names = frozenset(ips), frozenset(names)
+        _cluster_ips = frozenset(ips)
 
 
 def _in_cluster(address: object) -> bool:

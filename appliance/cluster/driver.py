@@ -63,7 +63,7 @@ def _check_reachable(address: str) -> None:
     if not sep or not port.isdigit():
         raise ClusterUnreachable(f"{address!r} is not a Ray address (HOST:PORT, 'auto', 'local' or ray://HOST:PORT)")
     try:
-        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S):
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
             pass
     except OSError as exc:
         raise ClusterUnreachable(f"The Ray cluster at {address} does not answer ({exc.strerror or exc})") from exc
