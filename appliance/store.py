@@ -349,12 +349,17 @@ def _in_document_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def _vector_index(chunks: Table) -> Any:
+    """The chunks table's vector index (LanceDB's IndexConfig), or None."""
+    return next((i for i in chunks.list_indices() if tuple(i.columns) == ("vector",)), None)
+
+
 def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
-             columns: list[str]) -> list[dict[str, Any]]:
+             columns: list[str], segments: int) -> list[dict[str, Any]]:
     """LanceDB's nearest chunks with exact distances (the vector index's candidates re-ranked on the
-    stored vectors), ties by id; the filtered and the unfiltered search use the same index the same way."""
+    stored vectors), ties by id; the filtered and the unfiltered search use the same index the same way.
+    The candidates explored (EF_SEARCH) are shared out over the index's `segments`."""
     query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine")
-    segments = next((i.num_segments or 1 for i in chunks.list_indices() if tuple(i.columns) == ("vector",)), 1)
     explore = EF_SEARCH if where is None else EF_SEARCH_FILTERED
     query = query.refine_factor(REFINE_FACTOR).ef(max((limit + TIE_MARGIN) * REFINE_FACTOR, explore // segments))
     if where is not None:
@@ -652,7 +657,7 @@ class Index:
             elif ("vector",) in present and not needs_vector_index(rows + rows // 4, self.dim):
                 # well inside the replica's budget (a margin, so a table near it is not indexed and
                 # dropped in turn): an index built earlier, or by an older version, is only upkeep
-                chunks.drop_index(next(i.name for i in indices if tuple(i.columns) == ("vector",)))
+                chunks.drop_index(_vector_index(chunks).name)
             sources = self.sources()
             if sources is not None and not any(tuple(i.columns) == ("source_id",) for i in sources.list_indices()):
                 sources.create_index("source_id", config=BTree())  # what a sync's upserts match on
@@ -690,7 +695,7 @@ class Index:
     def _merge_vector_segments(self, chunks: Table, segments_max: int) -> None:
         """Rebuild the vector index as one segment once folds have split it into more than `segments_max`;
         another process rebuilding it at the same time wins, and that is no failure."""
-        index = next((i for i in chunks.list_indices() if tuple(i.columns) == ("vector",)), None)
+        index = _vector_index(chunks)
         if index is None or (index.num_segments or 1) <= segments_max or stopping.requested():
             return
         log.info("rebuilding the vector index: %d segments", index.num_segments)
@@ -705,7 +710,7 @@ class Index:
     @_guarded
     def has_vector_index(self) -> bool:
         chunks = self.chunks()
-        return chunks is not None and any(tuple(i.columns) == ("vector",) for i in chunks.list_indices())
+        return chunks is not None and _vector_index(chunks) is not None
 
     @_guarded
     def unindexed_rows(self) -> int:
@@ -736,7 +741,10 @@ class Index:
             found = whole if where is None else replica.best(sims, limit, replica.mask(where))
             top = sims[whole] if len(whole) else np.zeros(1)
             return Side(replica.rows_at(found, columns, sims), float(top.max()), float(top.min()))
-        return _masked(lambda w, cols: _nearest(chunks, vector, limit, w, cols), limit, where, columns, "_distance")
+        index = _vector_index(chunks)  # asked once: the filtered and the unfiltered search share it
+        segments = (index.num_segments or 1) if index is not None else 1
+        return _masked(lambda w, cols: _nearest(chunks, vector, limit, w, cols, segments), limit, where, columns,
+                       "_distance")
 
     def vector_search(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
                       columns: list[str]) -> list[dict[str, Any]]:

@@ -136,3 +136,30 @@ def test_queries_while_other_processes_write_follow_every_commit(tmp_path: Path)
     print(f"{queries} queries, {refreshes} refreshes, {index.replica_rows_read} rows read "
           f"({written} rows written; a whole re-read per refresh would read ~{refreshes * fresh.count_chunks() // 2})")
     assert refreshes > 1 and index.replica_rows_read <= written + fresh.count_chunks()
+
+
+@pytest.mark.slow  # two writer processes
+def test_queries_through_the_vector_index_while_other_processes_rebuild_it(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader past the replica's budget searches LanceDB's vector index, scoped and not, while two
+    writers add, delete, compact and rebuild that index under it: every answer comes back, in order,
+    the scoped one only from inside its scope."""
+    from appliance import replica
+
+    monkeypatch.setattr(replica, "BUDGET_BYTES", 0)
+    db = tmp_path / "index"
+    procs, queue = _start_writers(db, 2, 15, rebuilds=True)
+    index = Index(db, DIM)
+    probe = _rows("probe", 1)[0]["vector"]
+    queries = 0
+    while any(p.is_alive() for p in procs):
+        index.checkout_latest()
+        scoped = index.vector_search(probe, 5, Filter("seed"), ["id", "source_id"])
+        assert scoped and all(h["source_id"] == "seed" for h in scoped)
+        whole = index.vector_search(probe, 5, None, ["id", "_distance"])
+        assert whole and [h["_distance"] for h in whole] == sorted(h["_distance"] for h in whole)
+        queries += 1
+    results = _results(procs, queue)
+    assert not [err for _, _, err in results if err]
+    assert queries > 0 and index.has_vector_index()
+    print("queries during the writers' rebuilds:", queries)
