@@ -134,16 +134,19 @@ async def load_client(url: str, until: float, tally: Tally, seed: int, markers: 
         tally.errors.append(f"session: {type(exc).__name__}: {exc}"[:300])
 
 
-async def watcher(url: str, sample: list[str], seen: dict[str, tuple[float, float]], load_until: float, until: float,
-                  tally: Tally, enough: int, batch: int = 12) -> None:
+async def watcher(url: str, sample: list[str], seen: dict[str, tuple[float, float]], asked: dict[str, float],
+                  load_until: float, until: float, tally: Tally, enough: int, batch: int = 12) -> None:
     """Ask for the next unseen markers (in write order) until `enough` are seen or time is up.
 
-    Back to back during the load; after it, four times a second, leaving the CPU to the sync."""
+    `asked` keeps when each marker was last asked for: a marker never asked for (the watcher
+    stopped at `enough` first) says nothing about freshness. Back to back during the load;
+    after it, four times a second, leaving the CPU to the sync."""
     async with await _client(url) as client:
         pending = list(sample)
         while pending and len(seen) < enough and time.monotonic() < until:
             ask = pending[:batch]
             sent, t0 = time.time(), time.perf_counter()
+            asked.update(dict.fromkeys(ask, sent))
             try:
                 result = await client.call_tool("query_documents", {"query": " ".join(ask), "topK": 100},
                                                 raise_on_error=False)
@@ -209,8 +212,9 @@ def stop(proc: subprocess.Popen[Any] | None, timeout: float = 30) -> None:
 
 
 async def _run_clients(url: str, clients: int, seconds: float, sample: list[str], base_markers: list[str],
-                       on_start: Any, drain_s: float, enough: int) -> tuple[Tally, Tally, dict[str, tuple[float, float]], float, float, float]:
-    tally, watch_tally, seen = Tally(), Tally(), {}
+                       on_start: Any, drain_s: float, enough: int
+                       ) -> tuple[Tally, Tally, dict[str, tuple[float, float]], dict[str, float], float, float]:
+    tally, watch_tally, seen, asked = Tally(), Tally(), {}, {}
     # Handshake and a first (cold) query before the clock starts: the model loads once.
     async with await _client(url) as warm:
         await warm.list_tools()
@@ -221,11 +225,11 @@ async def _run_clients(url: str, clients: int, seconds: float, sample: list[str]
     started_sync = on_start()
     if asyncio.iscoroutine(started_sync):
         await started_sync
-    watch = asyncio.create_task(watcher(url, sample, seen, until, until + drain_s, watch_tally, enough))
+    watch = asyncio.create_task(watcher(url, sample, seen, asked, until, until + drain_s, watch_tally, enough))
     await asyncio.gather(*(load_client(url, until, tally, seed, base_markers) for seed in range(clients)))
     elapsed = time.monotonic() - started
     await watch
-    return tally, watch_tally, seen, elapsed, wall_start, time.time()
+    return tally, watch_tally, seen, asked, elapsed, wall_start
 
 
 async def _sync_start(url: str) -> None:
@@ -282,7 +286,7 @@ def run(clients: int, seconds: float, files: int, *, base_files: int = 40, sampl
                                            stderr=subprocess.STDOUT, cwd=work)
             return None
 
-        tally, watch_tally, seen, elapsed, wall_start, watch_end = asyncio.run(
+        tally, watch_tally, seen, asked, elapsed, wall_start = asyncio.run(
             _run_clients(url, clients, seconds, sample, [], start_sync, drain_s, enough or len(sample)))
         scheduler = holder.get("p")
         # The full run waits (within the drain window) for the sync's own report; a run that
@@ -297,8 +301,10 @@ def run(clients: int, seconds: float, files: int, *, base_files: int = 40, sampl
         # before it, sent earlier, did not see it): an upper bound on how stale a reader can be.
         lags = [seen[m][0] - commits[m] for m in sample if m in seen and m in commits]
         answered = [seen[m][1] - commits[m] for m in sample if m in seen and m in commits]
-        # A commit in the watcher's last seconds may simply not have been asked about yet.
-        never = [m for m in sample if m in commits and m not in seen and commits[m] < watch_end - 3]
+        # Stale: asked for more than 3 s after its batch committed, and still not found. A marker
+        # never asked for (the watcher had seen `enough` first) or committed just before the
+        # watcher's last question is no evidence either way.
+        never = [m for m in sample if m in commits and m not in seen and commits[m] < asked.get(m, 0.0) - 3]
         seen_uncommitted = [m for m in sample if m in seen and m not in commits]
         lat = tally.latencies
         figures = {
@@ -315,7 +321,8 @@ def run(clients: int, seconds: float, files: int, *, base_files: int = 40, sampl
                      "firstCommitAfterS": _s(min(commits.values()) - holder["t"]) if commits else None,
                      "lastCommitAfterS": _s(max(commits.values()) - holder["t"]) if commits else None,
                      "sampled": len(sample)},
-            "freshness": {"sampledFiles": len(sample), "committed": len(commits), "seen": len(seen),
+            "freshness": {"sampledFiles": len(sample), "committed": len(commits), "asked": len(asked),
+                          "seen": len(seen),
                           "committedNeverSeen": len(never), "seenBeforeCommit": len(seen_uncommitted),
                           "seenBeforeSyncFinished": sum(1 for m in seen if seen[m][1] < (sync_done.get("finishedAt") or 1e18)),
                           "lagSeconds": {"p50": _s(pct(lags, 0.5)), "p95": _s(pct(lags, 0.95)),
