@@ -9,6 +9,10 @@
 # Debian bookworm base made by scripts/make_base_image.sh (Python 3.11 + tesseract).
 # It must provide python3 3.11 with the venv module.
 #
+# LOCK: the dependency lock the virtualenv installs. requirements-runtime.lock is the
+# appliance; requirements-cluster.lock adds Ray for `minirag sync --ray` and `ray start`
+# (`make image-cluster`: minirag:cluster, its wheels from `make wheelhouse-cluster`).
+#
 # Behind a TLS-inspecting proxy: put the proxy's CA certificate(s) as *.crt files in
 # docker/ca-certificates/ (git-ignored). They are trusted for the one networked step,
 # the apt line that installs tesseract on a public base. The hermetic parts need none.
@@ -20,17 +24,19 @@ ARG MODEL_DIR=intfloat__multilingual-e5-small
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG UID=1000
+ARG LOCK=requirements-runtime.lock
 
 # ---------------------------------------------------------------------------
 # wheels: the application in a virtualenv, from the host's wheelhouse only.
 FROM ${BUILD_IMAGE} AS wheels
-COPY requirements-runtime.lock /build/requirements-runtime.lock
+ARG LOCK
+COPY ${LOCK} /build/requirements.lock
 COPY wheelhouse/*.whl /build/wheelhouse/
 # A self-contained virtualenv that the runtime stage copies as one directory.
 RUN python3 -m venv /opt/minirag
 # The locked dependencies, every file checked against its sha256; no index, no network.
 RUN /opt/minirag/bin/pip install --no-cache-dir --no-index --find-links /build/wheelhouse \
-        --require-hashes -r /build/requirements-runtime.lock
+        --require-hashes -r /build/requirements.lock
 # The application itself (its own layer, so a code change does not reinstall the rest).
 COPY wheelhouse/project/ /build/project/
 RUN /opt/minirag/bin/pip install --no-cache-dir --no-index --no-deps /build/project/minirag_appliance-*.whl

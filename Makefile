@@ -41,7 +41,7 @@ test: models ## the fast tests (~3 min on 2 cores): unit, adapters (in-memory MC
 
 test-all: models cluster-install ## every test: `test` plus slow, faults (CI size), `sync --ray` (installs the [cluster] extra) and, when a Docker engine answers, `image` and the image tests
 	$(PY) -m pytest -m "not docker"
-	@if $(DOCKER) info >/dev/null 2>&1; then $(MAKE) --no-print-directory image docker-test; \
+	@if $(DOCKER) info >/dev/null 2>&1; then $(MAKE) --no-print-directory image image-cluster docker-test; \
 	else echo "test-all: no Docker engine ($(DOCKER) info failed): the image tests (tests/docker) did not run"; fi
 
 test-fast: install ## unit tests only, no baked model needed
@@ -87,7 +87,7 @@ faults: models ## the fault suite at full size (about an hour): kill -9 trials, 
 	FAULTS_FULL=1 $(PY) -m pytest -m faults tests/faults
 
 # ---- the container image (see Dockerfile; scripts/docker_ci.sh runs the image tests) ----
-.PHONY: base wheelhouse image image-if-stale demo serve sync save load docker-test
+.PHONY: base wheelhouse image image-if-stale demo serve sync save load docker-test wheelhouse-cluster image-cluster
 # Debian's docker CLI (/usr/bin/docker) can use the daemon's BuildKit; the v28 one here has no buildx.
 DOCKER ?= $(shell test -x /usr/bin/docker && echo /usr/bin/docker || echo docker)
 BASE_IMAGE ?= local/base:bookworm-2
@@ -117,10 +117,21 @@ $(PROJECT_WHEEL): $(PROJECT_SOURCES) | install
 
 wheelhouse: install wheelhouse/.complete $(PROJECT_WHEEL) ## wheels for the image: the runtime lock (hash-checked) and this project
 
+DOCKER_BUILD = DOCKER_BUILDKIT=1 $(DOCKER) build --progress=plain --build-arg BASE_IMAGE=$(BASE_IMAGE) \
+  $$(case "$(BASE_IMAGE)" in local/*) echo --build-arg BUILD_IMAGE=$(BASE_IMAGE)-build;; esac) --build-arg REVISION=$$(git rev-parse --short HEAD)
+
 image: base wheelhouse models ## build the image $(IMAGE) offline from the wheelhouse and baked models
-	DOCKER_BUILDKIT=1 $(DOCKER) build --progress=plain --build-arg BASE_IMAGE=$(BASE_IMAGE) \
-	  $$(case "$(BASE_IMAGE)" in local/*) echo --build-arg BUILD_IMAGE=$(BASE_IMAGE)-build;; esac) --build-arg REVISION=$$(git rev-parse --short HEAD) -t $(IMAGE) .
+	$(DOCKER_BUILD) -t $(IMAGE) .
 	mkdir -p $(dir $(IMAGE_STAMP)) && touch $(IMAGE_STAMP)
+
+CLUSTER_IMAGE ?= minirag:cluster
+wheelhouse/.complete-cluster: requirements-cluster.lock
+	$(PY) -m pip download -qq --only-binary :all: --require-hashes -r requirements-cluster.lock -d wheelhouse/ && touch $@
+
+wheelhouse-cluster: wheelhouse wheelhouse/.complete-cluster ## the image's wheels plus Ray's (requirements-cluster.lock, hash-checked)
+
+image-cluster: base wheelhouse-cluster models ## build $(CLUSTER_IMAGE): the image plus Ray, for cluster nodes (`ray start`) and `sync --ray`
+	$(DOCKER_BUILD) --build-arg LOCK=requirements-cluster.lock -t $(CLUSTER_IMAGE) .
 
 $(IMAGE_STAMP): $(IMAGE_INPUTS)
 	$(MAKE) image
@@ -145,4 +156,5 @@ load:      ## load BUNDLE after checking its sha256
 	scripts/image_bundle.sh load $(IMAGE) $(BUNDLE)
 
 docker-test: ## the image tests against IMAGE (needs a Docker engine and `make image`)
-	MINIRAG_DOCKER=1 DOCKER=$(DOCKER) MINIRAG_IMAGE=$(IMAGE) $(PY) -m pytest -m docker tests/docker
+	MINIRAG_DOCKER=1 DOCKER=$(DOCKER) MINIRAG_IMAGE=$(IMAGE) MINIRAG_CLUSTER_IMAGE=$(CLUSTER_IMAGE) \
+	  $(PY) -m pytest -m docker tests/docker
