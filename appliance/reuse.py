@@ -68,7 +68,8 @@ class ReusingEmbed:
         if misses:
             fresh = self._embed(list(misses.values()))
             for key, vector in zip(misses, fresh, strict=True):
-                known[key] = np.asarray(vector, dtype=np.float32)
+                # a copy: a row view would keep its whole batch's array alive in the recent cache
+                known[key] = np.array(vector, dtype=np.float32)
                 self._remember(key, known[key])
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         for i, key in enumerate(keys):
