@@ -103,6 +103,8 @@ def two_hosts(models_dir: Path, docs: Path, tmp_path_factory: pytest.TempPathFac
         if os.environ.get("CI"):  # .ci/run installs them
             pytest.fail(reason)
         pytest.skip(reason)
+    if not Path("/dev/fuse").exists():
+        pytest.skip("no /dev/fuse: this machine cannot mount a FUSE file system (sshfs)")
     if _run("pgrep", "-x", "raylet").returncode == 0:  # `ray stop` at the end would stop it too
         pytest.skip("another Ray cluster runs on this machine")
     name = f"minirag-{uuid.uuid4().hex[:6]}"
