@@ -39,7 +39,7 @@ FAST_TESTS := not slow and not faults and not docker and not ray
 test: models ## the fast tests (~3 min on 2 cores): unit, adapters (in-memory MCP), a few real-model end-to-end tests
 	$(PY) -m pytest -m "$(FAST_TESTS)"
 
-test-all: models cluster-install ## every test: `test` plus slow, faults (CI size), `sync --ray` (installs the [cluster] extra) and, when a Docker engine answers, `image` and the image tests
+test-all: models cluster-install ## every test: `test` plus slow, faults (CI size), `sync --ray` (installs the [cluster] extra) and, when a Docker engine answers, `image`, `image-cluster` and the image tests
 	$(PY) -m pytest -m "not docker"
 	@if $(DOCKER) info >/dev/null 2>&1; then $(MAKE) --no-print-directory image image-cluster docker-test; \
 	else echo "test-all: no Docker engine ($(DOCKER) info failed): the image tests (tests/docker) did not run"; fi
