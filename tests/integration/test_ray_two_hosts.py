@@ -80,6 +80,11 @@ def _file_server(work: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
             time.sleep(0.1)
 
 
+def _served(log: Path) -> set[str]:
+    """The paths the file server opened for reading."""
+    return set(re.findall(r'open "([^"]+)" flags READ', log.read_text(errors="replace")))
+
+
 def _mounted_in(pid: str, path: Path) -> bool:
     """Whether process pid sees an sshfs mount at path."""
     try:
@@ -173,7 +178,7 @@ def test_a_sync_on_a_cluster_of_two_hosts_equals_a_local_sync(two_hosts: tuple[s
     report = sync()
     assert report["failed"] == [] and report["added"] == len(FILES), report
     # Every document was read on the worker node, through the file server.
-    opened = set(re.findall(r'open "([^"]+)" flags READ', file_server_log.read_text(errors="replace")))
+    opened = _served(file_server_log)
     assert {str(docs / name) for name in FILES} <= opened, sorted(opened)
 
     with pytest.MonkeyPatch.context() as patch:  # each document in a model call of its own, as a Ray task embeds it
@@ -190,5 +195,5 @@ def test_a_sync_on_a_cluster_of_two_hosts_equals_a_local_sync(two_hosts: tuple[s
     again = sync()
     assert (again["updated"], again["failed"]) == (1, []) and again["chunksReused"] >= 1, again
     assert again["chunksEmbedded"] >= 1, again
-    opened = set(re.findall(r'open "([^"]+)" flags READ', file_server_log.read_text(errors="replace")))
+    opened = _served(file_server_log)
     assert any(path.startswith(f"{index}/") for path in opened), "the worker node did not read the index"
