@@ -17,13 +17,45 @@ def shared_path() -> Path:
     return Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared"))
 
 
+def shared_missing() -> str | None:
+    """Why the shared test data cannot be used, or None when it is there."""
+    path = shared_path()
+    if (path / "corpus").is_dir():
+        return None
+    return (f"shared test data not found at {path}: put the project's shared/ folder (document corpus, "
+            "OCR pages, retrieval sets) beside the checkout as ../shared, or set MINIRAG_SHARED to it "
+            "(README, 'Testing')")
+
+
+_SKIPPED_FOR_SHARED = pytest.StashKey[int]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without the shared data, the tests that need it (marker `shared` or the `shared` fixture) are
+    skipped on a developer's machine; under CI they run and fail, naming what is missing."""
+    reason = shared_missing()
+    if reason is None or os.environ.get("CI"):
+        return
+    needing = [item for item in items if item.get_closest_marker("shared")
+               or "shared" in getattr(item, "fixturenames", ())]
+    for item in needing:
+        item.add_marker(pytest.mark.skip(reason="needs the shared test data"))
+    config.stash[_SKIPPED_FOR_SHARED] = len(needing)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    skipped = config.stash.get(_SKIPPED_FOR_SHARED, 0)
+    if skipped:
+        terminalreporter.write_line(f"{skipped} tests skipped: {shared_missing()}", yellow=True)
+
+
 @pytest.fixture(scope="session")
 def shared() -> Path:
     """../shared (or $MINIRAG_SHARED); a clear failure when it is missing — CI always has it."""
-    path = shared_path()
-    if not (path / "corpus").is_dir():
-        pytest.fail(f"shared test data is missing: {path} (set MINIRAG_SHARED to its location)")
-    return path
+    reason = shared_missing()
+    if reason is not None:
+        pytest.fail(reason)
+    return shared_path()
 
 
 @pytest.fixture(scope="session")
@@ -37,8 +69,8 @@ def models_dir() -> Path:
 @pytest.fixture(scope="session")
 def real_embedder(models_dir: Path):  # type: ignore[no-untyped-def]
     """The default multilingual model, loaded once for the whole session."""
-    from appliance.embed import Embedder, load_spec
     from appliance.config import DEFAULT_MODEL
+    from appliance.embed import Embedder, load_spec
 
     return Embedder(load_spec(DEFAULT_MODEL, models_dir), models_dir)
 

@@ -3,7 +3,6 @@ in-memory MCP server and the CLI's hit line. The hashed-word embedder stands in 
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,11 @@ from appliance.server import Runtime, create_server
 from appliance.service import Appliance
 from appliance.wire import to_wire
 from tests.adapters.test_mcp_jobs_paging import ROOT, HashEmbedder
+from tests.conftest import shared_path
 from tests.fixtures.pdf_writer import write_pdf
 
-CORPUS = Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared")) / "corpus"
+CORPUS = shared_path() / "corpus"
+pytestmark = pytest.mark.shared
 FILLER = "plain words about the weather report and nothing in particular today"
 PAGES = [  # pages longer than half the 256-token budget, so each page starts a chunk
     [FILLER] * 20,

@@ -11,7 +11,7 @@ import pytest
 from appliance.service import Appliance
 from tests.conftest import shared_path
 
-pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.shared, pytest.mark.timeout(1800)]
 
 
 def _rows(shared: Path) -> list[dict[str, str]]:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -14,9 +13,11 @@ from appliance.ingest.convert import SUPPORTED_EXTENSIONS, to_markdown
 from appliance.ingest.failures import EncryptedDocument, MislabelledFile
 from appliance.ingest.ocr import OcrConfig, ocr_status
 from appliance.records import Converted
+from tests.conftest import shared_path
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared")) / "corpus"
+CORPUS = shared_path() / "corpus"
+pytestmark = pytest.mark.shared
 MAX = 100 << 20
 
 

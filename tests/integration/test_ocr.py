@@ -10,7 +10,6 @@ CER thresholds, from measurement (tesseract 5.3.0, Debian eng/deu/rus data, 300 
 from __future__ import annotations
 
 import csv
-import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -23,9 +22,11 @@ from appliance.ingest.convert import to_markdown
 from appliance.ingest.failures import ImageTooLarge
 from appliance.ingest.markdown_blocks import PAGE_MARKER
 from appliance.ingest.ocr import OcrConfig, ocr_pdf_pages, ocr_status
+from tests.conftest import shared_path
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared")) / "corpus"
+CORPUS = shared_path() / "corpus"
+pytestmark = pytest.mark.shared
 CFG = OcrConfig()
 MAX = 100 << 20
 

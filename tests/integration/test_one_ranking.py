@@ -16,7 +16,7 @@ import pytest
 from appliance import replica
 from tests.conftest import app_factory, shared_path
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.shared]
 
 QUERIES = ["Vitamin D deficiency and the risk of fractures", "stem cells differentiate into neurons",
            "antibiotic resistance in hospital bacteria", "obesity increases the risk of diabetes"]
