@@ -46,6 +46,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from appliance.citations import hit_place
 from appliance.errors import ApplianceError, InvalidArgument
 from appliance.paging import READ_PAGE_CHARS
+from appliance.quoting import label
 from appliance.wire import to_wire
 
 if TYPE_CHECKING:
@@ -274,7 +275,7 @@ def _search(runtime: Runtime, query: str, top_k: int) -> dict[str, Any]:
     data: dict[str, Any] = to_wire(runtime.appliance().search(query, top_k=top_k))
     data.pop("parents", None)  # the page shows the passages; a document opens whole
     for hit in data["results"]:
-        hit["citation"] = f"{hit['displayPath']}{hit_place(hit)}"
+        hit["citation"] = f"{label(hit['displayPath'])}{hit_place(hit)}"
     return data
 
 
