@@ -41,3 +41,22 @@ def test_the_pages_label_is_the_same_rule() -> None:
     script = f"{function}\nconsole.log(JSON.stringify({json.dumps(CASES[:-1])}.map(label)));"
     done = subprocess.run(["node", "-e", script], capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(done.stdout) == [label(text) for text in CASES[:-1]]
+
+
+def test_the_progress_bar_shows_a_name_as_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`minirag sync` on a terminal: a file named like rich markup ("[/x]") neither crashes the bar nor styles it."""
+    import io
+    import sys
+
+    from appliance import cli
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with cli._progress(True) as update:
+        assert update is not None
+        update("indexing", 1, 2, "notes [/x] [bold]draft\n.md")
+    assert "[/x] [bold]draft\\n.md" in terminal.getvalue()
