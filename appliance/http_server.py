@@ -174,11 +174,14 @@ def serve_http(host: str, port: int, token: str, runtime: Runtime, allowed_hosts
     check_address(f"[{host}]:{port}" if ":" in host else f"{host}:{port}", token)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from appliance.host_guard import server_names
+
     app = build_app(runtime, token, host, allowed_hosts)
     runtime.warm_up()  # no handshake to keep quick here: load now, answer the first query warm, take syncs
     logging.getLogger("appliance.http").info("MCP over HTTP at http://%s:%d%s, status page at http://%s:%d/ "
-                                             "(bearer token %s)", host, port, MCP_PATH, host, port,
-                                             "required" if token else "off: loopback only")
+                                             "(bearer token %s; Host names besides IP addresses: %s)", host, port,
+                                             MCP_PATH, host, port, "required" if token else "off: loopback only",
+                                             ", ".join(sorted(server_names(host, allowed_hosts))))
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
                 timeout_graceful_shutdown=2)
     from appliance import stopping  # uvicorn handled SIGTERM; a sync_start job still runs: stop it

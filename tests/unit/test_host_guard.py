@@ -110,3 +110,12 @@ def test_a_bad_allow_list_is_named() -> None:
     for bad in ("https://docs.example.com", "docs.example.com:443", "*", "docs example"):
         with pytest.raises(ConfigError, match="MCP_ALLOWED_HOSTS"):
             read_environment({"MCP_ALLOWED_HOSTS": bad}).allowed_hosts()
+
+
+def test_serve_http_refuses_to_start_with_a_bad_allow_list(capsys: pytest.CaptureFixture[str]) -> None:
+    from appliance.http_server import main
+
+    assert main("127.0.0.1:8080", read_environment({"MCP_ALLOWED_HOSTS": "https://docs.example.com/"})) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: MCP_ALLOWED_HOSTS: 'https://docs.example.com/' is not a host name")
+    assert "hint: List bare names" in err
