@@ -7,15 +7,16 @@ both on every endpoint, and still answer its own names and clients that send no 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fixtures.serve_http import http, minirag_env, start_serve_http, stop
+from tests.fixtures.serve_http import MINIRAG, http, minirag_env, start_serve_http, stop
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.model, pytest.mark.timeout(900)]
 
 INIT = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -31,6 +32,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     (docs / "secret.md").write_text("# Secret\n\nThe launch code is 0000.\n")
     env = minirag_env(docs, base / "index")
     env.pop("MCP_AUTH_TOKEN", None)
+    done = subprocess.run([*MINIRAG, "sync", "--json"], env=env, capture_output=True, text=True, timeout=600)
+    assert json.loads(done.stdout)["added"] == 1, done.stderr[-2000:]
     proc, url = start_serve_http(env, base / "server.log")
     try:
         yield {"url": url, "docs": docs}
@@ -66,3 +69,6 @@ def test_its_own_names_and_originless_clients_are_served(server: dict[str, Any])
                                                                       "Origin": f"http://localhost:{port}"})
     assert status == 200 and b"serverInfo" in body
     assert http(f"{url}/", token=None)[0] == 200
+    status, _, body = http(f"{url}/api/read?path={Path(server['docs']) / 'secret.md'}", token=None,
+                           headers={"Host": f"localhost:{port}"})
+    assert status == 200 and "launch code is 0000" in json.loads(body)["content"]  # what a rebound page would get
