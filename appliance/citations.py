@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from appliance.quoting import label
+
 
 def hit_place(hit: dict[str, Any]) -> str:
     """`place` of a hit, a grep match or an alsoIn entry in its wire shape."""
@@ -13,7 +15,7 @@ def hit_place(hit: dict[str, Any]) -> str:
 def place(line: int | None, page_start: int | None, page_end: int | None, slide: int | None,
           sheet: str | None) -> str:
     """Where in its document a passage is, as the CLI prints it after the path: ":12" (line),
-    " p.3" / " pp.3-4" (PDF pages), " slide 2", " sheet Budget"."""
+    " p.3" / " pp.3-4" (PDF pages), " slide 2", " sheet Budget" (the sheet's name as a label: it is data)."""
     if line:
         return f":{line}"
     if page_start:
@@ -22,5 +24,5 @@ def place(line: int | None, page_start: int | None, page_end: int | None, slide:
     if slide:
         return f" slide {slide}"
     if sheet:
-        return f" sheet {sheet}"
+        return f" sheet {label(sheet)}"
     return ""

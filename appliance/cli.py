@@ -2,7 +2,9 @@
 
 With no subcommand it serves MCP on stdio. Errors are translated here once:
 `error: <message>` and the hint on stderr (or the error object with --json),
-exit status 1. `status` answers even when the configuration is broken.
+exit status 1. `status` answers even when the configuration is broken. Names (paths,
+source ids, titles, sheets) and one-line excerpts are printed through appliance.quoting.label,
+so none of them can start a line of its own.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from appliance.config import Environment, Settings, read_environment
 from appliance.errors import ApplianceError
 from appliance.models.cli import models_app
 from appliance.paging import READ_PAGE_CHARS
+from appliance.quoting import label
 from appliance.wire import to_wire
 
 if TYPE_CHECKING:
@@ -89,9 +92,9 @@ def _reported(as_json: bool) -> Iterator[None]:
         if as_json:
             _emit({"error": exc.to_dict()}, True)
         else:
-            typer.echo(f"error: {exc.message}", err=True)
+            typer.echo(f"error: {label(exc.message)}", err=True)
             if exc.hint:
-                typer.echo(f"hint: {exc.hint}", err=True)
+                typer.echo(f"hint: {label(exc.hint)}", err=True)
         raise typer.Exit(1) from None
 
 
@@ -119,11 +122,12 @@ def _progress(enabled: bool) -> Iterator[Progress | None]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[path]}"), console=Console(stderr=True), transient=True) as bar:
+                  TextColumn("{task.fields[path]}", markup=False), console=Console(stderr=True),
+                  transient=True) as bar:  # a name like "[/x].md" is not rich markup
         task = bar.add_task("indexing", total=None, path="")
 
         def update(phase: str, done: int, total: int, path: str) -> None:
-            bar.update(task, description=phase, completed=done, total=total or None, path=path[-60:])
+            bar.update(task, description=phase, completed=done, total=total or None, path=label(path)[-60:])
 
         yield update
 
@@ -131,7 +135,7 @@ def _progress(enabled: bool) -> Iterator[Progress | None]:
 def _print_run(report: RunReport, as_json: bool) -> None:
     data = to_wire(report)
     for item in data["failed"]:
-        typer.echo(f"warn: {item['path']}: {item['reason']}", err=True)
+        typer.echo(f"warn: {label(item['path'])}: {label(item['reason'])}", err=True)
     human = (f"seen {data['seen']}: added {data['added']}, updated {data['updated']}, unchanged {data['unchanged']}, "
              f"refreshed {data['refreshed']}, deleted {data['deleted']}, skipped {data['skippedCount']}, "
              f"failed {data['failedCount']}; {data['chunks']} chunks ({data['chunksEmbedded']} embedded, "
@@ -275,11 +279,11 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
             text, top_k=top_k, scope=scope, doc_class=doc_class))
     lines = []
     for n, hit in enumerate(result["results"], 1):
-        where = hit["displayPath"] + hit_place(hit)
+        where = label(hit["displayPath"]) + hit_place(hit)
         dist = "-" if hit["distance"] is None else f"{hit['distance']:.3f}"
         lines.append(f"{n:2}. {where}  [chunk {hit['chunkIndex']}, distance {dist}]"
-                     + (f"  — {hit['title']}" if hit.get("title") else ""))
-        lines.append("    " + " ".join(hit["text"].split())[:300])
+                     + (f"  — {label(hit['title'])}" if hit.get("title") else ""))
+        lines.append("    " + label(" ".join(hit["text"].split())[:300]))
     _emit(result, as_json, "\n".join(lines) or "no results")
 
 
@@ -347,10 +351,10 @@ def list_(ctx: typer.Context, scope: Annotated[str | None, typer.Option("--scope
         typer.echo(f"more: {out['total']} entries in all; next page: --cursor {out['nextCursor']}", err=True)
     lines = []
     for f in out["files"]:
-        extra = f" ({f['reason']})" if f.get("reason") else ""
+        extra = f" ({label(f['reason'])})" if f.get("reason") else ""
         ocr = f" [ocr:{f['ocrEngine']}]" if f.get("ocrEngine") else ""
-        lines.append(f"{f['state']:9} {f['filePath']}{ocr}{extra}")
-    lines += [f"{s['sourceKind']:9} {s['source']}" for s in out["sources"]]
+        lines.append(f"{f['state']:9} {label(f['filePath'])}{ocr}{extra}")
+    lines += [f"{s['sourceKind']:9} {label(s['source'])}" for s in out["sources"]]
     _emit(out, as_json, "\n".join(lines) or "no files under the roots")
 
 
@@ -375,7 +379,7 @@ def delete(ctx: typer.Context, target: Annotated[str | None, typer.Argument(help
         deleted = _appliance(ctx, base_dir, db_path, models_dir, model_name).delete(source or target or "",
                                                                                     source is not None)
     out = to_wire(deleted)
-    _emit(out, as_json, f"deleted {out['source']} ({out['chunksRemoved']} chunks)")
+    _emit(out, as_json, f"deleted {label(out['source'])} ({out['chunksRemoved']} chunks)")
 
 
 @app.command()
@@ -397,7 +401,7 @@ def grep(ctx: typer.Context,
         out = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).grep(
             pattern, regex=regex, case_sensitive=case_sensitive, scope=scope, root=root, file_glob=file_glob,
             max_results=max_results))
-    lines = [f"{hit['source']}{hit_place(hit)}: {hit['line']}" for hit in out["matches"]]
+    lines = [f"{label(hit['source'])}{hit_place(hit)}: {label(hit['line'])}" for hit in out["matches"]]
     if out["truncated"] or out["stopped"]:
         lines.append(f"(stopped early: {out['stopped'] or 'max results reached'})")
     if not as_json:
@@ -412,7 +416,7 @@ def roots(ctx: typer.Context, base_dir: BaseDir = None, db_path: DbPath = None, 
     """List the document roots by name and path, with their indexed and failed file counts."""
     with _reported(as_json):
         out = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).list_roots())
-    lines = [f"{r['name']}\t{r['path']}\t{r['indexedFiles']} indexed, {r['failedFiles']} failed"
+    lines = [f"{label(r['name'])}\t{label(r['path'])}\t{r['indexedFiles']} indexed, {r['failedFiles']} failed"
              + ("" if r["exists"] else " (missing)") for r in out["roots"]]
     lines.append(f"data items: {out['dataSources']}, url items: {out['urlSources']}")
     _emit(out, as_json, "\n".join(lines))

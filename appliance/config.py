@@ -13,6 +13,7 @@ usable, ``status`` answers with the error, and ``settings()`` (every other opera
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,8 @@ ChangeDetection = Literal["stat", "hash"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+_HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*")
+"""A DNS host name (underscores too, as container and Compose service names have them)."""
 _BASE_DIRS_HINT = 'Example: BASE_DIRS=\'["/docs/a", "/docs/b"]\''
 
 
@@ -268,6 +271,8 @@ class Environment(BaseSettings):
     # ---- the servers and the container entrypoint (never invalid: they work with a broken configuration)
     mcp_auth_token: Annotated[str, BeforeValidator(lambda v: v.strip() if isinstance(v, str) else v)] = ""
     mcp_http_address: str = "0.0.0.0:8080"
+    mcp_allowed_hosts: str = ""
+    """Read through `allowed_hosts()`, by `serve-http` and the container's daemon mode only."""
     minirag_supervisor_dir: Path = Path("/etc/minirag")
 
     # ---- `minirag models bake`
@@ -290,6 +295,21 @@ class Environment(BaseSettings):
     def problems(self) -> Mapping[str, ConfigError]:
         """The bad variables, each with its error, in the order they are reported."""
         return dict(self._problems)
+
+    def allowed_hosts(self) -> tuple[str, ...]:
+        """MCP_ALLOWED_HOSTS: more host names `serve-http` answers to besides its own address's (see
+        appliance.host_guard), comma-separated, lower case. Raises ConfigError naming a bad entry."""
+        names: list[str] = []
+        for raw in self.mcp_allowed_hosts.split(","):
+            name = raw.strip().lower().rstrip(".")
+            if not raw.strip():
+                continue
+            if not _HOST_NAME.fullmatch(name):
+                raise ConfigError(f"MCP_ALLOWED_HOSTS: {raw.strip()!r} is not a host name",
+                                  hint="List bare names, comma-separated, without scheme, port or path: "
+                                       "MCP_ALLOWED_HOSTS=docs.example.com,minirag")
+            names.append(name)
+        return tuple(dict.fromkeys(names))
 
     def settings(self, *, base_dirs: list[str] | None = None, db_path: str | None = None,
                  models_dir: str | None = None, model_name: str | None = None, cwd: Path | None = None) -> Settings:

@@ -186,12 +186,14 @@ def _exit_code(proc: subprocess.Popen[bytes]) -> int:
 
 def run_daemon(environment: Environment) -> int:
     """supervisord as PID 1 with the scheduler and the MCP HTTP server."""
+    from appliance.errors import ConfigError
     from appliance.http_server import AddressRefused, check_address
 
     address = environment.mcp_http_address
     try:
         check_address(address, environment.mcp_auth_token)
-    except AddressRefused as exc:
+        environment.allowed_hosts()  # a bad MCP_ALLOWED_HOSTS stops here, not in a restart loop under supervisord
+    except (AddressRefused, ConfigError) as exc:
         _err(f"error: {exc}")
         return 2
     os.environ["MCP_HTTP_ADDRESS"] = address  # for supervisord's %(ENV_MCP_HTTP_ADDRESS)s

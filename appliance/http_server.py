@@ -11,6 +11,11 @@ the transport, the status page (`appliance.status_page`: GET / and /api/*) and a
   (POST /login with the token) sets; its sign-in form and its script and style sheet
   (no data in them) are open.
 
+Before either, appliance.host_guard refuses (403) any request whose Host or Origin does not
+name this server, token or not: a web page cannot reach a loopback server through DNS
+rebinding, nor post to it from another site. A wrong bearer token counts against its
+address (Throttle); only wrong tokens are then answered 429: the right one always passes.
+
 The MCP endpoint is http://HOST:PORT/mcp, the page http://HOST:PORT/. Logs go to stderr.
 """
 from __future__ import annotations
@@ -104,18 +109,17 @@ class TokenGate:
             return
         from appliance.status_page import client_address, too_many
 
-        client = client_address(scope)
-        wait = self.throttle.retry_after(client)
-        if wait > 0 and scope["type"] == "http":
-            await too_many(wait)(scope, receive, send)
-            return
         given = self._authorization(scope)
-        if (wait <= 0 and given is not None and hmac.compare_digest(given, self.expected)) \
-                or (page and self._signed_in(scope)):
-            await self.app(scope, receive, send)
+        if (given is not None and hmac.compare_digest(given, self.expected)) or (page and self._signed_in(scope)):
+            await self.app(scope, receive, send)  # the right token passes, however many wrong ones came before
             return
         if given is not None:
+            client = client_address(scope)
+            wait = self.throttle.retry_after(client)
             self.throttle.failed(client)
+            if wait > 0 and scope["type"] == "http":
+                await too_many(wait)(scope, receive, send)
+                return
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
@@ -145,32 +149,39 @@ class TokenGate:
         return self.sessions is not None and self.sessions.valid(session_cookie(scope))
 
 
-def build_app(runtime: Runtime, token: str) -> Starlette:
-    """The Starlette app: the MCP tools at /mcp and the status page at /, behind TokenGate when a token is set."""
+def build_app(runtime: Runtime, token: str, listen_host: str, allowed_hosts: tuple[str, ...] = ()) -> Starlette:
+    """The Starlette app: the MCP tools at /mcp and the status page at /, behind HostGuard (for a server
+    listening on `listen_host`, also answering to `allowed_hosts`) and TokenGate when a token is set."""
     from starlette.middleware import Middleware
 
+    from appliance.host_guard import HostGuard
     from appliance.server import create_server
     from appliance.status_page import Sessions, Throttle, add_routes
 
     mcp = create_server(runtime)
     sessions, throttle = Sessions(), Throttle()
     add_routes(mcp, runtime, token, sessions, throttle)
-    middleware = [Middleware(TokenGate, token=token, sessions=sessions, throttle=throttle)] if token else []
+    middleware = [Middleware(HostGuard, listen_host=listen_host, allowed_hosts=allowed_hosts)]
+    if token:
+        middleware.append(Middleware(TokenGate, token=token, sessions=sessions, throttle=throttle))
     return mcp.http_app(path=MCP_PATH, middleware=middleware, transport="http")
 
 
-def serve_http(host: str, port: int, token: str, runtime: Runtime) -> None:
+def serve_http(host: str, port: int, token: str, runtime: Runtime, allowed_hosts: tuple[str, ...] = ()) -> None:
     """Serve until SIGTERM/SIGINT. Raises AddressRefused before binding anything unsafe."""
     import uvicorn
 
     check_address(f"[{host}]:{port}" if ":" in host else f"{host}:{port}", token)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = build_app(runtime, token)
+    from appliance.host_guard import server_names
+
+    app = build_app(runtime, token, host, allowed_hosts)
     runtime.warm_up()  # no handshake to keep quick here: load now, answer the first query warm, take syncs
     logging.getLogger("appliance.http").info("MCP over HTTP at http://%s:%d%s, status page at http://%s:%d/ "
-                                             "(bearer token %s)", host, port, MCP_PATH, host, port,
-                                             "required" if token else "off: loopback only")
+                                             "(bearer token %s; Host names besides IP addresses: %s)", host, port,
+                                             MCP_PATH, host, port, "required" if token else "off: loopback only",
+                                             ", ".join(sorted(server_names(host, allowed_hosts))))
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
                 timeout_graceful_shutdown=2)
     from appliance import stopping  # uvicorn handled SIGTERM; a sync_start job still runs: stop it
@@ -180,13 +191,16 @@ def serve_http(host: str, port: int, token: str, runtime: Runtime) -> None:
 
 def main(address: str, environment: Environment, overrides: dict[str, Any] | None = None) -> int:
     """`minirag serve-http`: `environment` is what the CLI read at start, `overrides` its flags."""
+    from appliance.errors import ConfigError
     from appliance.runtime import Runtime
 
     token = environment.mcp_auth_token
     try:
         host, port = check_address(address, token)
-    except AddressRefused as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        allowed = environment.allowed_hosts()
+    except (AddressRefused, ConfigError) as exc:
+        hint = getattr(exc, "hint", None)
+        sys.stderr.write(f"error: {exc}\n" + (f"hint: {hint}\n" if hint else ""))
         return 2
-    serve_http(host, port, token, Runtime(environment, overrides))
+    serve_http(host, port, token, Runtime(environment, overrides), allowed)
     return 0

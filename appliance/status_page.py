@@ -20,7 +20,9 @@ token (compared in constant time) opens a session: a random id kept only in this
 memory (Sessions), sent back as an HttpOnly, SameSite=Strict cookie. The token itself never
 reaches the page's script or the browser's storage, so a script that got into the page
 could not read it out; SameSite=Strict keeps other sites' pages from using the session;
-a restart of the server ends every session (sign in again).
+a restart of the server ends every session (sign in again). Sign-out is a POST that
+appliance.host_guard lets through only from this server's own page (its Origin), like every
+other request.
 """
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from appliance.citations import hit_place
 from appliance.errors import ApplianceError, InvalidArgument
 from appliance.paging import READ_PAGE_CHARS
+from appliance.quoting import label
 from appliance.wire import to_wire
 
 if TYPE_CHECKING:
@@ -59,7 +62,9 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'se
        "base-uri 'none'; frame-ancestors 'none'")
 """Only this server's own script, style sheet and endpoints: nothing external, nothing inline."""
 SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
-                    "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
+                    "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
+"""same-origin, not no-referrer: under no-referrer a browser sends `Origin: null` with the page's own
+sign-out form, which appliance.host_guard refuses; other sites still get no referrer."""
 STATIC = {"page.js": "text/javascript; charset=utf-8", "page.css": "text/css; charset=utf-8"}
 """The page's assets under /static/ (no data in them: served without the token)."""
 MAX_TOP_K = 100
@@ -120,9 +125,11 @@ class Sessions:
 
 class Throttle:
     """Failed sign-ins and wrong bearer tokens per client address: past MAX_FAILURES within
-    FAILURE_WINDOW_S, that address is answered 429 (with Retry-After) until its oldest failure
-    is out of the window. A token of MIN_TOKEN_CHARS can't be guessed anyway; this keeps a
-    guessing client from costing the server work and from filling its log."""
+    FAILURE_WINDOW_S, that address's wrong tokens are answered 429 (with Retry-After) until its
+    oldest failure is out of the window. The right token is never held back: every client behind
+    one address (a NAT, `docker -p 127.0.0.1:…`) would otherwise be locked out by one that
+    guesses. A token of MIN_TOKEN_CHARS can't be guessed anyway; this keeps a guessing client
+    from filling the log and tells it to slow down."""
 
     def __init__(self, limit: int = MAX_FAILURES, window: float = FAILURE_WINDOW_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -268,7 +275,7 @@ def _search(runtime: Runtime, query: str, top_k: int) -> dict[str, Any]:
     data: dict[str, Any] = to_wire(runtime.appliance().search(query, top_k=top_k))
     data.pop("parents", None)  # the page shows the passages; a document opens whole
     for hit in data["results"]:
-        hit["citation"] = f"{hit['displayPath']}{hit_place(hit)}"
+        hit["citation"] = f"{label(hit['displayPath'])}{hit_place(hit)}"
     return data
 
 
@@ -316,10 +323,6 @@ def add_routes(mcp: Routes, runtime: Runtime, token: str, sessions: Sessions, th
             return RedirectResponse("/", status_code=303)
         if request.method == "GET":
             return login_page(status=200)
-        client = client_address(request.scope)
-        wait = throttle.retry_after(client)
-        if wait > 0:
-            return too_many(wait, form=True)
         body = b""
         async for piece in request.stream():
             body += piece
@@ -327,7 +330,11 @@ def add_routes(mcp: Routes, runtime: Runtime, token: str, sessions: Sessions, th
                 return login_page("payload_too_large: the sign-in form carried more than a token", status=413)
         given = (parse_qs(body.decode("utf-8", "replace")).get("token") or [""])[0].strip()
         if not hmac.compare_digest(given.encode("utf-8", "surrogatepass"), token.encode()):
+            client = client_address(request.scope)
+            wait = throttle.retry_after(client)
             throttle.failed(client)
+            if wait > 0:
+                return too_many(wait, form=True)
             return login_page("unauthorized: wrong token. Enter the MCP_AUTH_TOKEN this server was started with.")
         response = RedirectResponse("/", status_code=303, headers=SECURITY_HEADERS)
         response.set_cookie(cookie_name(request.scope), sessions.open(), max_age=int(SESSION_TTL_S), path="/",

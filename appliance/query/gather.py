@@ -1,10 +1,11 @@
 """A search answer as one Markdown block an agent can paste: numbered hits, citations, surrounding lines.
 
 The hits are the JSON answer's, in its order (the same ranking code); only the
-rendering differs. For a hit in a text file, `context_lines` lines of the file
-around the passage come with it (read from disk, so they are the file as it is
-now); other sources give the passage alone. The block stays within the same
-character budget as the JSON reply.
+rendering differs. Every name in it (path, place, heading, title, the query) is a code
+span (appliance.quoting.md_code), every passage a fence: neither can start a line of its
+own. For a hit in a text file, `context_lines` lines of the file around the passage come
+with it (read from disk, so they are the file as it is now); other sources give the
+passage alone. The block stays within the same character budget as the JSON reply.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from appliance.citations import hit_place, place
 from appliance.paging import REPLY_BUDGET_CHARS
+from appliance.quoting import backtick_run, md_code
 from appliance.results import RankedHit, SearchResults
 
 MAX_CONTEXT_LINES = 20
@@ -22,11 +24,7 @@ ReadLines = Callable[[str], Sequence[str] | None]
 
 def _fence(text: str) -> str:
     """A code fence longer than any backtick run inside `text`."""
-    longest = run = 0
-    for ch in text:
-        run = run + 1 if ch == "`" else 0
-        longest = max(longest, run)
-    return "`" * max(3, longest + 1)
+    return "`" * max(3, backtick_run(text) + 1)
 
 
 def _excerpt(hit: RankedHit, context_lines: int, read_lines: ReadLines) -> str:
@@ -43,12 +41,13 @@ def render_markdown(answer: SearchResults, *, context_lines: int, read_lines: Re
                     budget: int = REPLY_BUDGET_CHARS) -> str:
     """The search answer as numbered Markdown hits, within `budget` characters."""
     hits = answer.results
-    parts = [f"Search results for: {answer.query}\n"]
+    parts = [f"Search results for: {md_code(answer.query)}\n"]
     used = len(parts[0])
     for rank, hit in enumerate(hits, start=1):
-        where = hit.display_path + place(hit.start_line, hit.page_start, hit.page_end, hit.slide, hit.sheet)
-        heading = f" — {hit.heading}" if hit.heading else (f" — {hit.title}" if hit.title else "")
-        also = (" (also in " + ", ".join(f"{a.get('displayPath') or a.get('source')}{hit_place(a)}"
+        where = md_code(hit.display_path + place(hit.start_line, hit.page_start, hit.page_end, hit.slide, hit.sheet))
+        named = hit.heading or hit.title
+        heading = f" — {md_code(named)}" if named else ""
+        also = (" (also in " + ", ".join(md_code(f"{a.get('displayPath') or a.get('source')}{hit_place(a)}")
                                          for a in hit.also_in) + ")") if hit.also_in else ""
         body = _excerpt(hit, context_lines, read_lines).strip("\n")
         fence = _fence(body)

@@ -1,6 +1,7 @@
 // The minirag status and search page (appliance/status_page.py serves it and its JSON).
 // Everything that comes from the server (file names, document text, error messages) goes
-// into the page as text (textContent, createElement): never as HTML.
+// into the page as text (textContent, createElement): never as HTML. Names (paths, source
+// ids, titles, headings) and messages go through label() too: one line, nothing hidden.
 "use strict";
 
 (function () {
@@ -18,6 +19,21 @@
     if (text !== undefined && text !== null) node.textContent = String(text);
     if (cls) node.className = cls;
     return node;
+  }
+
+  // A name as one visible line: control, line-break and bidi characters shown as escapes (a tab is kept).
+  // The rule of appliance/quoting.py's label, which the server's other renderers use.
+  var HIDDEN = /[\p{Cc}\p{Zl}\p{Zp}\p{Cs}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/gu;
+  function label(text) {
+    if (text === null || text === undefined) return text;
+    return String(text).replace(HIDDEN, function (ch) {
+      if (ch === "\t") return ch;
+      if (ch === "\n") return "\\n";
+      if (ch === "\r") return "\\r";
+      var code = ch.codePointAt(0);
+      var hex = code.toString(16);
+      return code < 0x100 ? "\\x" + ("0" + hex).slice(-2) : "\\u" + ("000" + hex).slice(-4);
+    });
   }
 
   function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
@@ -43,7 +59,7 @@
   // One named error as text: "code: message (hint)".
   function showError(node, error) {
     if (!error) { node.hidden = true; node.textContent = ""; return; }
-    node.textContent = (error.code || "error") + ": " + (error.message || "") + (error.hint ? " (" + error.hint + ")" : "");
+    node.textContent = label((error.code || "error") + ": " + (error.message || "") + (error.hint ? " (" + error.hint + ")" : ""));
     node.hidden = false;
   }
 
@@ -81,7 +97,7 @@
     $("index-search").textContent = s.index ? (idx.queryPath === "memory" ? "exact scan in memory" : idx.hasVectorIndex ? "vector index" : "no vector index (exact scan)") + ", " +
       (idx.hasKeywordIndex ? "keyword index" : "no keyword index") : "?";
     var config = s.config || {};
-    $("index-roots").textContent = (config.baseDirs || []).join(", ") || "?";
+    $("index-roots").textContent = (config.baseDirs || []).map(label).join(", ") || "?";
     $("index-model").textContent = s.model ? s.model.id + (s.model.baked ? "" : " (not baked)") : "?";
     var warnings = $("index-warnings");
     clear(warnings);
@@ -93,7 +109,7 @@
     });
     (s.ignoreProblems || []).forEach(function (p) { problems.push("ignore rules not applied, " + p.skipped + " left out: " + p.reason); });
     if (s.ocrHint) problems.push("OCR: " + s.ocrHint);
-    problems.forEach(function (text) { warnings.appendChild(el("li", text)); });
+    problems.forEach(function (text) { warnings.appendChild(el("li", label(text))); });
   }
 
   function renderRunning(s) {
@@ -112,15 +128,15 @@
       (run.chunksReused ? " (" + num(run.chunksReused) + " reused without the model)" : "") +
       (run.etaSeconds !== null && run.etaSeconds !== undefined ? ", about " + fmtDuration(run.etaSeconds) + " left" : "");
     box.appendChild(el("p", facts));
-    if (run.currentPath) box.appendChild(el("p", "At " + run.currentPath, "path"));
+    if (run.currentPath) box.appendChild(el("p", "At " + label(run.currentPath), "path"));
   }
 
   function failureList(failed, count) {
     var list = el("ul", null, "failures");
     (failed || []).slice(0, MAX_ROWS).forEach(function (f) {
       var item = el("li");
-      item.appendChild(el("span", f.path || f.source || "?", "path"));
-      item.appendChild(el("span", " " + (f.code || "failed") + ": " + (f.reason || f.message || ""), "reason"));
+      item.appendChild(el("span", label(f.path || f.source || "?"), "path"));
+      item.appendChild(el("span", " " + (f.code || "failed") + ": " + label(f.reason || f.message || ""), "reason"));
       list.appendChild(item);
     });
     var more = (count || (failed || []).length) - Math.min((failed || []).length, MAX_ROWS);
@@ -143,15 +159,15 @@
     } else {
       var head = el("p");
       head.id = "last-sync-summary";
-      head.textContent = "Finished " + fmtTime(last.finishedAt, s.now) + (last.scope ? " under " + last.scope : "") + ": " + counts(last);
+      head.textContent = "Finished " + fmtTime(last.finishedAt, s.now) + (last.scope ? " under " + label(last.scope) : "") + ": " + counts(last);
       box.appendChild(head);
       if ((last.failed || []).length) box.appendChild(failureList(last.failed, last.failedCount));
     }
     (s.recentJobs || []).filter(function (j) { return j.kind === "sync" || !j.kind; }).forEach(function (job) {
-      var line = "Job " + job.jobId + " (MCP sync_start" + (job.path ? " under " + job.path : "") + "): " + job.phase +
+      var line = "Job " + job.jobId + " (MCP sync_start" + (job.path ? " under " + label(job.path) : "") + "): " + job.phase +
         (job.finishedAt ? ", finished " + fmtTime(job.finishedAt, s.now) : ", started " + fmtTime(job.startedAt, s.now));
       box.appendChild(el("p", line, "job"));
-      if (job.error) box.appendChild(el("p", job.error.code + ": " + job.error.message, "error"));
+      if (job.error) box.appendChild(el("p", job.error.code + ": " + label(job.error.message), "error"));
       if ((job.failures || []).length) box.appendChild(failureList(job.failures));
     });
   }
@@ -173,8 +189,8 @@
     if (sch.intervalSeconds) fact("Every", fmtDuration(sch.intervalSeconds));
     fact("Last run", fmtTime(sch.lastRunFinishedAt, s.now) + (sch.lastResult ? ": " + sch.lastResult : ""));
     if (sch.lastReport) fact("Last counts", counts(sch.lastReport));
-    if (sch.lastError) fact("Last error", (sch.lastError.code || "error") + ": " + (sch.lastError.message || ""));
-    if (sch.problem) fact("Problem", sch.problem);
+    if (sch.lastError) fact("Last error", (sch.lastError.code || "error") + ": " + label(sch.lastError.message || ""));
+    if (sch.problem) fact("Problem", label(sch.problem));
     box.appendChild(dl);
   }
 
@@ -219,15 +235,15 @@
     hits.forEach(function (hit) {
       var item = el("li", null, "hit");
       var head = el("div", null, "hit-head");
-      head.appendChild(el("span", hit.citation || hit.displayPath, "citation"));
-      if (hit.title) head.appendChild(el("span", hit.title, "title"));
+      head.appendChild(el("span", label(hit.citation || hit.displayPath), "citation"));
+      if (hit.title) head.appendChild(el("span", label(hit.title), "title"));
       if (typeof hit.score === "number") head.appendChild(el("span", "score " + hit.score.toFixed(3), "muted"));
       var open = el("button", "Open", "open");
       open.type = "button";
       open.addEventListener("click", function () { openDocument(hit); });
       head.appendChild(open);
       item.appendChild(head);
-      if (hit.heading) item.appendChild(el("div", hit.heading, "heading"));
+      if (hit.heading) item.appendChild(el("div", label(hit.heading), "heading"));
       item.appendChild(el("p", hit.text, "passage"));
       list.appendChild(item);
     });
@@ -261,8 +277,8 @@
       if (!answer.ok) { showError($("reader-error"), answer.error); $("reader-more").hidden = true; return; }
       var doc = answer.data;
       showError($("reader-error"), null);
-      $("reader-title").textContent = doc.title || doc.displayPath || doc.source;
-      $("reader-meta").textContent = doc.displayPath + " · " + num(doc.totalChars) + " characters in " + num(doc.chunkCount) + " chunks";
+      $("reader-title").textContent = label(doc.title || doc.displayPath || doc.source);
+      $("reader-meta").textContent = label(doc.displayPath) + " · " + num(doc.totalChars) + " characters in " + num(doc.chunkCount) + " chunks";
       $("reader-content").appendChild(document.createTextNode(doc.content));
       reader.revision = doc.revision;
       reader.nextOffset = doc.nextOffset;
@@ -274,7 +290,7 @@
     reader.query = hit.filePath ? "path=" + encodeURIComponent(hit.filePath) : "source=" + encodeURIComponent(hit.source);
     reader.revision = null;
     clear($("reader-content"));
-    $("reader-title").textContent = hit.displayPath;
+    $("reader-title").textContent = label(hit.displayPath);
     $("reader-meta").textContent = "Loading…";
     $("reader").hidden = false;
     $("reader").scrollIntoView();

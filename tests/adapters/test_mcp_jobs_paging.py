@@ -393,7 +393,7 @@ def test_query_documents_as_markdown_gives_numbered_cited_hits_with_surrounding_
     assert not result.is_error and result.content[0].text == block
     assert result.structured_content["resultCount"] >= 1
     first = block.split("\n2. ")[0]
-    assert re.search(r"^1\. manual\.md:\d+", first, re.M) and "```" in first
+    assert re.search(r"^1\. `manual\.md:\d+`", first, re.M) and "```" in first
     assert "QX_7741_FLANGE" in first and "Line 19 talks about tea." in first  # a line before the passage
     plain = ok(server, "query_documents", {"query": "QX_7741_FLANGE", "topK": 3})
     assert plain["results"][0]["displayPath"] == "manual.md"  # the JSON answer ranks the same hit first

@@ -268,4 +268,8 @@ def test_page_in_a_real_browser(served: dict[str, Any], browser: Any) -> None:
     assert driver.find_elements(By.TAG_NAME, "img") == []
     with pytest.raises(NoAlertPresentException):
         driver.switch_to.alert.text  # noqa: B018
+
+    # Sign out with the page's own form: the browser sends this server as its Origin (host_guard lets it by).
+    driver.find_element(By.CSS_SELECTOR, "#logout-form button").click()
+    wait_for(driver, lambda d: d.find_elements(By.ID, "login-form"), message="sign-out did not end the session")
     print(f"browser part: {time.monotonic() - started:.1f} s")

@@ -66,7 +66,7 @@ def test_sessions_expire_are_bounded_and_close() -> None:
     assert not sessions.valid(ids[1])
 
 
-def test_an_address_sending_wrong_tokens_is_throttled_then_let_in_again() -> None:
+def test_wrong_tokens_are_throttled_but_the_right_one_always_passes() -> None:
     from appliance.status_page import Throttle
 
     now = [1000.0]
@@ -76,12 +76,16 @@ def test_an_address_sending_wrong_tokens_is_throttled_then_let_in_again() -> Non
     assert client.get("/mcp").status_code == 401  # no token at all is not a guess
     for _ in range(3):
         assert client.get("/mcp", headers=wrong).status_code == 401
-    refused = client.get("/mcp", headers=right)  # even the right token waits out the window
+    refused = client.get("/mcp", headers=wrong)  # one more guess from this address waits out the window
     assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_attempts"
     assert refused.headers["retry-after"] == "60"
+    for path in ("/mcp", "/api/status", "/"):  # another client behind the same address, with the right token
+        assert client.get(path, headers=right).text == "through"
     now[0] += 30
-    assert client.get("/api/status", headers=right).headers["retry-after"] == "30"
-    now[0] += 31
+    assert client.get("/api/status", headers=wrong).headers["retry-after"] == "30"  # guessing keeps the window
+    assert client.get("/mcp").status_code == 401  # and a request without a token is told to send one
+    now[0] += 61
+    assert client.get("/mcp", headers=wrong).status_code == 401  # the window passed: a plain 401 again
     assert client.get("/mcp", headers=right).text == "through"
 
 
@@ -98,7 +102,7 @@ def test_the_throttle_forgets_the_stalest_address_first() -> None:
     assert throttle.retry_after(f"10.0.{status_page.MAX_TRACKED_CLIENTS // 256}.0") > 0
 
 
-def test_the_sign_in_form_is_throttled_with_a_named_page() -> None:
+def test_the_sign_in_form_is_throttled_with_a_named_page_and_still_takes_the_right_token() -> None:
     from fastmcp import FastMCP
 
     from appliance.status_page import Throttle, add_routes
@@ -110,6 +114,8 @@ def test_the_sign_in_form_is_throttled_with_a_named_page() -> None:
     form = {"Content-Type": "application/x-www-form-urlencoded"}
     for _ in range(2):
         assert client.post("/login", content=b"token=guess", headers=form).status_code == 401
-    page = client.post("/login", content=f"token={TOKEN}".encode(), headers=form, follow_redirects=False)
+    page = client.post("/login", content=b"token=guess", headers=form, follow_redirects=False)
     assert page.status_code == 429 and "too_many_attempts" in page.text and 'id="login-form"' in page.text
     assert 0 < int(page.headers["retry-after"]) <= 60
+    signed_in = client.post("/login", content=f"token={TOKEN}".encode(), headers=form, follow_redirects=False)
+    assert signed_in.status_code == 303 and "minirag_session_8080=" in signed_in.headers["set-cookie"]

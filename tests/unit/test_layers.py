@@ -123,7 +123,7 @@ def test_the_cycle_finder_finds_cycles() -> None:
 
 SERVICE = {"service", "core", "sync_plan", "indexing", "searching", "reading", "health", "results"}
 """The service layer: it returns records; only the adapters give them their wire shapes."""
-ADAPTERS = {"cli", "server", "runtime", "mcp_models", "status_page", "http_server", "stdio_front", "wire"}
+ADAPTERS = {"cli", "server", "runtime", "mcp_models", "status_page", "http_server", "host_guard", "stdio_front", "wire"}
 
 
 def test_the_service_imports_no_adapter_and_no_wire_shape() -> None:
