@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What replacing indexed sources costs the write path: `Index.replace_sources` on a table of
-N chunks, for one source at a time (an ingest, a re-index of one changed file) and for a
-sync's write batch of many small sources.
+N chunks, for one source at a time (an ingest, a re-index of one changed file), for a
+sync's write batch of many small sources, and for one source that lost chunks (the
+costlier swap of appliance/swap.py).
 
 Usage: bench_replace.py [--sources 2000] [--chunks-per-source 10] [--batch 50] [--rounds 5] [--json]
 
@@ -73,6 +74,8 @@ def main() -> None:
         one = [_write(index, [ids[(n * 37) % len(ids)]], args.chunks_per_source, rng) for n in range(args.rounds)]
         batch = [_write(index, ids[n * args.batch:(n + 1) * args.batch], args.chunks_per_source, rng)
                  for n in range(args.rounds)]
+        shrink = [_write(index, [ids[(n * 53 + 11) % len(ids)]], max(1, args.chunks_per_source - 2), rng)
+                  for n in range(args.rounds)]
         total = index.count_chunks()
     import appliance.store as store_module
 
@@ -83,6 +86,7 @@ def main() -> None:
         "build_seconds": round(build_s, 2),
         "replace_one_source_ms": round(statistics.median(one) * 1000, 1),
         "replace_batch_ms": round(statistics.median(batch) * 1000, 1),
+        "replace_shrunk_source_ms": round(statistics.median(shrink) * 1000, 1),
         "batch_sources": args.batch,
         "rounds": args.rounds,
     }

@@ -544,8 +544,10 @@ class ConvertPool:
                 w.stop()
 
     def abort(self) -> None:
-        """Kill every worker now (a stop hook): what they were converting is dropped."""
+        """Kill every worker now (a stop hook): what they were converting is dropped, and the pool,
+        closed, no longer keeps a stopping process waiting (stopping.wait_quiet)."""
         self._aborted = True
+        stopping.remove_hook(self.abort)
         for w in self._take_all():
             w.kill()
 
