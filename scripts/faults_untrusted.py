@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A hostile 16 MB HTML table through `ingest_data` and `ingest_url`, against a live `minirag serve-http`.
 
-Usage: faults_untrusted.py [--size-mb 16] [--timeout S] [--via data,url] [--json]
+Usage: faults_untrusted.py [--size-mb 16] [--timeout S] [--via data,url] [--large-mb 20] [--json]
 
 The server is `minirag serve` over stdio (the HTTP transport caps an MCP message at 4 MB).
 
@@ -14,6 +14,8 @@ limit), the slowest of the queries sent every 0.25 s meanwhile, how long
 the ingest took to end and the error it ended with (the client sends the queries on the
 same session, concurrently). The page for `ingest_url` comes from a
 loopback web server (ALLOW_PRIVATE_URLS=1 lets the fetcher reach it).
+With --large-mb, a harmless Markdown ingest_data of that size follows, cancelled after a
+minute with sync_cancel: how much the server grew while it embedded, and how fast it stopped.
 Targets (issue 28): RSS within +300 MB, every query under 1.5 s, ended within
 CONVERT_TIMEOUT + 30 s with an error naming the limit.
 """
@@ -37,6 +39,8 @@ sys.path.insert(0, str(ROOT))
 MINIRAG = str(Path(sys.executable).with_name("minirag"))
 DEFAULT_TIMEOUT_S = 30
 QUERY_EVERY_S = 0.25
+LARGE_RUN_S = 60.0
+"""How long the large ingest_data job (--large-mb) embeds before it is cancelled."""
 
 
 def hostile_html(size_mb: int) -> bytes:
@@ -139,8 +143,35 @@ async def _ingest(client: Any, tool: str, args: dict[str, Any], pid: int, deadli
             "query_errors": errors[:3]}
 
 
+async def _cancel_large(client: Any, content: str, pid: int, run_s: float) -> dict[str, Any]:
+    """A large, harmless ingest_data job left to run `run_s` seconds, then cancelled with sync_cancel."""
+    baseline = max(rss_mb(pid) for _ in range(5) if not time.sleep(0.1))
+    peak = Peak(pid)
+    peak.start()
+    job = (await client.call_tool("ingest_data", {"source": "large-notes", "content": content})).structured_content
+    await asyncio.sleep(run_s)
+    t0 = time.monotonic()
+    job = (await client.call_tool("sync_cancel", {"jobId": job["jobId"]})).structured_content
+    while job.get("finishedAt") is None and time.monotonic() - t0 < 120:
+        await asyncio.sleep(0.2)
+        job = (await client.call_tool("sync_status", {"jobId": job["jobId"]})).structured_content
+    return {"tool": "ingest_data+sync_cancel", "content_mb": round(len(content) / (1 << 20), 1),
+            "ran_s": run_s, "cancel_to_end_s": round(time.monotonic() - t0, 1), "phase": job.get("phase"),
+            "error": job.get("error"),
+            "rss_baseline_mb": round(baseline), "rss_growth_mb": round(peak.stop() - baseline)}
+
+
+def large_notes(size_mb: int) -> str:
+    """Real Markdown (the shared corpus's two ground-truth documents), repeated to `size_mb` MB."""
+    from tests.conftest import shared_path
+
+    text = "\n\n".join((shared_path() / "corpus" / s).read_text("utf-8") for s in (
+        "docling/html/groundtruth/wiki_duck.html.md", "docling/pdf/groundtruth/redp5110_sampled.md"))
+    return (text * (size_mb * (1 << 20) // len(text) + 1))[:size_mb * (1 << 20)]
+
+
 def run(*, size_mb: int = 16, timeout_s: int = DEFAULT_TIMEOUT_S, via: tuple[str, ...] = ("data", "url"),
-        log: Any = sys.stderr) -> dict[str, Any]:
+        large_mb: int = 0, log: Any = sys.stderr) -> dict[str, Any]:
     """Start `minirag serve` (stdio: no HTTP message size cap on ingest_data's content), warm it,
     then send the hostile table through each tool in `via`."""
     from fastmcp import Client
@@ -153,7 +184,7 @@ def run(*, size_mb: int = 16, timeout_s: int = DEFAULT_TIMEOUT_S, via: tuple[str
         (work / "docs").mkdir()
         env = {k: v for k, v in os.environ.items() if k not in ("BASE_DIRS", "MODEL_NAME")}
         env |= {"BASE_DIR": str(work / "docs"), "DB_PATH": str(work / "index"), "SYNC_INTERVAL": "86400",
-                "CONVERT_TIMEOUT": str(timeout_s), "MAX_FILE_SIZE": str(4 * len(body)),
+                "CONVERT_TIMEOUT": str(timeout_s), "MAX_FILE_SIZE": str(4 * max(len(body), large_mb << 20)),
                 "ALLOW_URL_INGEST": "1", "ALLOW_PRIVATE_URLS": "1", "PYTHONUNBUFFERED": "1"}
 
         async def scenario() -> list[dict[str, Any]]:
@@ -170,6 +201,9 @@ def run(*, size_mb: int = 16, timeout_s: int = DEFAULT_TIMEOUT_S, via: tuple[str
                                                        "format": "html"}) if how == "data"
                                       else ("ingest_url", {"url": page_url}))
                         out.append(await _ingest(client, tool, args, pid, timeout_s + 120))
+                        print(json.dumps(out[-1]), file=log, flush=True)
+                    if large_mb:
+                        out.append(await _cancel_large(client, large_notes(large_mb), pid, LARGE_RUN_S))
                         print(json.dumps(out[-1]), file=log, flush=True)
                     return out
 
@@ -188,13 +222,20 @@ def main() -> int:
     ap.add_argument("--size-mb", type=int, default=16)
     ap.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_S, help="CONVERT_TIMEOUT for the server")
     ap.add_argument("--via", default="data,url", help="data, url or both")
+    ap.add_argument("--large-mb", type=int, default=0,
+                    help="then a harmless ingest_data of this many MB, cancelled after 60 s (issue 28: 20)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    result = run(size_mb=args.size_mb, timeout_s=args.timeout, via=tuple(args.via.split(",")))
+    result = run(size_mb=args.size_mb, timeout_s=args.timeout, via=tuple(v for v in args.via.split(",") if v),
+                 large_mb=args.large_mb)
     if args.json:
         print(json.dumps(result))
     else:
         for r in result["runs"]:
+            if "cancel_to_end_s" in r:
+                print(f"{r['tool']} of {r['content_mb']} MB: cancelled after {r['ran_s']:g} s, ended "
+                      f"{r['cancel_to_end_s']} s later ({r['phase']}), server RSS +{r['rss_growth_mb']} MB")
+                continue
             err = (r["error"] or {}).get("code")
             print(f"{r['tool']:12} ended in {r['seconds']:6.1f} s ({err or r['phase']}), server RSS "
                   f"+{r['rss_growth_mb']} MB over {r['rss_baseline_mb']} MB, {r['queries']} queries, "
