@@ -373,7 +373,7 @@ def _prepare(core: Core, batch: list[tuple[SourceRow, Converted]], *,
     budget = core.budget
     embedder = core.embedder
     now = time.time()
-    cut = [chunk_document(converted.markdown, count_tokens=embedder.count_tokens, budget=budget,
+    cut = [chunk_document(converted.markdown, count_tokens=_stoppable(embedder.count_tokens), budget=budget,
                           title=converted.title, ceiling=embedder.window) for _source, converted in batch]
     if snapshot_dates is not None:
         kept = dedupe_sequence(list(zip(snapshot_dates, cut, strict=True)))
@@ -396,6 +396,15 @@ def _prepare(core: Core, batch: list[tuple[SourceRow, Converted]], *,
                                        embed_key=embed_key(text), snapshot_date=date,
                                        also_unchanged_on=entry.also_unchanged_on))
     return work
+
+
+def _stoppable(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
+    """The token counter, as a point where cutting a long document leaves at a stop or a cancel
+    (stopping.check; the chunker counts tokens all along, so a 20 MB document stops within moments)."""
+    def count(text: str) -> int:
+        stopping.check()
+        return count_tokens(text)
+    return count
 
 
 def _store(core: Core, works: list[Work], report: Tally) -> None:
