@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from appliance import stopping, sync_plan, sync_stamp
+from appliance import native_memory, stopping, sync_plan, sync_stamp
 from appliance.core import Core, valid_source_id
 from appliance.errors import (
     ApplianceError,
@@ -18,6 +18,7 @@ from appliance.errors import (
     UnsupportedFile,
     UrlIngestDisabled,
 )
+from appliance.ingest import markdown_blocks
 from appliance.ingest.chunk import SCHEME_VERSION, chunk_document
 from appliance.ingest.discover import FoundFile, Skipped, printable, walk
 from appliance.ingest.isolate import ConvertPool
@@ -225,14 +226,19 @@ def _ingest_converted(core: Core, source_id: str, kind: str, converted: Converte
     report = Tally(seen=1)
     existed = core.index.source(source_id) is not None
     source = SourceRow(source_id=source_id, source_kind=kind, path=source_id, content_hash=digest, size=size)
-    work = _prepare(core, [(source, converted)])
-    embed = _embedding(core, report)
-    for start in range(0, len(work.texts), EMBED_BATCH_CHUNKS):
+    try:
+        work = _prepare(core, [(source, converted)])
+        markdown_blocks.parse.cache_clear()  # the cut document's parse (~10x its size) is not kept while embedding
+        embed = _embedding(core, report)
+        for start in range(0, len(work.texts), EMBED_BATCH_CHUNKS):
+            stopping.check()
+            end = start + EMBED_BATCH_CHUNKS
+            Work([], work.rows[start:end], work.texts[start:end]).embed_with(embed)
         stopping.check()
-        end = start + EMBED_BATCH_CHUNKS
-        Work([], work.rows[start:end], work.texts[start:end]).embed_with(embed)
-    stopping.check()
-    _store(core, [work], report)
+        _store(core, [work], report)
+    finally:
+        markdown_blocks.parse.cache_clear()
+        native_memory.give_back()  # a large document's rows and parse, freed, go back to the system
     report.added, report.updated = (0, 1) if existed else (1, 0)
     core.index.refresh_indexes()
     return report.finish()
