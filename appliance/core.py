@@ -12,12 +12,15 @@ from appliance.errors import ConfigError, IndexMismatch, InvalidArgument
 from appliance.ingest import formats
 from appliance.ingest.chunk import SCHEME_VERSION
 from appliance.ingest.discover import contained_root, resolve_in_roots
+from appliance.ingest.isolate import ConvertPool
 from appliance.ingest.ocr import OcrConfig
 from appliance.store import Identity, Index, SourceRow
 
 MAX_SOURCE_ID_CHARS = 1024
 DEFAULT_BUDGET = 256
 RESERVED_TOKENS = 16
+UNTRUSTED_RECYCLE = 200
+"""Ingests a worker for untrusted content converts before it is replaced (bounds slow leaks)."""
 """Room in the model window beyond the budget: special tokens and the passage prefix."""
 
 
@@ -35,6 +38,21 @@ class Core:
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self.index = Index(settings.db_path, self.spec.dim)
+        self._untrusted: ConvertPool | None = None
+        self._untrusted_lock = threading.Lock()
+
+    def untrusted_pool(self) -> ConvertPool:
+        """One conversion worker for content from outside the roots (ingest_data, ingest_url pages),
+        kept for the life of this process: the server never parses those bytes itself, and pays
+        the worker's start (~3 s of imports) once, at the first such ingest."""
+        with self._untrusted_lock:
+            if self._untrusted is None or self._untrusted.closed:
+                s = self.settings
+                self._untrusted = ConvertPool(workers=1, timeout_s=s.convert_timeout_s,
+                                              memory_bytes=s.convert_memory_mb * 1024 * 1024, ocr=None,
+                                              max_file_size=s.max_file_size, max_tasks_per_worker=UNTRUSTED_RECYCLE,
+                                              scoped=False)
+            return self._untrusted
 
     @property
     def embedder(self) -> Embedder:

@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from appliance import sync_plan, sync_stamp
+from appliance import native_memory, stopping, sync_plan, sync_stamp
 from appliance.core import Core, valid_source_id
 from appliance.errors import (
     ApplianceError,
@@ -18,7 +18,7 @@ from appliance.errors import (
     UnsupportedFile,
     UrlIngestDisabled,
 )
-from appliance.ingest import convert
+from appliance.ingest import markdown_blocks
 from appliance.ingest.chunk import SCHEME_VERSION, chunk_document
 from appliance.ingest.discover import FoundFile, Skipped, printable, walk
 from appliance.ingest.isolate import ConvertPool
@@ -31,6 +31,9 @@ from appliance.results import Deleted, FileProblem, RunReport, Tally
 from appliance.reuse import IndexLookup, ReusingEmbed, embed_key
 from appliance.state import SyncProgress, record_finished_sync
 from appliance.store import SourceRow, chunk_row
+
+if TYPE_CHECKING:
+    from appliance.ingest.fetch import FetchedPage
 from appliance.sync_plan import content_hash
 
 Progress = Callable[[str, int, int, str], None]
@@ -164,9 +167,10 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
 
 def ingest_data(core: Core, source_id: str, content: str, fmt: str = "markdown", *,
                 title: str | None = None) -> RunReport:
-    """Index content the caller holds under a source id of its choosing."""
+    """Index content the caller holds under a source id of its choosing; converted in a worker
+    process (isolate.py) under CONVERT_TIMEOUT and CONVERT_MEMORY_MB, whatever its format."""
     source_id = checked_data(core, source_id, content, fmt)
-    converted = convert.convert_data(content, fmt, title=title)
+    converted = core.untrusted_pool().convert_data(content, fmt, title=title, label=source_id)
     digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
     return _ingest_converted(core, source_id, "data", converted, digest, len(content))
 
@@ -186,21 +190,29 @@ def checked_data(core: Core, source_id: str, content: str, fmt: str) -> str:
 
 def ingest_url(core: Core, url: str, *, source_id: str | None = None) -> RunReport:
     """Fetch one http(s) URL (opt-in: ALLOW_URL_INGEST) and index it under the URL or `source_id`."""
-    key, converted = fetch_url(core, url, source_id)
-    return ingest_fetched(core, key, converted)
+    key, page = fetch_page(core, url, source_id)
+    return ingest_fetched(core, key, convert_page(core, page))
 
 
-def fetch_url(core: Core, url: str, source_id: str | None) -> tuple[str, Converted]:
-    """(source id, the page as Markdown): the download, bounded by the fetcher's timeout and size cap."""
+def fetch_page(core: Core, url: str, source_id: str | None) -> tuple[str, FetchedPage]:
+    """(source id, the page's bytes): the download, bounded by the fetcher's timeout and size cap."""
     if not core.settings.allow_url_ingest:
         raise UrlIngestDisabled("URL ingestion is disabled in this appliance")
-    from appliance.ingest.fetch import fetch_to_converted
+    from appliance.ingest import fetch
 
     key = valid_source_id(source_id or url)
     core.check_writable_identity()
-    converted = fetch_to_converted(url, allow_private=core.settings.allow_private_urls,
-                                   max_bytes=min(core.settings.max_file_size, 50 * 1024 * 1024))
-    return key, converted
+    return key, fetch.fetch_url(url, allow_private=core.settings.allow_private_urls, max_bytes=_url_max_bytes(core))
+
+
+def convert_page(core: Core, page: FetchedPage) -> Converted:
+    """A fetched page as Markdown, converted in a worker process under the limits of a file's
+    conversion: the page is never parsed in this process."""
+    return core.untrusted_pool().convert_page(page, max_bytes=_url_max_bytes(core))
+
+
+def _url_max_bytes(core: Core) -> int:
+    return min(core.settings.max_file_size, 50 * 1024 * 1024)
 
 
 def ingest_fetched(core: Core, key: str, converted: Converted) -> RunReport:
@@ -209,10 +221,24 @@ def ingest_fetched(core: Core, key: str, converted: Converted) -> RunReport:
 
 
 def _ingest_converted(core: Core, source_id: str, kind: str, converted: Converted, digest: str, size: int) -> RunReport:
+    """One document in one write, embedded a batch at a time: a cancel of its job
+    (stopping.Scope) or a stop of the process ends it between batches, before anything is written."""
     report = Tally(seen=1)
     existed = core.index.source(source_id) is not None
     source = SourceRow(source_id=source_id, source_kind=kind, path=source_id, content_hash=digest, size=size)
-    _write_batch(core, [(source, converted)], report, _embedding(core, report))
+    try:
+        work = _prepare(core, [(source, converted)])
+        markdown_blocks.parse.cache_clear()  # the cut document's parse (~10x its size) is not kept while embedding
+        embed = _embedding(core, report)
+        for start in range(0, len(work.texts), EMBED_BATCH_CHUNKS):
+            stopping.check()
+            end = start + EMBED_BATCH_CHUNKS
+            Work([], work.rows[start:end], work.texts[start:end]).embed_with(embed)
+        stopping.check()
+        _store(core, [work], report)
+    finally:
+        markdown_blocks.parse.cache_clear()
+        native_memory.give_back()  # a large document's rows and parse, freed, go back to the system
     report.added, report.updated = (0, 1) if existed else (1, 0)
     core.index.refresh_indexes()
     return report.finish()
@@ -353,7 +379,7 @@ def _prepare(core: Core, batch: list[tuple[SourceRow, Converted]], *,
     budget = core.budget
     embedder = core.embedder
     now = time.time()
-    cut = [chunk_document(converted.markdown, count_tokens=embedder.count_tokens, budget=budget,
+    cut = [chunk_document(converted.markdown, count_tokens=_stoppable(embedder.count_tokens), budget=budget,
                           title=converted.title, ceiling=embedder.window) for _source, converted in batch]
     if snapshot_dates is not None:
         kept = dedupe_sequence(list(zip(snapshot_dates, cut, strict=True)))
@@ -376,6 +402,15 @@ def _prepare(core: Core, batch: list[tuple[SourceRow, Converted]], *,
                                        embed_key=embed_key(text), snapshot_date=date,
                                        also_unchanged_on=entry.also_unchanged_on))
     return work
+
+
+def _stoppable(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
+    """The token counter, as a point where cutting a long document leaves at a stop or a cancel
+    (stopping.check; the chunker counts tokens all along, so a 20 MB document stops within moments)."""
+    def count(text: str) -> int:
+        stopping.check()
+        return count_tokens(text)
+    return count
 
 
 def _store(core: Core, works: list[Work], report: Tally) -> None:

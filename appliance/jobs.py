@@ -10,6 +10,11 @@ At most one sync job runs at a time. Ingest jobs run one at a time in arrival
 order (the rest wait in phase "queued", holding their content in memory), at most
 MAX_PENDING_INGESTS of them; a sync and an ingest job may run side by side, as a
 sync and a foreground ingest always could.
+
+Any job can be cancelled (`cancel`, the MCP tool sync_cancel): it runs inside a
+stopping.Scope, so a cancel stops it the way a process stop stops a sync - its
+conversion worker killed, its embedding abandoned between batches, only a write
+already in flight finished - and it ends in phase "cancelled".
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from typing import Any, Literal, cast
 
 from appliance.errors import ApplianceError, NotFound, SyncBusy
 from appliance.results import JobPhase, RunReport, SyncJob
-from appliance.stopping import Stopped
+from appliance.stopping import Cancelled, Scope, Stopped
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +61,7 @@ class _Job:
     finished_at: float | None = None
     report: RunReport | None = None
     error: dict[str, Any] | None = None
+    scope: Scope = field(default_factory=Scope)
 
     @property
     def is_running(self) -> bool:
@@ -109,13 +115,44 @@ class SyncJobs:
         return job.record()
 
     def get(self, job_id: str) -> SyncJob:
+        return self._job(job_id).record()
+
+    def cancel(self, job_id: str) -> SyncJob:
+        """Ask a running or queued job to stop; its record (it ends in phase "cancelled" soon after)."""
+        job = self._job(job_id)
+        if job.is_running:
+            job.scope.cancel(f"job {job_id} was cancelled on request")
+            with self._turn:  # a queued ingest leaves the line at once
+                self._turn.notify_all()
+        return job.record()
+
+    def cancel_source(self, source: str) -> list[str]:
+        """Cancel the ingest jobs running or queued for `source` (its deletion overrides them); their ids."""
+        with self._lock:
+            ids = [j.job_id for j in self._jobs.values() if j.is_running and j.kind != "sync" and j.source == source]
+        for job_id in ids:
+            self.cancel(job_id)
+        return ids
+
+    def wait_finished(self, job_ids: list[str], timeout_s: float) -> bool:
+        """Wait until those jobs have ended; False when `timeout_s` passed first."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            jobs = [self._jobs[i] for i in job_ids if i in self._jobs]
+        while any(j.is_running for j in jobs):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def _job(self, job_id: str) -> _Job:
         with self._lock:
             job = self._jobs.get(job_id)
         if job is None:
             raise NotFound(f"No job {job_id!r} in this server process",
                            hint="Jobs live as long as the server process; sync_start and a large ingest_data "
                                 "or ingest_url start one.")
-        return job.record()
+        return job
 
     def recent(self, limit: int = 10) -> list[SyncJob]:
         """The newest jobs first."""
@@ -136,7 +173,7 @@ class SyncJobs:
         in_line = job.kind != "sync"
         if in_line:
             with self._turn:
-                self._turn.wait_for(lambda: self._line[0] == job.job_id)
+                self._turn.wait_for(lambda: self._line[0] == job.job_id or job.scope.cancelled)
         job.phase = "scanning" if job.kind == "sync" else "indexing"
         job.current_path = job.source or ""
 
@@ -144,12 +181,19 @@ class SyncJobs:
             job.phase, job.files_done, job.files_total, job.current_path = cast(JobPhase, phase), done, total, path
 
         try:
-            report = run(progress)
+            with job.scope.active():
+                job.scope.check()
+                report = run(progress)
             job.report = report
             job.files_done = job.files_total = max(job.files_total, report.seen)
             job.phase = "succeeded"
         except ApplianceError as exc:
             job.error, job.phase = exc.to_dict(), "failed"
+        except Cancelled as exc:
+            job.error = {"code": "cancelled", "message": f"The {job.kind} job stopped: {exc}",
+                         "hint": "Nothing of it was written but what a write already in flight held; "
+                                 "start it again to finish it."}
+            job.phase = "cancelled"
         except Stopped as exc:  # the server is shutting down
             job.error = {"code": "stopped", "message": f"The sync stopped because the server is stopping ({exc})",
                          "hint": "The next sync finishes it."}

@@ -168,4 +168,4 @@ class EmbedWritePipeline:
         if self._error is not None:
             raise self._error
         if self._stopping:
-            raise stopping.Stopped(stopping.reason() or "stopping")
+            raise stopping.stopped_error()

@@ -112,7 +112,7 @@ class Tally:
                          seconds=round(time.time() - self.started_at, 3), started_at=self.started_at)
 
 
-JobPhase = Literal["queued", "scanning", "indexing", "succeeded", "failed"]
+JobPhase = Literal["queued", "scanning", "indexing", "succeeded", "failed", "cancelled"]
 
 
 @dataclass(frozen=True, kw_only=True)

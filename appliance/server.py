@@ -251,6 +251,17 @@ def create_server(runtime: Runtime) -> FastMCP:
         the last finished sync; and this server's recent jobs."""
         return await call(m.SYNC_STATUS, lambda app: app.sync_status(jobId))
 
+    @tool(STARTS, m.SYNC_JOB)
+    async def sync_cancel(jobId: Annotated[str, Field(
+            min_length=1, max_length=64,
+            description="The jobId sync_start, ingest_data or ingest_url returned.")]) -> ToolResult:
+        """Cancel a background job of this server (a sync, or a large ingest_data/ingest_url).
+
+        Returns the job; it stops within seconds (a conversion is killed, embedding is abandoned,
+        a write in flight finishes) and sync_status then shows phase cancelled. What a cancelled
+        sync did not index, the next sync does; a cancelled ingest wrote nothing."""
+        return await call(m.SYNC_JOB, lambda app: app.cancel_job(jobId))
+
     @tool(WRITES, m.RUN_REPORT)
     async def ingest_file(filePath: FilePath) -> ToolResult:
         """Index (or re-index) one file, replacing whatever was indexed for it before."""

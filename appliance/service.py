@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from appliance import health, indexing, reading, searching
 from appliance.core import Core
-from appliance.errors import ApplianceError
+from appliance.errors import ApplianceError, NotFound
 from appliance.indexing import Progress
 from appliance.locking import lock_holder
 from appliance.paging import READ_PAGE_CHARS
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from appliance.jobs import SyncJobs
 
 __all__ = ["Appliance", "Progress", "RunReport"]
+
+CANCEL_WAIT_S = 30.0
+"""How long a deletion waits for the ingest jobs it cancelled to stop (a batch of the model in flight)."""
 
 
 class Appliance(Core):
@@ -68,8 +71,18 @@ class Appliance(Core):
         return indexing.ingest_url(self, url, source_id=source_id)
 
     def delete(self, target: str, is_source: bool = False, *, require_absolute: bool = False) -> Deleted:
-        """Remove a file, data item or URL item from the index (never from disk)."""
-        return indexing.delete(self, target, is_source, require_absolute=require_absolute)
+        """Remove a file, data item or URL item from the index (never from disk). An ingest job of this
+        process still writing that source is cancelled first: the deletion is the later wish."""
+        source_id = self.source_id_for(target, is_source, require_absolute=require_absolute)
+        cancelled = self._jobs().cancel_source(source_id) if "_sync_jobs" in self.__dict__ else []
+        if cancelled:  # a write already in flight lands before the deletion, not after it
+            self._jobs().wait_finished(cancelled, CANCEL_WAIT_S)
+        try:
+            return indexing.delete(self, target, is_source, require_absolute=require_absolute)
+        except NotFound:
+            if not cancelled:
+                raise
+            return Deleted(source=source_id, chunks_removed=0)
 
     # ---- reading ---------------------------------------------------------------
     def search(self, query: str, *, top_k: int = 10, scope: str | None = None,
@@ -153,6 +166,11 @@ class Appliance(Core):
         return SyncActivity(running=running_sync(db_path), last_sync=read_last_sync(db_path),
                             jobs=list(self._jobs().recent()))
 
+    def cancel_job(self, job_id: str) -> SyncJob:
+        """Stop a job of this process (a sync, a large ingest); NotFound for an unknown id. Its record
+        says phase "cancelled" once it has stopped (sync_status)."""
+        return self._jobs().cancel(job_id)
+
     def _jobs(self) -> SyncJobs:
         from appliance.jobs import SyncJobs
 
@@ -174,9 +192,10 @@ class Appliance(Core):
     def ingest_url_bounded(self, url: str, *, source_id: str | None = None) -> RunReport | SyncJob:
         """`ingest_url`, answered within seconds plus the download: the page is fetched in the
         foreground (the fetcher's timeout and size cap bound it, and refusals answer at once);
-        a page whose Markdown is above INGEST_FOREGROUND_MAX_BYTES is embedded by a job."""
-        key, converted = indexing.fetch_url(self, url, source_id)
-        if indexing.utf8_size(converted.markdown) <= self.settings.ingest_foreground_max_bytes:
-            return indexing.ingest_fetched(self, key, converted)
-        return self._jobs().start_ingest("ingest_url", key,
-                                         lambda _progress: indexing.ingest_fetched(self, key, converted))
+        a page of more than INGEST_FOREGROUND_MAX_BYTES as downloaded is converted (in a worker,
+        like every page) and embedded by a job."""
+        key, page = indexing.fetch_page(self, url, source_id)
+        if len(page.body) <= self.settings.ingest_foreground_max_bytes:
+            return indexing.ingest_fetched(self, key, indexing.convert_page(self, page))
+        return self._jobs().start_ingest("ingest_url", key, lambda _progress: indexing.ingest_fetched(
+            self, key, indexing.convert_page(self, page)))

@@ -41,6 +41,7 @@ from appliance.query.filters import Filter
 from appliance.query.hybrid import Side
 from appliance.records import STORED_CHUNK_COLUMNS, Chunk, StoredChunk
 from appliance.replica import KEY_COLUMNS, Replica, unit
+from appliance.swap import replace_chunks
 
 CHUNKS = "chunks"
 SOURCES = "sources"
@@ -537,8 +538,8 @@ class Index:
     def replace_sources(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
         """Make `rows` the only chunks of `sources`, then record the sources.
 
-        Chunks are deleted before the new ones are added, so a concurrent query
-        may briefly miss a source but never sees it twice. The `sources` row is
+        Each source's chunks are swapped in one commit (appliance/swap.py), so a
+        concurrent query sees its old chunks or its new ones, never neither nor both. The `sources` row is
         written last: after a crash in between, the source looks unindexed and
         the next sync re-ingests it. Every FOLD_EVERY_ROWS rows a long run then
         folds its rows into the indexes, as a step of its own: a lost race while
@@ -556,11 +557,8 @@ class Index:
     def _replace(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
         ids = [s.source_id for s in sources]
         with self._lock:
-            chunks = self.chunks(create=True)
-            for start in range(0, len(ids), _IN_BATCH):
-                chunks.delete(in_list("source_id", ids[start:start + _IN_BATCH]))
-            if rows:
-                chunks.add(pa.Table.from_pylist(rows, schema=chunk_schema(self.dim)))
+            replace_chunks(self.chunks(create=True), ids, rows, chunk_schema(self.dim),
+                           lambda group: in_list("source_id", group))
             self._upsert_sources(sources)
 
     @_writes

@@ -569,19 +569,12 @@ def _renamed(exc: ApplianceError, old: str, new: str) -> ApplianceError:
         return exc
 
 
-def fetch_to_converted(url: str, *, allow_private: bool, **options: Any) -> Converted:
-    """`fetch_url` (same options) then `page_to_converted`: a URL as a Markdown document with its title."""
-    page = fetch_url(url, allow_private=allow_private, **options)
-    return page_to_converted(page, max_bytes=options.get("max_bytes", DEFAULT_MAX_BYTES))
-
-
 __all__ = [
     "FetchedPage",
     "UrlFetchFailed",
     "UrlTimeout",
     "UrlTooLarge",
     "address_refusal",
-    "fetch_to_converted",
     "fetch_url",
     "page_to_converted",
 ]

@@ -24,6 +24,11 @@ Stopped and the files not converted are left to the next sync.
 The pool is thread-safe: `convert` may be called from several threads at once, and
 `imap` keeps a bounded number of files in flight, yielding results in input order so
 the caller can embed early files while later ones are still converting.
+
+Bytes from outside the roots - an `ingest_data` content of any format, a page
+`ingest_url` fetched - are untrusted too: `convert_data` and `convert_page` send them
+to a worker under the same limits, so the server process never parses them. A
+cancelled job (stopping.Scope) kills the worker converting its content.
 """
 from __future__ import annotations
 
@@ -39,6 +44,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from appliance import stopping
 from appliance.errors import ApplianceError, ConversionFailed
@@ -48,12 +54,18 @@ from appliance.ingest.formats import TEXT_EXTENSIONS
 from appliance.ingest.ocr import OcrConfig
 from appliance.records import Converted
 
+if TYPE_CHECKING:
+    from appliance.ingest.fetch import FetchedPage
+
 _MB = 1 << 20
 DECODED_HERE = TEXT_EXTENSIONS | {".json"}
 """Plain text is decoded, not parsed (an encoding guessed from a 64 KB sample, front matter,
 inline images dropped), so it is converted in the calling process: no worker round trip, and
 no worker start when a sync has nothing else. What the chunker then does with the text runs
 in this process for every format anyway."""
+WORKER_NICE = 10
+"""Workers yield the CPU to the process that started them: a hostile document burning a core
+for CONVERT_TIMEOUT must not slow the server's queries (2.3 s at the same priority on 2 cores)."""
 STARTUP_TIMEOUT_S = 120.0
 """How long a fresh worker may take to import its parsers (about 3 s measured)."""
 
@@ -72,14 +84,34 @@ def _failure(path: Path, exc: BaseException) -> ConversionFailed:
     return ConversionFailed(f"{path}: {type(exc).__name__}: {exc}"[:500])
 
 
+Task = str | tuple[Any, ...]
+"""What a worker is sent: a file's path, ("data", content, format, title) or ("page", FetchedPage, max_bytes)."""
+
+
+def _convert_task(task: Task, ocr: OcrConfig | None, max_file_size: int) -> Converted:
+    """In the worker: the conversion a task names."""
+    if isinstance(task, str):
+        return to_markdown(Path(task), ocr=ocr, max_file_size=max_file_size)
+    if task[0] == "data":
+        from appliance.ingest.convert import convert_data
+
+        return convert_data(task[1], task[2], title=task[3])
+    from appliance.ingest.fetch import page_to_converted
+
+    return page_to_converted(task[1], max_bytes=task[2])
+
+
 def _worker_main(conn: Connection, ocr: OcrConfig | None, max_file_size: int, memory_bytes: int) -> None:
-    """Loop in the worker: receive a path, send back ("ok", Converted) or ("err", error)."""
+    """Loop in the worker: receive a task, send back ("ok", Converted) or ("err", error)."""
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # own process group: a kill takes tesseract children along
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICE)
     os.environ["OMP_THREAD_LIMIT"] = "1"
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    from appliance.ingest.convert import load_converters, to_markdown
+    from appliance.ingest import fetch  # noqa: F401 - what a page task needs, imported before the limit
+    from appliance.ingest.convert import load_converters
 
     load_converters()  # the heavy imports happen before the memory limit
     _limit_memory(memory_bytes)
@@ -91,19 +123,16 @@ def _worker_main(conn: Connection, ocr: OcrConfig | None, max_file_size: int, me
             return
         if msg is None:
             return
-        path = Path(msg)
+        task, path = msg
         recycle = False
         try:
-            result: tuple[str, object] = (
-                "ok",
-                to_markdown(path, ocr=ocr, max_file_size=max_file_size),
-            )
+            result: tuple[str, object] = ("ok", _convert_task(task, ocr, max_file_size))
         except MemoryError:
             recycle = True
             result = (
                 "err",
                 ConversionMemoryLimit(
-                    f"{path}: conversion exceeded the memory limit of {memory_bytes // _MB} MB"
+                    f"{path}: conversion exceeded the memory limit of {memory_bytes // _MB} MB (CONVERT_MEMORY_MB)"
                 ),
             )
         except ApplianceError as exc:
@@ -253,7 +282,10 @@ class ConvertPool:
         ocr: OcrConfig | None,
         max_file_size: int,
         max_tasks_per_worker: int = 200,
+        scoped: bool = True,
     ) -> None:
+        """`scoped=False`: a pool that outlives the job creating it (the server's pool for untrusted
+        content) is not aborted when that job is cancelled; only its task is."""
         if workers < 1:
             raise ValueError("workers must be at least 1")
         self.workers = workers
@@ -271,7 +303,7 @@ class ConvertPool:
         """Workers replaced after a timeout, crash or memory failure (for status and tests)."""
         self._started = False
         self._start_lock = threading.Lock()
-        stopping.add_hook(self.abort)
+        stopping.add_hook(self.abort, scoped=scoped)
 
     # -------------------------------------------------------------- workers
 
@@ -305,6 +337,10 @@ class ConvertPool:
                 self.restarts += 1
             self._turns.put(self._spawn())
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def worker_pids(self) -> list[int]:
         with self._lock:
             return [w.proc.pid for w in self._all if w.proc.pid is not None]
@@ -336,15 +372,36 @@ class ConvertPool:
         w = self._turns.take(ticket)
         if w is None:
             if self._aborted:
-                raise stopping.Stopped(stopping.reason() or "stopping")
+                raise stopping.stopped_error()
             raise RuntimeError("ConvertPool is closed")
-        return self._run(w, path)
+        return self._run(w, str(path), str(path))
+
+    def convert_data(self, content: str, fmt: str, *, title: str | None, label: str) -> Converted:
+        """`convert.convert_data` in a worker (ingest_data's content); `label` names it in errors."""
+        return self._convert_task(("data", content, fmt, title), label)
+
+    def convert_page(self, page: FetchedPage, *, max_bytes: int) -> Converted:
+        """`fetch.page_to_converted` in a worker (a page ingest_url fetched)."""
+        return self._convert_task(("page", page, max_bytes), page.final_url)
+
+    def _convert_task(self, task: Task, label: str) -> Converted:
+        ticket = self._turns.draw()
+        if self._closed:
+            self._turns.drop(ticket)
+            raise RuntimeError("ConvertPool is closed")
+        self._start_workers()
+        w = self._turns.take(ticket)
+        if w is None:
+            if self._aborted:
+                raise stopping.stopped_error()
+            raise RuntimeError("ConvertPool is closed")
+        return self._run(w, task, label)
 
     def _decode(self, path: Path) -> Converted:
         if self._closed:
             raise RuntimeError("ConvertPool is closed")
         if self._aborted:
-            raise stopping.Stopped(stopping.reason() or "stopping")
+            raise stopping.stopped_error()
         try:
             return to_markdown(path, ocr=None, max_file_size=self.max_file_size)
         except ApplianceError:
@@ -352,7 +409,9 @@ class ConvertPool:
         except Exception as exc:  # noqa: BLE001 - as a worker reports it: this file's failure
             raise _failure(path, exc) from None
 
-    def _run(self, w: _Worker, path: Path) -> Converted:
+    def _run(self, w: _Worker, task: Task, path: str) -> Converted:
+        """Convert `task` (named `path` in errors) in worker `w`; a stop or a cancel of this
+        thread's job (stopping.requested) kills the worker and raises Stopped."""
         if not w.wait_ready(STARTUP_TIMEOUT_S):
             code = w.proc.exitcode
             self._retire(w, replace=True, kill=True)
@@ -361,7 +420,7 @@ class ConvertPool:
                 f"is the memory limit ({self.memory_bytes // _MB} MB) too small for the parsers?"
             )
         try:
-            w.conn.send(str(path))
+            w.conn.send((task, path))
         except (OSError, ValueError) as exc:
             self._retire(w, replace=True, kill=True)
             raise WorkerCrashed(f"{path}: the converter process was gone before the file was sent") from exc
@@ -378,10 +437,14 @@ class ConvertPool:
             if not w.proc.is_alive():
                 ready = True
                 break
+            if stopping.requested():
+                self._retire(w, replace=True, kill=True, failure=False)
+                raise stopping.stopped_error()
             if left <= 0:
                 self._retire(w, replace=True, kill=True)
                 raise ConversionTimeout(
-                    f"{path}: conversion timed out after {self.timeout_s:g} s; the worker was stopped"
+                    f"{path}: conversion timed out after {self.timeout_s:g} s (CONVERT_TIMEOUT); "
+                    "the worker was stopped"
                 )
         try:
             status, payload = w.conn.recv()
@@ -404,7 +467,7 @@ class ConvertPool:
             raise payload
         raise ConversionFailed(f"{path}: {payload}")
 
-    def _crash_error(self, path: Path, exitcode: int | None) -> ConversionFailed:
+    def _crash_error(self, path: str, exitcode: int | None) -> ConversionFailed:
         limit = f"{self.memory_bytes // _MB} MB" if self.memory_bytes else "none"
         if exitcode is not None and exitcode < 0:
             try:
@@ -414,7 +477,7 @@ class ConvertPool:
             if sig in ("SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS"):
                 return WorkerCrashed(
                     f"{path}: the converter process died ({sig}); it probably exceeded the memory "
-                    f"limit ({limit}) or hit a parser bug"
+                    f"limit ({limit}, CONVERT_MEMORY_MB) or hit a parser bug"
                 )
             return WorkerCrashed(f"{path}: the converter process died ({sig})")
         return WorkerCrashed(f"{path}: the converter process exited unexpectedly (code {exitcode})")
@@ -467,7 +530,7 @@ class ConvertPool:
                 except Exception as exc:  # noqa: BLE001 - whatever a conversion raised is that file's failure
                     res = ConversionFailed(f"{p}: {type(exc).__name__}: {exc}")
                 if self._aborted:  # the conversions were killed, not failed: nothing to report
-                    raise stopping.Stopped(stopping.reason() or "stopping")
+                    raise stopping.stopped_error()
                 held -= size
                 fill()
                 yield p, res
@@ -481,8 +544,10 @@ class ConvertPool:
                 w.stop()
 
     def abort(self) -> None:
-        """Kill every worker now (a stop hook): what they were converting is dropped."""
+        """Kill every worker now (a stop hook): what they were converting is dropped, and the pool,
+        closed, no longer keeps a stopping process waiting (stopping.wait_quiet)."""
         self._aborted = True
+        stopping.remove_hook(self.abort)
         for w in self._take_all():
             w.kill()
 

@@ -92,7 +92,7 @@ def error(server: Any, name: str, args: dict[str, Any] | None = None) -> dict[st
 
 def wait_for(server: Any, job: dict[str, Any], timeout: float = 300) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
-    while job["phase"] not in ("succeeded", "failed"):
+    while job["phase"] not in ("succeeded", "failed", "cancelled"):
         assert time.monotonic() < deadline, job
         time.sleep(0.1)
         job = ok(server, "sync_status", {"jobId": job["jobId"]})

@@ -19,7 +19,7 @@ import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS
 
 MINIRAG = str(Path(sys.executable).with_name("minirag"))
-TOOL_COUNT = 13
+TOOL_COUNT = 14
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
 INFO_KEY = "io.modelcontextprotocol/clientInfo"

@@ -161,7 +161,7 @@ def test_each_tool_description_is_what_fastmcp_would_have_parsed_from_its_docstr
     from appliance.server import Runtime, create_server
 
     tools = asyncio.run(create_server(Runtime(read_environment({}))).list_tools())
-    assert len(tools) == 13
+    assert len(tools) == 14
     for tool in tools:
         def fn() -> None:
             pass

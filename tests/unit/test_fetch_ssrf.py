@@ -20,8 +20,8 @@ from appliance.ingest.fetch import (
     UrlTimeout,
     UrlTooLarge,
     address_refusal,
-    fetch_to_converted,
     fetch_url,
+    page_to_converted,
 )
 from tests.fixtures.http_fakes import (  # noqa: F401  (public, internal: fixtures)
     BAD_URLS,
@@ -289,6 +289,11 @@ def test_without_allow_private_the_same_loopback_url_is_refused(internal):
 
 
 # ------------------------------------------------------------------ conversion
+
+def fetch_to_converted(url, **options):
+    """The download, then the page's conversion (in a worker in the service: indexing.convert_page)."""
+    return page_to_converted(fetch_url(url, **options))
+
 
 def test_fetch_to_converted_html_title_and_markdown(public):
     html = "<html><head><title>Привет мир</title></head><body><h1>Заголовок</h1><p>Текст</p></body></html>"

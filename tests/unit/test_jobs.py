@@ -43,3 +43,36 @@ def test_ingest_jobs_run_in_turn_are_bounded_and_leave_sync_alone() -> None:
     done = jobs.get(started[-1].job_id)
     assert done.phase == "succeeded" and done.kind == "ingest_data" and done.counts and done.counts["added"] == 1
     assert done.files_done == done.files_total == 1
+
+
+def test_a_cancel_stops_a_running_job_through_its_own_stop_hooks_and_a_queued_one_at_once() -> None:
+    from appliance import stopping
+
+    jobs = SyncJobs()
+    outside = threading.Event()  # a hook of the process, not of the job: a cancel leaves it alone
+    stopping.add_hook(outside.set)
+
+    def sync_like(_progress):  # type: ignore[no-untyped-def]
+        hooked = threading.Event()
+        stopping.add_hook(hooked.set)  # as the sync's worker pool and pipeline register themselves
+        try:
+            hooked.wait(30)
+            stopping.check()  # raises Cancelled on this job's thread
+        finally:
+            stopping.remove_hook(hooked.set)
+        raise AssertionError("not cancelled")
+
+    try:
+        running = jobs.start(None, sync_like)
+        first = jobs.start_ingest("ingest_data", "a", sync_like)
+        queued = jobs.start_ingest("ingest_data", "b", sync_like)
+        wait_until(lambda: jobs.get(first.job_id).phase == "indexing")
+        assert jobs.cancel_source("b") == [queued.job_id]
+        wait_until(lambda: jobs.get(queued.job_id).phase == "cancelled")
+        for job in (running, first):
+            jobs.cancel(job.job_id)
+            wait_until(lambda job=job: jobs.get(job.job_id).phase == "cancelled")  # type: ignore[misc]
+            assert jobs.get(job.job_id).error["code"] == "cancelled"  # type: ignore[index]
+        assert not outside.is_set() and not stopping.requested()
+    finally:
+        stopping.remove_hook(outside.set)

@@ -11,8 +11,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "appliance"
 
 OWNERS = {
-    "lancedb": {"store"},
-    "pyarrow": {"store", "replica"},
+    "lancedb": {"store", "swap"},  # swap: the store's one-commit replacement, split off
+    "pyarrow": {"store", "replica", "swap"},
     "fastembed": {"embed"},
     "onnxruntime": {"models.e5_onnx"},
     "markitdown": {"ingest.convert"},
