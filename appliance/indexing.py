@@ -76,7 +76,7 @@ def ingest(core: Core, paths: Sequence[str | Path], *, require_absolute: bool = 
 
 
 def sync(core: Core, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
-         discard_unrecoverable: bool = False, forget_roots: bool = False,
+         discard_unrecoverable: bool = False, forget_roots: bool = False, allow_deletions: bool = False,
          progress: Progress | None = None, origin: str = "cli") -> RunReport:
     """Make the index equal to the files on disk (under `path`, when given).
 
@@ -85,6 +85,10 @@ def sync(core: Core, path: str | Path | None = None, *, full: bool = False, clea
     processes keep answering from the old rows until each document's new ones
     replace them; a damaged one gets empty tables first (as new versions, so a
     reader holding the old version is not pulled from under its feet).
+
+    A sync of every root keeps the files of a root that is missing, unreadable, empty or
+    lost most of its files at once (sync_plan.held_roots; the report's held_roots names
+    them), unless `allow_deletions`; a sync under `path` deletes what is gone there.
 
     While it runs, its progress is published beside the lock for every process
     (`status`, `sync_status`; see state.SyncProgress); `origin` says who started it.
@@ -95,13 +99,13 @@ def sync(core: Core, path: str | Path | None = None, *, full: bool = False, clea
         publisher = SyncProgress(core.settings.db_path, origin, forward=progress)
         try:
             return _sync_locked(core, path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
-                                     forget_roots=forget_roots, publisher=publisher)
+                                forget_roots=forget_roots, allow_deletions=allow_deletions, publisher=publisher)
         finally:
             publisher.close()
 
 
 def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool, discard_unrecoverable: bool,
-                 forget_roots: bool, publisher: SyncProgress) -> RunReport:
+                 forget_roots: bool, allow_deletions: bool, publisher: SyncProgress) -> RunReport:
     report = Tally()
     under = None
     if path is not None:
@@ -135,6 +139,10 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     on_disk = {str(f.path) for f in files} | {s.path for s in report.skipped
                                               if s.code not in ("broken_link", "unreadable")}
     gone = [sid for sid in known if sid not in on_disk]
+    if gone and under is None and not allow_deletions:
+        report.held_roots = sync_plan.held_roots(core, known.values(), on_disk)
+        held = tuple(h.root.rstrip("/") + "/" for h in report.held_roots)
+        gone = [sid for sid in gone if not sid.startswith(held)] if held else gone
     damaged, stray = sync_plan.inconsistent(core, known, on_disk, under)
     if stray:
         core.index.delete_sources(stray)

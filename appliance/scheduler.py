@@ -54,25 +54,24 @@ log = logging.getLogger("appliance.scheduler")
 
 
 def docs_problem(settings: Settings, index_has_sources: bool) -> str | None:
-    """Why a scheduled sync must not run now, or None.
+    """Why a scheduled sync has nothing to do now, or None.
 
-    A root that is missing, or (in the container) not mounted, would make a sync
-    delete the whole index; an empty root with a non-empty index is treated the
-    same way (an unmounted network share looks exactly like that). A manual
-    `minirag sync` still does what it is told.
+    In the container a root must be a mount point. Otherwise, once the index holds
+    files, the sync itself decides root by root what it may delete (a missing, empty
+    or mostly emptied root keeps its files: sync_plan.held_roots, the rule every sync
+    path shares); before that, a missing or empty root only means nothing to index yet.
     """
+    for root in settings.roots:
+        if settings.container and not (root.is_dir() and _is_mount_point(root)):
+            return (f"no documents are mounted at {root}; run the container with "
+                    f"-v /path/to/docs:{root}:ro")
+    if index_has_sources:
+        return None
     for root in settings.roots:
         if not root.is_dir():
             return f"document root {root} does not exist or is not a directory; nothing to sync"
-        if settings.container and not _is_mount_point(root):
-            return (f"no documents are mounted at {root}; run the container with "
-                    f"-v /path/to/docs:{root}:ro")
     if all(not any(root.iterdir()) for root in settings.roots):
-        roots = ", ".join(str(r) for r in settings.roots)
-        if index_has_sources:
-            return (f"{roots} is empty but the index is not; skipping instead of deleting everything "
-                    f"(run `minirag sync` by hand if the folder really is empty now)")
-        return f"{roots} is empty: nothing to index yet"
+        return f"{', '.join(str(r) for r in settings.roots)} is empty: nothing to index yet"
     return None
 
 
@@ -207,11 +206,15 @@ class Scheduler:
         summary = {k: data[k] for k in ("seen", "added", "updated", "unchanged", "refreshed", "deleted",
                                         "skippedCount", "failedCount", "chunks", "seconds")}
         result = "ok" if report.ok else "partial"
+        held = "; ".join(h.reason for h in report.held_roots)
         self.state["runs"] += 1
         self.state["consecutiveFailures"] = 0
-        self._update(state="idle", lastResult=result, lastError=None, lastReport=summary,
-                     lastRunFinishedAt=self.clock())
-        self._last_logged = None
+        self._update(state="idle", lastResult=result, lastReport=summary, lastRunFinishedAt=self.clock(),
+                     lastError={"code": "root_held", "message": held} if held else None)
+        if held:  # once, like a setup problem, until it changes
+            self._say(f"scheduled sync kept files instead of deleting them: {held}", warn=True)
+        else:
+            self._last_logged = None
         changed = data["added"] + data["updated"] + data["deleted"] + data["failedCount"]
         (log.info if changed else log.debug)(
             "scheduled sync: seen %d, added %d, updated %d, deleted %d, failed %d; %d chunks in %.1f s",
@@ -238,8 +241,7 @@ class Scheduler:
             has_tables = any(p.suffix == ".lance" for p in self.settings.db_path.iterdir())
         except OSError:
             has_tables = False
-        problem = docs_problem(self.settings, has_tables)
-        return problem if problem and (not has_tables or "is empty but" not in problem) else None
+        return docs_problem(self.settings, has_tables)
 
     def round_in_child(self) -> float:
         """One round in a fresh process, so the model and LanceDB leave memory when it ends.

@@ -226,14 +226,20 @@ def create_server(runtime: Runtime) -> FastMCP:
     async def sync_start(path: Annotated[str | None, Field(
             None, min_length=1, max_length=4096,
             description="Reconcile only under this absolute path (default: every root).")] = None,
+            allowDeletions: Annotated[bool, Field(description=(
+                "Accept deleting the indexed files of a root that is missing, empty or lost most of its "
+                "files at once (otherwise they are kept and the job's heldRoots names the root)."))] = False,
             ctx: Context = CurrentContext()) -> ToolResult:
         """Start reconciling the index with the files on disk in the background; returns a jobId.
 
-        New and changed files are indexed, deleted ones removed. Poll sync_status with the jobId.
+        New and changed files are indexed, deleted ones removed, except that a root which looks
+        unmounted (missing, empty, most files gone at once) keeps its files and is named in heldRoots
+        until a sync with allowDeletions. Poll sync_status with the jobId.
         Refuses with sync_busy while another sync holds the index. A request that carries a
         progressToken gets progress notifications, and the call returns when the job ends or
         after 45 s with the job still running (keep polling sync_status then)."""
-        started = await call(m.SYNC_JOB, lambda app: app.sync_start(path, require_absolute=True))
+        started = await call(m.SYNC_JOB, lambda app: app.sync_start(path, require_absolute=True,
+                                                                    allow_deletions=allowDeletions))
         if started.is_error or _progress_token(ctx) is None:
             return started
         return await _follow(ctx, (started.structured_content or {})["jobId"], call)
