@@ -260,6 +260,17 @@ class IndexHealth:
 
 
 @dataclass(frozen=True, kw_only=True)
+class FirstSync:
+    """Why the index is still empty (or was never synced whole) and when a sync will fill it."""
+
+    starts_at: Annotated[float | None, Doc(
+        "When the first sync starts (epoch seconds; the latest moment when only a bound is known); "
+        "null when nothing has scheduled one.")] = None
+    starts_in_seconds: Annotated[float | None, Doc("Seconds from now until starts_at (0: due now).")] = None
+    message: Annotated[str, Doc("What is pending, who will run it, or how to start it.")]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Status:
     """Configuration and index health; `index_error` instead of `index` when the index cannot be read."""
 
@@ -275,6 +286,9 @@ class Status:
     scheduler: dict[str, Any] | None
     last_sync: Annotated[dict[str, Any] | None, Doc("The last finished sync's report.")]
     ignore_problems: list[Any]
+    first_sync: Annotated[FirstSync | None, Doc(
+        "Set while the index is empty or was never synced whole and no sync runs: when the first sync "
+        "starts, or how to start one.")] = field(default=None, metadata=_NULL_IN_TOOLS)
 
 
 @dataclass(frozen=True, kw_only=True)

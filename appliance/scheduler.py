@@ -145,13 +145,9 @@ class Scheduler:
         return 0
 
     def _first_run_at(self) -> float:
-        """Now when never synced or stale, else one interval after the last finished sync."""
-        try:
-            finished = float((read_last_sync(self.settings.db_path) or {}).get("finishedAt") or 0)
-        except (ValueError, TypeError):
-            finished = 0.0
-        now = self.clock()
-        return now if now - finished >= self.interval else finished + self.interval
+        """Now when the index is empty, was never synced whole or that sync is stale; else one
+        interval after the last finished sync of every root."""
+        return first_run_at(self.settings.db_path, self.interval, self.clock())
 
     def round(self) -> float:
         """One scheduled sync (or a logged skip); returns when the next one is due."""
@@ -317,6 +313,21 @@ class Scheduler:
             if not self._state_write_failed and not _unwritable(self.settings.db_path):  # else round() says it
                 log.warning("cannot record the scheduler state: %s", _os_message(self.settings.db_path, exc))
                 self._state_write_failed = True
+
+
+def first_run_at(db_path: Path, interval: float, now: float) -> float:
+    """When a scheduler starting now syncs first (read without LanceDB: the last sync's record).
+
+    A sync of one path (`minirag sync /docs/a`, an MCP sync_start with a path) or one that left
+    nothing indexed does not count: a container restarted on such an index syncs at once."""
+    last = read_last_sync(db_path) or {}
+    try:
+        finished = float(last.get("finishedAt") or 0) if last.get("scope") is None else 0.0
+    except (ValueError, TypeError):
+        finished = 0.0
+    if not any(last.get(key) for key in ("added", "updated", "unchanged", "refreshed")):
+        finished = 0.0  # nothing indexed by it: the index is empty (or held nothing of the roots)
+    return now if now - finished >= interval else finished + interval
 
 
 def _unwritable(db_path: Path) -> str | None:

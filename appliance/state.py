@@ -276,3 +276,13 @@ def _start_ticks(pid: int) -> int | None:
         return int(stat.rsplit(")", 1)[1].split()[19]) if stat else None
     except (IndexError, ValueError):
         return None
+
+
+def process_started_at(pid: int) -> float | None:
+    """When process `pid` started (epoch seconds, from /proc: boot time plus its start ticks), or None."""
+    ticks = _start_ticks(pid)
+    boot = next((line.split()[1] for line in (_read("/proc/stat") or "").splitlines() if line.startswith("btime ")),
+                None)
+    if ticks is None or boot is None:
+        return None
+    return int(boot) + ticks / os.sysconf("SC_CLK_TCK")
