@@ -93,6 +93,11 @@ def _index_health(core: Core) -> IndexHealth:
     scheme_warning = (f"{stale} chunks were cut by an older chunking scheme; "
                       "run `minirag sync` to re-cut them") if stale else None
     identity = core.index.read_identity()
+    if identity is not None and identity.scheme != SCHEME_VERSION:  # served: same model, same vector space
+        scheme_warning = (f"the index records chunking scheme {identity.scheme!r}, this version cuts "
+                          f"{SCHEME_VERSION!r}; its chunks are searched as they are (the configured model made "
+                          "every vector) and `minirag sync` re-cuts what another scheme cut"
+                          + (f" ({stale} chunks)" if stale else ""))
     recorded = sum(s.chunk_count for s in sources if not s.error_code)
     consistency_warning = None
     if recorded != chunk_count and lock_holder(core.settings.db_path) is None:  # not mid-sync

@@ -161,6 +161,8 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     report.seen += len(kept)
     report.updated += len(kept)
     core.index.refresh_indexes()
+    if under is None and not full:
+        _recut_identity(core)
     result = report.finish()
     record_finished_sync(core.settings.db_path, result.to_dict(), under)
     if seen is not None and index_before is not None and sync_stamp.nothing_changed(result) \
@@ -168,6 +170,15 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
         sync_stamp.record(core.settings.db_path, sync_stamp.Stamp(
             sync_stamp.inputs_digest(core.settings), index_before, seen.hexdigest(), result.to_dict()))
     return result
+
+
+def _recut_identity(core: Core) -> None:
+    """identity.json names the current chunking scheme once no chunk of another one is left (a plain
+    sync re-cuts them file by file); until then `status` warns that the index is of another scheme."""
+    stored = core.index.read_identity()
+    if stored is not None and stored.scheme != SCHEME_VERSION \
+            and not core.index.count_chunks_not_cut_by(SCHEME_VERSION):
+        core.index.write_identity(replace(stored, scheme=SCHEME_VERSION))
 
 
 def ingest_data(core: Core, source_id: str, content: str, fmt: str = "markdown", *,
