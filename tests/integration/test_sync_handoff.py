@@ -47,7 +47,7 @@ def test_a_warm_server_runs_the_sync_and_reports_it(served: tuple[Any, handoff.L
 
 def test_a_warm_server_keeps_an_emptied_root_and_the_client_hears_why(
         served: tuple[Any, handoff.Listener, Path], make_app: Callable[..., Any]) -> None:
-    server, listener, docs = served
+    server, _listener, docs = served
     client = make_app(docs).settings
     assert handoff.request_sync(client) is not None
     for path in docs.iterdir():
