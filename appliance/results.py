@@ -454,7 +454,9 @@ class SearchMarkdown:
     markdown: Annotated[str, Doc("Numbered hits with their citations and surrounding lines.")]
 
 
-MISSING_REASON = "indexed, but no longer on disk; the next sync removes it"
+MISSING_REASON = (
+    "indexed, but no longer on disk; the next sync removes it (unless its root is missing, empty or lost most "
+    "of its files: then only a sync with --allow-deletions does)")
 
 
 @dataclass(frozen=True, kw_only=True)
