@@ -12,7 +12,13 @@ from appliance.ingest.discover import ignore_problems
 from appliance.ingest.ocr import ocr_status
 from appliance.locking import lock_holder
 from appliance.results import FirstSync, IndexHealth, ModelInfo, RootCounts, RootList, Status
-from appliance.state import process_started_at, read_last_sync, read_scheduler_state, running_sync
+from appliance.state import (
+    SCHEDULER_START_LIMIT_S,
+    process_started_at,
+    read_last_sync,
+    read_scheduler_state,
+    running_sync,
+)
 from appliance.store import IDENTITY_FILE
 
 
@@ -44,8 +50,6 @@ def first_sync(core: Core, scheduler: dict[str, Any] | None, now: float | None =
     A live scheduler says it in nextRunAt. In the container's stdio mode the scheduler is started by
     the entrypoint (PID 1) once the server has loaded its model, at the latest SCHEDULER_START_LIMIT_S
     after the container started, and then syncs at once (scheduler.first_run_at)."""
-    from appliance.entrypoint import SCHEDULER_START_LIMIT_S
-
     now = time.time() if now is None else now
     live = scheduler is not None and scheduler.get("alive") is not False and scheduler.get("state") != "stopped"
     if live and scheduler is not None:
