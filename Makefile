@@ -146,8 +146,8 @@ demo: image-if-stale ## index samples/ in the container (no network) and search 
 serve:     ## MCP on stdio from the image over DOCS, index in the INDEX volume
 	$(DOCKER_RUN) -i --network none -v $(DOCS):/docs:ro -v $(INDEX):/index $(IMAGE)
 
-sync:      ## one reconcile in the image: make sync DOCS=/path INDEX=volume-or-dir
-	$(DOCKER_RUN) --network none -v $(DOCS):/docs:ro -v $(INDEX):/index $(IMAGE) sync
+sync:      ## one reconcile in the image: make sync DOCS=/path INDEX=volume-or-dir [SYNC_ARGS=--allow-deletions]
+	$(DOCKER_RUN) --network none -v $(DOCS):/docs:ro -v $(INDEX):/index $(IMAGE) sync $(SYNC_ARGS)
 
 save:      ## air-gap bundle: BUNDLE (docker save | gzip), its sha256 and LOAD.txt
 	scripts/image_bundle.sh save $(IMAGE) $(BUNDLE)

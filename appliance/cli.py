@@ -136,6 +136,8 @@ def _print_run(report: RunReport, as_json: bool) -> None:
     data = to_wire(report)
     for item in data["failed"]:
         typer.echo(f"warn: {label(item['path'])}: {label(item['reason'])}", err=True)
+    for held in report.held_roots:
+        typer.echo(f"error: {label(held.reason)}", err=True)
     human = (f"seen {data['seen']}: added {data['added']}, updated {data['updated']}, unchanged {data['unchanged']}, "
              f"refreshed {data['refreshed']}, deleted {data['deleted']}, skipped {data['skippedCount']}, "
              f"failed {data['failedCount']}; {data['chunks']} chunks ({data['chunksEmbedded']} embedded, "
@@ -207,6 +209,9 @@ def sync(ctx: typer.Context,
              help="With --clean: drop ingest_data/URL items whose stored text is unreadable.")] = False,
          forget_roots: Annotated[bool, typer.Option(
              "--forget-roots", help="Drop indexed files of roots that are no longer configured.")] = False,
+         allow_deletions: Annotated[bool, typer.Option(
+             "--allow-deletions", help="Delete the indexed files of a root that is missing, empty or lost more "
+                                       "than SYNC_DELETE_LIMIT percent of its files (kept otherwise).")] = False,
          no_snapshot_dedupe: Annotated[bool, typer.Option(
              "--no-snapshot-dedupe", help="Store every dated snapshot in full.")] = False,
          ray: Annotated[str | None, typer.Option(
@@ -218,7 +223,9 @@ def sync(ctx: typer.Context,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Make the index equal to the files on disk. SIGTERM/Ctrl-C stop it within seconds (exit 143/130);
     what was written stays and the next sync finishes the rest. A whole-index sync is run by a warm
-    MCP server or daemon on the same index and configuration when one is up (appliance/handoff.py)."""
+    MCP server or daemon on the same index and configuration when one is up (appliance/handoff.py).
+    A root that is missing, unreadable, empty or lost most of its files keeps them (exit 1) unless
+    --allow-deletions."""
     from appliance import stopping
 
     signals: list[int] = []
@@ -229,7 +236,7 @@ def sync(ctx: typer.Context,
             settings = _settings(ctx, base_dir, db_path, models_dir, model_name, **changes)
             address = ray or settings.ray_address
             report = None
-            if path is None and not (full or clean or forget_roots or address):
+            if path is None and not (full or clean or forget_roots or allow_deletions or address):
                 from appliance.sync_stamp import replay  # nothing changed: proved without LanceDB or the model
 
                 report = replay(settings)
@@ -242,6 +249,7 @@ def sync(ctx: typer.Context,
             if report is None:
                 service = _open(settings)
                 options: dict[str, Any] = {"full": full, "clean": clean, "forget_roots": forget_roots,
+                                           "allow_deletions": allow_deletions,
                                            "discard_unrecoverable": discard_unrecoverable, "progress": progress}
                 if address:  # the cluster hook (appliance/cluster): the same sync, converted and embedded by Ray tasks
                     from appliance.cluster.driver import sync_on_ray

@@ -87,6 +87,10 @@ class Settings:
     """MINIRAG_CONTAINER=1: running in the image, where a document root must be a mount point."""
     ray_address: str | None = None
     """RAY_ADDRESS: `minirag sync` runs on this Ray cluster (appliance/cluster; the [cluster] extra)."""
+    sync_delete_limit: int = 50
+    """SYNC_DELETE_LIMIT: a whole-index sync keeps a root's files instead of deleting more than this
+    percentage of them at once (sync_plan.held_roots); 100 turns that check off (a missing or empty
+    root is always held)."""
 
     def describe(self) -> dict[str, object]:
         """The values in effect, as `status` prints them."""
@@ -110,6 +114,7 @@ class Settings:
             "allowPrivateUrls": self.allow_private_urls,
             "snapshotDedupe": self.snapshot_dedupe,
             "syncIntervalSeconds": self.sync_interval_s,
+            "syncDeleteLimit": self.sync_delete_limit,
             "changeDetection": self.change_detection,
         }
 
@@ -264,6 +269,7 @@ class Environment(BaseSettings):
     allow_private_urls: Flag = False
     no_snapshot_dedupe: Flag = False
     sync_interval: Int = 900
+    sync_delete_limit: Annotated[Int, _must(lambda v: 0 <= v <= 100, "be a percentage from 0 to 100")] = 50
     models_manifest: OptionalPath = None
     minirag_container: Annotated[bool, BeforeValidator(lambda v: v == "1" if isinstance(v, str) else v)] = False
     ray_address: Annotated[str | None, BeforeValidator(_nonempty)] = None
@@ -352,6 +358,7 @@ class Environment(BaseSettings):
             models_manifest=self.models_manifest,
             container=self.minirag_container,
             ray_address=self.ray_address.strip() if self.ray_address else None,
+            sync_delete_limit=self.sync_delete_limit,
         )
 
     def _roots(self, base_dirs: list[str] | None, cwd: Path) -> tuple[Path, ...]:

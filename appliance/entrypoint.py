@@ -41,17 +41,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from appliance.state import SCHEDULER_START_LIMIT_S
+
 if TYPE_CHECKING:
     from appliance.config import Environment
 
 STDIO_CONF = "supervisord-stdio.conf"
 DAEMON_CONF = "supervisord-daemon.conf"
 DAEMON_MARKER = Path("/tmp/minirag-daemon-mode")
-SCHEDULER_START_LIMIT_S = 20.0
-"""In stdio mode the scheduler starts when the server says its model and index are loaded, or
-after this long at the latest (a client that never lists the tools never starts the warm-up):
-a sync process starting beside the server's first seconds competes with its handshake and first
-answer for the CPU (two cores here; scripts/bench_image.py's cold start)."""
 STOP_WAIT_S = 6.5
 """From SIGTERM (or the client leaving) to killing what still runs: more than supervisord's
 stopwaitsecs (5 s) for the scheduler, less than Docker's 10 s grace before its SIGKILL."""

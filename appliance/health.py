@@ -1,6 +1,9 @@
 """How the configuration and the index are doing: `status`, and the roots with their file counts."""
 from __future__ import annotations
 
+import time
+from typing import Any
+
 from appliance import __version__
 from appliance.core import Core
 from appliance.errors import ApplianceError, IndexMismatch
@@ -8,8 +11,14 @@ from appliance.ingest.chunk import SCHEME_VERSION
 from appliance.ingest.discover import ignore_problems
 from appliance.ingest.ocr import ocr_status
 from appliance.locking import lock_holder
-from appliance.results import IndexHealth, ModelInfo, RootCounts, RootList, Status
-from appliance.state import read_last_sync, read_scheduler_state, running_sync
+from appliance.results import FirstSync, IndexHealth, ModelInfo, RootCounts, RootList, Status
+from appliance.state import (
+    SCHEDULER_START_LIMIT_S,
+    process_started_at,
+    read_last_sync,
+    read_scheduler_state,
+    running_sync,
+)
 from appliance.store import IDENTITY_FILE
 
 
@@ -24,12 +33,52 @@ def status(core: Core) -> Status:
         index = _index_health(core)
     except ApplianceError as exc:
         index_error = exc.to_dict()
+    db_path = core.settings.db_path
+    running, scheduler, last = running_sync(db_path), read_scheduler_state(db_path), read_last_sync(db_path)
+    empty = index is not None and not (index.source_count or index.failed_count)
+    pending = running is None and index_error is None and (empty or last is None or last.get("scope") is not None)
     return Status(version=__version__, config=core.settings.describe(), ocr=name, ocr_hint=hint or None, model=model,
                   chunk_token_budget=budget, index=index, index_error=index_error,
-                  sync_running=running_sync(core.settings.db_path),
-                  scheduler=read_scheduler_state(core.settings.db_path),
-                  last_sync=read_last_sync(core.settings.db_path),
-                  ignore_problems=ignore_problems(core.settings.roots))  # rules files that could not be applied
+                  sync_running=running, scheduler=scheduler, last_sync=last,
+                  ignore_problems=ignore_problems(core.settings.roots),  # rules files that could not be applied
+                  first_sync=first_sync(core, scheduler) if pending else None)
+
+
+def first_sync(core: Core, scheduler: dict[str, Any] | None, now: float | None = None) -> FirstSync:
+    """When the sync that fills an empty (or never wholly synced) index starts, as far as this process can tell.
+
+    A live scheduler says it in nextRunAt. In the container's stdio mode the scheduler is started by
+    the entrypoint (PID 1) once the server has loaded its model, at the latest SCHEDULER_START_LIMIT_S
+    after the container started, and then syncs at once (scheduler.first_run_at)."""
+    now = time.time() if now is None else now
+    live = scheduler is not None and scheduler.get("alive") is not False and scheduler.get("state") != "stopped"
+    if live and scheduler is not None:
+        if scheduler.get("state") == "off":
+            return FirstSync(message="scheduled sync is off (SYNC_INTERVAL=0); start one with `minirag sync`")
+        at = scheduler.get("nextRunAt")
+        if scheduler.get("state") == "waiting":
+            return _at(at, now, f"the scheduler cannot sync yet: {scheduler.get('problem')}; it looks again")
+        if isinstance(at, int | float):
+            return _at(at, now, "the index is empty or was never synced whole; the scheduler's sync starts")
+    interval = core.settings.sync_interval_s
+    if core.settings.container and interval > 0:
+        started = process_started_at(1)
+        bound = started + SCHEDULER_START_LIMIT_S if started is not None else None
+        return _at(bound if bound is not None and bound > now else None, now,
+                   "the index is empty or was never synced whole; the scheduler starts once the server has "
+                   f"loaded its model (at most {SCHEDULER_START_LIMIT_S:g} s after the container started) and "
+                   "syncs at once")
+    return FirstSync(message="the index is empty or was never synced whole and no scheduler runs here; "
+                             "start a sync with `minirag sync`")
+
+
+def _at(at: Any, now: float, message: str) -> FirstSync:
+    if not isinstance(at, int | float):
+        return FirstSync(message=message)
+    wait = max(0.0, round(at - now, 1))
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+    return FirstSync(starts_at=at, starts_in_seconds=wait,
+                     message=f"{message} " + ("now" if not wait else f"at {when} (in {wait:g} s)"))
 
 
 def _index_health(core: Core) -> IndexHealth:
@@ -48,6 +97,11 @@ def _index_health(core: Core) -> IndexHealth:
     scheme_warning = (f"{stale} chunks were cut by an older chunking scheme; "
                       "run `minirag sync` to re-cut them") if stale else None
     identity = core.index.read_identity()
+    if identity is not None and identity.scheme != SCHEME_VERSION:  # served: same model, same vector space
+        scheme_warning = (f"the index records chunking scheme {identity.scheme!r}, this version cuts "
+                          f"{SCHEME_VERSION!r}; its chunks are searched as they are (the configured model made "
+                          "every vector) and `minirag sync` re-cuts what another scheme cut"
+                          + (f" ({stale} chunks)" if stale else ""))
     recorded = sum(s.chunk_count for s in sources if not s.error_code)
     consistency_warning = None
     if recorded != chunk_count and lock_holder(core.settings.db_path) is None:  # not mid-sync

@@ -79,7 +79,7 @@ def ingest(core: Core, paths: Sequence[str | Path], *, require_absolute: bool = 
 
 
 def sync(core: Core, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
-         discard_unrecoverable: bool = False, forget_roots: bool = False,
+         discard_unrecoverable: bool = False, forget_roots: bool = False, allow_deletions: bool = False,
          progress: Progress | None = None, origin: str = "cli") -> RunReport:
     """Make the index equal to the files on disk (under `path`, when given).
 
@@ -88,6 +88,10 @@ def sync(core: Core, path: str | Path | None = None, *, full: bool = False, clea
     processes keep answering from the old rows until each document's new ones
     replace them; a damaged one gets empty tables first (as new versions, so a
     reader holding the old version is not pulled from under its feet).
+
+    A sync of every root keeps the files of a root that is missing, unreadable, empty or
+    lost most of its files at once (sync_plan.held_roots; the report's held_roots names
+    them), unless `allow_deletions`; a sync under `path` deletes what is gone there.
 
     While it runs, its progress is published beside the lock for every process
     (`status`, `sync_status`; see state.SyncProgress); `origin` says who started it.
@@ -98,13 +102,13 @@ def sync(core: Core, path: str | Path | None = None, *, full: bool = False, clea
         publisher = SyncProgress(core.settings.db_path, origin, forward=progress)
         try:
             return _sync_locked(core, path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
-                                     forget_roots=forget_roots, publisher=publisher)
+                                forget_roots=forget_roots, allow_deletions=allow_deletions, publisher=publisher)
         finally:
             publisher.close()
 
 
 def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool, discard_unrecoverable: bool,
-                 forget_roots: bool, publisher: SyncProgress) -> RunReport:
+                 forget_roots: bool, allow_deletions: bool, publisher: SyncProgress) -> RunReport:
     report = Tally()
     under = None
     if path is not None:
@@ -138,6 +142,10 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     on_disk = {str(f.path) for f in files} | {s.path for s in report.skipped
                                               if s.code not in ("broken_link", "unreadable")}
     gone = [sid for sid in known if sid not in on_disk]
+    if gone and under is None and not allow_deletions:
+        report.held_roots = sync_plan.held_roots(core, known.values(), on_disk)
+        held = tuple(h.root.rstrip("/") + "/" for h in report.held_roots)
+        gone = [sid for sid in gone if not sid.startswith(held)] if held else gone
     damaged, stray = sync_plan.inconsistent(core, known, on_disk, under)
     if stray:
         core.index.delete_sources(stray)
@@ -156,6 +164,8 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     report.seen += len(kept)
     report.updated += len(kept)
     core.index.refresh_indexes()
+    if under is None and not full:
+        _recut_identity(core)
     result = report.finish()
     record_finished_sync(core.settings.db_path, result.to_dict(), under)
     if seen is not None and index_before is not None and sync_stamp.nothing_changed(result) \
@@ -163,6 +173,15 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
         sync_stamp.record(core.settings.db_path, sync_stamp.Stamp(
             sync_stamp.inputs_digest(core.settings), index_before, seen.hexdigest(), result.to_dict()))
     return result
+
+
+def _recut_identity(core: Core) -> None:
+    """identity.json names the current chunking scheme once no chunk of another one is left (a plain
+    sync re-cuts them file by file); until then `status` warns that the index is of another scheme."""
+    stored = core.index.read_identity()
+    if stored is not None and stored.scheme != SCHEME_VERSION \
+            and not core.index.count_chunks_not_cut_by(SCHEME_VERSION):
+        core.index.write_identity(replace(stored, scheme=SCHEME_VERSION))
 
 
 def ingest_data(core: Core, source_id: str, content: str, fmt: str = "markdown", *,

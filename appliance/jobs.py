@@ -69,13 +69,15 @@ class _Job:
 
     def record(self) -> SyncJob:
         report = self.report
-        counts = {k: v for k, v in report.to_dict().items() if k not in ("failed", "skipped")} if report else None
+        counts = ({k: v for k, v in report.to_dict().items() if k not in ("failed", "skipped", "heldRoots")}
+                  if report else None)
         return SyncJob(job_id=self.job_id, kind=self.kind, path=self.path, source=self.source, phase=self.phase,
                        files_done=self.files_done, files_total=self.files_total,
                        current_path=self.current_path or None, started_at=self.started_at,
                        finished_at=self.finished_at,
                        elapsed_seconds=round((self.finished_at or time.time()) - self.started_at, 3),
-                       failures=list(report.failed) if report else [], counts=counts, error=self.error)
+                       failures=list(report.failed) if report else [], counts=counts, error=self.error,
+                       held_roots=list(report.held_roots) if report else [])
 
 
 class SyncJobs:

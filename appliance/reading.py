@@ -127,7 +127,7 @@ def list_files(core: Core, *, scope: str | None = None, include_ignored: bool = 
     Files come sorted by path, then sources by id; a page holds at most `limit` entries of
     both (None: all of them) and `next_cursor` continues after the last one (None at the end).
     """
-    from appliance.paging import page_after
+    from appliance.paging import cursor_key, page_after
 
     under = core.resolve(scope, require_absolute=require_absolute)[0] if scope else None
     core.index.checkout_latest()
@@ -147,7 +147,7 @@ def list_files(core: Core, *, scope: str | None = None, include_ignored: bool = 
         else:
             others.append(ItemState(source=s.source_id, source_kind=s.source_kind, title=s.title or None,
                                     chunk_count=s.chunk_count, ingested_at=s.ingested_at))
-    return page_after(files, others, scope=scope, limit=limit, cursor=cursor)
+    return page_after(files, others, scope=scope, limit=limit, cursor=cursor, key=cursor_key(core.settings.db_path))
 
 
 def grep(core: Core, pattern: str, *, regex: bool = False, case_sensitive: bool = False, scope: str | None = None,

@@ -40,6 +40,26 @@ class Doc:
 
 
 @dataclass(frozen=True, kw_only=True)
+class HeldRoot:
+    """A root whose indexed files a sync kept instead of deleting: it is missing, unreadable, empty or
+    lost most of its files at once (sync_plan.held_roots); `--allow-deletions` accepts the loss."""
+
+    root: str
+    indexed_files: Annotated[int, Doc("Files the index holds under the root (all kept).")]
+    found_files: Annotated[int, Doc("Files the sync found under the root now.")]
+    reason: Annotated[str, Doc("What is wrong with the root and how to accept the deletion.")]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"root": self.root, "indexedFiles": self.indexed_files, "foundFiles": self.found_files,
+                "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HeldRoot:
+        return cls(root=data["root"], indexed_files=data["indexedFiles"], found_files=data["foundFiles"],
+                   reason=data["reason"])
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunReport:
     """What an ingest or sync did; counts add up to what it saw."""
 
@@ -59,10 +79,14 @@ class RunReport:
         "Chunks whose text the index had embedded before (same model and scheme): the stored vector was reused.")] = 0
     seconds: float = 0.0
     started_at: float = field(default_factory=time.time)
+    held_roots: Annotated[list[HeldRoot], Doc(
+        "Roots whose indexed files were kept, not deleted: missing, unreadable, empty or most files gone at "
+        "once. Run the sync again with allowDeletions (CLI: --allow-deletions) to accept the deletion.")] \
+        = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        return not self.failed and not self.held_roots
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunReport:
@@ -74,7 +98,8 @@ class RunReport:
                    refreshed=data["refreshed"], deleted=data["deleted"], skipped_count=data["skippedCount"],
                    failed_count=data["failedCount"], skipped=problems("skipped"), failed=problems("failed"),
                    chunks=data["chunks"], chunks_embedded=data["chunksEmbedded"], chunks_reused=data["chunksReused"],
-                   seconds=data["seconds"], started_at=data["startedAt"])
+                   seconds=data["seconds"], started_at=data["startedAt"],
+                   held_roots=[HeldRoot.from_dict(h) for h in data.get("heldRoots", ())])
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form (the last-sync record, the sync stamp, a job's counts): the wire shape too."""
@@ -83,7 +108,8 @@ class RunReport:
                 "skippedCount": self.skipped_count, "failedCount": self.failed_count,
                 "skipped": [s.to_dict() for s in self.skipped], "failed": [f.to_dict() for f in self.failed],
                 "chunks": self.chunks, "chunksEmbedded": self.chunks_embedded, "chunksReused": self.chunks_reused,
-                "seconds": self.seconds, "startedAt": self.started_at}
+                "seconds": self.seconds, "startedAt": self.started_at,
+                "heldRoots": [h.to_dict() for h in self.held_roots]}
 
 
 @dataclass
@@ -102,6 +128,7 @@ class Tally:
     embedded: int = 0
     reused: int = 0
     started_at: float = field(default_factory=time.time)
+    held_roots: list[HeldRoot] = field(default_factory=list)
 
     def finish(self) -> RunReport:
         """The run's report, timed from `started_at` until now."""
@@ -109,7 +136,8 @@ class Tally:
                          refreshed=self.refreshed, deleted=self.deleted, skipped_count=len(self.skipped),
                          failed_count=len(self.failed), skipped=list(self.skipped), failed=list(self.failed),
                          chunks=self.chunks, chunks_embedded=self.embedded, chunks_reused=self.reused,
-                         seconds=round(time.time() - self.started_at, 3), started_at=self.started_at)
+                         seconds=round(time.time() - self.started_at, 3), started_at=self.started_at,
+                         held_roots=list(self.held_roots))
 
 
 JobPhase = Literal["queued", "scanning", "indexing", "succeeded", "failed", "cancelled"]
@@ -137,6 +165,9 @@ class SyncJob:
     """RunReport.to_dict without the skipped and failed files."""
     error: Annotated[dict[str, Any] | None, Doc("Why the whole job failed (phase 'failed').")] = None
     """ApplianceError.to_dict: code, message, hint."""
+    held_roots: Annotated[list[HeldRoot], Doc(
+        "Roots whose files the sync kept instead of deleting (missing, empty, or most files gone at once); "
+        "sync_start with allowDeletions accepts the deletion.")] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,6 +260,17 @@ class IndexHealth:
 
 
 @dataclass(frozen=True, kw_only=True)
+class FirstSync:
+    """Why the index is still empty (or was never synced whole) and when a sync will fill it."""
+
+    starts_at: Annotated[float | None, Doc(
+        "When the first sync starts (epoch seconds; the latest moment when only a bound is known); "
+        "null when nothing has scheduled one.")] = None
+    starts_in_seconds: Annotated[float | None, Doc("Seconds from now until starts_at (0: due now).")] = None
+    message: Annotated[str, Doc("What is pending, who will run it, or how to start it.")]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Status:
     """Configuration and index health; `index_error` instead of `index` when the index cannot be read."""
 
@@ -244,6 +286,9 @@ class Status:
     scheduler: dict[str, Any] | None
     last_sync: Annotated[dict[str, Any] | None, Doc("The last finished sync's report.")]
     ignore_problems: list[Any]
+    first_sync: Annotated[FirstSync | None, Doc(
+        "Set while the index is empty or was never synced whole and no sync runs: when the first sync "
+        "starts, or how to start one.")] = field(default=None, metadata=_NULL_IN_TOOLS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -409,7 +454,9 @@ class SearchMarkdown:
     markdown: Annotated[str, Doc("Numbered hits with their citations and surrounding lines.")]
 
 
-MISSING_REASON = "indexed, but no longer on disk; the next sync removes it"
+MISSING_REASON = (
+    "indexed, but no longer on disk; the next sync removes it (unless its root is missing, empty or lost most "
+    "of its files: then only a sync with --allow-deletions does)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -54,25 +54,24 @@ log = logging.getLogger("appliance.scheduler")
 
 
 def docs_problem(settings: Settings, index_has_sources: bool) -> str | None:
-    """Why a scheduled sync must not run now, or None.
+    """Why a scheduled sync has nothing to do now, or None.
 
-    A root that is missing, or (in the container) not mounted, would make a sync
-    delete the whole index; an empty root with a non-empty index is treated the
-    same way (an unmounted network share looks exactly like that). A manual
-    `minirag sync` still does what it is told.
+    In the container a root must be a mount point. Otherwise, once the index holds
+    files, the sync itself decides root by root what it may delete (a missing, empty
+    or mostly emptied root keeps its files: sync_plan.held_roots, the rule every sync
+    path shares); before that, a missing or empty root only means nothing to index yet.
     """
+    for root in settings.roots:
+        if settings.container and not (root.is_dir() and _is_mount_point(root)):
+            return (f"no documents are mounted at {root}; run the container with "
+                    f"-v /path/to/docs:{root}:ro")
+    if index_has_sources:
+        return None
     for root in settings.roots:
         if not root.is_dir():
             return f"document root {root} does not exist or is not a directory; nothing to sync"
-        if settings.container and not _is_mount_point(root):
-            return (f"no documents are mounted at {root}; run the container with "
-                    f"-v /path/to/docs:{root}:ro")
     if all(not any(root.iterdir()) for root in settings.roots):
-        roots = ", ".join(str(r) for r in settings.roots)
-        if index_has_sources:
-            return (f"{roots} is empty but the index is not; skipping instead of deleting everything "
-                    f"(run `minirag sync` by hand if the folder really is empty now)")
-        return f"{roots} is empty: nothing to index yet"
+        return f"{', '.join(str(r) for r in settings.roots)} is empty: nothing to index yet"
     return None
 
 
@@ -146,13 +145,9 @@ class Scheduler:
         return 0
 
     def _first_run_at(self) -> float:
-        """Now when never synced or stale, else one interval after the last finished sync."""
-        try:
-            finished = float((read_last_sync(self.settings.db_path) or {}).get("finishedAt") or 0)
-        except (ValueError, TypeError):
-            finished = 0.0
-        now = self.clock()
-        return now if now - finished >= self.interval else finished + self.interval
+        """Now when the index is empty, was never synced whole or that sync is stale; else one
+        interval after the last finished sync of every root."""
+        return first_run_at(self.settings.db_path, self.interval, self.clock())
 
     def round(self) -> float:
         """One scheduled sync (or a logged skip); returns when the next one is due."""
@@ -207,11 +202,15 @@ class Scheduler:
         summary = {k: data[k] for k in ("seen", "added", "updated", "unchanged", "refreshed", "deleted",
                                         "skippedCount", "failedCount", "chunks", "seconds")}
         result = "ok" if report.ok else "partial"
+        held = "; ".join(h.reason for h in report.held_roots)
         self.state["runs"] += 1
         self.state["consecutiveFailures"] = 0
-        self._update(state="idle", lastResult=result, lastError=None, lastReport=summary,
-                     lastRunFinishedAt=self.clock())
-        self._last_logged = None
+        self._update(state="idle", lastResult=result, lastReport=summary, lastRunFinishedAt=self.clock(),
+                     lastError={"code": "root_held", "message": held} if held else None)
+        if held:  # once, like a setup problem, until it changes
+            self._say(f"scheduled sync kept files instead of deleting them: {held}", warn=True)
+        else:
+            self._last_logged = None
         changed = data["added"] + data["updated"] + data["deleted"] + data["failedCount"]
         (log.info if changed else log.debug)(
             "scheduled sync: seen %d, added %d, updated %d, deleted %d, failed %d; %d chunks in %.1f s",
@@ -238,8 +237,7 @@ class Scheduler:
             has_tables = any(p.suffix == ".lance" for p in self.settings.db_path.iterdir())
         except OSError:
             has_tables = False
-        problem = docs_problem(self.settings, has_tables)
-        return problem if problem and (not has_tables or "is empty but" not in problem) else None
+        return docs_problem(self.settings, has_tables)
 
     def round_in_child(self) -> float:
         """One round in a fresh process, so the model and LanceDB leave memory when it ends.
@@ -315,6 +313,21 @@ class Scheduler:
             if not self._state_write_failed and not _unwritable(self.settings.db_path):  # else round() says it
                 log.warning("cannot record the scheduler state: %s", _os_message(self.settings.db_path, exc))
                 self._state_write_failed = True
+
+
+def first_run_at(db_path: Path, interval: float, now: float) -> float:
+    """When a scheduler starting now syncs first (read without LanceDB: the last sync's record).
+
+    A sync of one path (`minirag sync /docs/a`, an MCP sync_start with a path) or one that left
+    nothing indexed does not count: a container restarted on such an index syncs at once."""
+    last = read_last_sync(db_path) or {}
+    try:
+        finished = float(last.get("finishedAt") or 0) if last.get("scope") is None else 0.0
+    except (ValueError, TypeError):
+        finished = 0.0
+    if not any(last.get(key) for key in ("added", "updated", "unchanged", "refreshed")):
+        finished = 0.0  # nothing indexed by it: the index is empty (or held nothing of the roots)
+    return now if now - finished >= interval else finished + interval
 
 
 def _unwritable(db_path: Path) -> str | None:

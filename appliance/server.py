@@ -36,6 +36,7 @@ from appliance.agent_hints import for_agents
 from appliance.errors import ApplianceError, ConfigError, InvalidArgument, UrlIngestDisabled
 from appliance.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_CHARS, READ_PAGE_CHARS
 from appliance.runtime import Runtime, result_text, tool_data
+from appliance.stopping import Stopped
 from appliance.wire import to_wire
 
 if TYPE_CHECKING:
@@ -99,6 +100,8 @@ async def _render(shape: m.Shape, work: Callable[[], Any]) -> ToolResult:
         return _result(_hints_for_agents(shape, await anyio.to_thread.run_sync(partial(tool_data, shape, work))))
     except ApplianceError as exc:
         return _result({"error": for_agents(exc.to_dict())}, is_error=True)
+    except Stopped as exc:  # the server is stopping (its client left): no traceback for that
+        return error_result("stopped", f"The server is stopping ({exc})", "Call again once it runs.")
     except Exception:
         log.exception("tool call failed")
         return internal_error()
@@ -226,14 +229,20 @@ def create_server(runtime: Runtime) -> FastMCP:
     async def sync_start(path: Annotated[str | None, Field(
             None, min_length=1, max_length=4096,
             description="Reconcile only under this absolute path (default: every root).")] = None,
+            allowDeletions: Annotated[bool, Field(description=(
+                "Accept deleting the indexed files of a root that is missing, empty or lost most of its "
+                "files at once (otherwise they are kept and the job's heldRoots names the root)."))] = False,
             ctx: Context = CurrentContext()) -> ToolResult:
         """Start reconciling the index with the files on disk in the background; returns a jobId.
 
-        New and changed files are indexed, deleted ones removed. Poll sync_status with the jobId.
+        New and changed files are indexed, deleted ones removed, except that a root which looks
+        unmounted (missing, empty, most files gone at once) keeps its files and is named in heldRoots
+        until a sync with allowDeletions. Poll sync_status with the jobId.
         Refuses with sync_busy while another sync holds the index. A request that carries a
         progressToken gets progress notifications, and the call returns when the job ends or
         after 45 s with the job still running (keep polling sync_status then)."""
-        started = await call(m.SYNC_JOB, lambda app: app.sync_start(path, require_absolute=True))
+        started = await call(m.SYNC_JOB, lambda app: app.sync_start(path, require_absolute=True,
+                                                                    allow_deletions=allowDeletions))
         if started.is_error or _progress_token(ctx) is None:
             return started
         return await _follow(ctx, (started.structured_content or {})["jobId"], call)
@@ -457,11 +466,62 @@ def serve_stdio(environment: Environment, overrides: dict[str, Any], *, ready_fd
     if ready_fd is not None:
         threading.Thread(target=_tell_when_warm, args=(runtime, ready_fd), name="ready", daemon=True).start()
     server = create_server(runtime)
-    server.run(transport="stdio", show_banner=False)
+    threading.Thread(target=_watch_client, args=(os.dup(0), os.dup(1)), name="client-watch", daemon=True).start()
+    try:
+        server.run(transport="stdio", show_banner=False)
+    except BaseException as exc:  # noqa: BLE001 - a client gone mid-reply (a broken pipe), Ctrl-C: leave the same way
+        log.info("the MCP session ended: %s", _why(exc))
     os.dup2(2, 1)  # the transport gave fd 1 back to the client: what still runs may not write to it
-    # The client closed stdin: a sync_start job stops (its write in flight finishes) and nothing
-    # else (a conversion, a query, the warm-up) is waited for.
+    # The client closed stdin (or its end of stdout): a sync_start job stops (its write in flight
+    # finishes) and nothing else (a conversion, a query, the warm-up) is waited for. Never a normal
+    # interpreter exit: it would wait for the sync's threads and abort inside the model's.
     stopping.exit_when_quiet("the MCP client disconnected")
+
+
+def _watch_client(stdin: int, stdout: int) -> None:
+    """Stop the moment the client is gone, whatever a tool call is doing.
+
+    The protocol loop notices a hang-up only between messages, and waits for a tool call running in a
+    thread (an ingest_file of a long document, minutes of embedding) before it returns. This watch
+    sees the client close its end of stdout (POLLERR) or of stdin once everything sent was read
+    (POLLHUP, nothing unread: requests still in the pipe are served as before) and leaves as the loop
+    would: the stop is requested (conversions killed, the embedding abandoned), the write in flight
+    gets its seconds, the process ends."""
+    import fcntl
+    import select
+    import termios
+    import time
+
+    watch = select.poll()
+    watch.register(stdin, 0)  # no events asked for: only POLLHUP/POLLERR wake us, never data for the server
+    watch.register(stdout, 0)
+    gone = select.POLLHUP | select.POLLERR
+    try:
+        while True:
+            ready = dict(watch.poll())
+            if ready.get(stdout, 0) & gone:
+                break
+            if ready.get(stdin, 0) & gone:
+                unread = bytearray(4)
+                fcntl.ioctl(stdin, termios.FIONREAD, unread)
+                if not int.from_bytes(unread, sys.byteorder):
+                    break
+                time.sleep(0.1)  # the reader is still draining the last requests
+            if ready.get(stdin, 0) & select.POLLNVAL or ready.get(stdout, 0) & select.POLLNVAL:
+                return
+    except OSError:
+        return
+    from appliance import stopping
+
+    log.info("the MCP client is gone; stopping")
+    stopping.exit_when_quiet("the MCP client disconnected")
+
+
+def _why(exc: BaseException) -> str:
+    """The first leaf of an exception group (the transport's task group wraps a broken pipe)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _tell_when_warm(runtime: Runtime, fd: int) -> None:

@@ -55,11 +55,13 @@ class Appliance(Core):
         return indexing.ingest(self, paths, require_absolute=require_absolute, progress=progress)
 
     def sync(self, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
-             discard_unrecoverable: bool = False, forget_roots: bool = False,
+             discard_unrecoverable: bool = False, forget_roots: bool = False, allow_deletions: bool = False,
              progress: Progress | None = None, origin: str = "cli") -> RunReport:
-        """Make the index equal to the files on disk (under `path`, when given)."""
+        """Make the index equal to the files on disk (under `path`, when given); a root that looks
+        unmounted keeps its files unless `allow_deletions` (indexing.sync)."""
         return indexing.sync(self, path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
-                             forget_roots=forget_roots, progress=progress, origin=origin)
+                             forget_roots=forget_roots, allow_deletions=allow_deletions, progress=progress,
+                             origin=origin)
 
     def ingest_data(self, source_id: str, content: str, fmt: str = "markdown", *,
                     title: str | None = None) -> RunReport:
@@ -142,7 +144,8 @@ class Appliance(Core):
         with contextlib.suppress(ApplianceError):
             self.search("warm up", top_k=1)
 
-    def sync_start(self, path: str | None = None, *, require_absolute: bool = False) -> SyncJob:
+    def sync_start(self, path: str | None = None, *, require_absolute: bool = False,
+                   allow_deletions: bool = False) -> SyncJob:
         """Start `sync(path)` in a background thread and return the job; SyncBusy while a sync holds the lock."""
         from appliance.errors import SyncBusy
 
@@ -151,7 +154,8 @@ class Appliance(Core):
         holder = lock_holder(self.settings.db_path)
         if holder is not None:
             raise SyncBusy(f"Another sync is running (pid {holder.get('pid', '?')}) on {self.settings.db_path}")
-        return self._jobs().start(path, lambda progress: self.sync(path, progress=progress, origin="mcp"))
+        return self._jobs().start(path, lambda progress: self.sync(path, allow_deletions=allow_deletions,
+                                                                   progress=progress, origin="mcp"))
 
     def sync_status(self, job_id: str | None = None) -> SyncJob | SyncActivity:
         """A job (a sync, or an ingest too large for the foreground) started in this process; NotFound for an

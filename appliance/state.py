@@ -27,6 +27,12 @@ PROGRESS_FILE = "sync_progress.json"
 ALIVE_FILE = ".scheduler.alive"
 """Locked (shared) by the scheduler for its whole life; the kernel drops the lock when it dies,
 in whatever pid namespace it ran."""
+SCHEDULER_START_LIMIT_S = 20.0
+"""In the container's stdio mode the entrypoint starts the scheduler when the server says its model
+and index are loaded, or after this long at the latest (a client that never lists the tools never
+starts the warm-up): a sync process starting beside the server's first seconds competes with its
+handshake and first answer for the CPU (two cores here; scripts/bench_image.py's cold start).
+`status` gives it as the bound of a pending first sync."""
 RUNNING_STATES = ("starting", "idle", "syncing", "waiting", "off")
 
 PUBLISH_EVERY_S = 0.5
@@ -276,3 +282,13 @@ def _start_ticks(pid: int) -> int | None:
         return int(stat.rsplit(")", 1)[1].split()[19]) if stat else None
     except (IndexError, ValueError):
         return None
+
+
+def process_started_at(pid: int) -> float | None:
+    """When process `pid` started (epoch seconds, from /proc: boot time plus its start ticks), or None."""
+    ticks = _start_ticks(pid)
+    boot = next((line.split()[1] for line in (_read("/proc/stat") or "").splitlines() if line.startswith("btime ")),
+                None)
+    if ticks is None or boot is None:
+        return None
+    return int(boot) + ticks / os.sysconf("SC_CLK_TCK")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -11,7 +12,13 @@ from appliance.errors import ApplianceError, IndexCorrupt, RootsChanged
 from appliance.ingest.chunk import SCHEME_VERSION, reconstruct
 from appliance.ingest.discover import FoundFile
 from appliance.records import Converted
+from appliance.results import HeldRoot
 from appliance.store import SourceRow
+
+MIN_HELD_LOSS = 10
+"""A root that still has files is held only when at least this many of them would go at once (with
+SYNC_DELETE_LIMIT): deleting a handful of files from a small folder by hand needs no flag."""
+ALLOW_DELETIONS = "`minirag sync --allow-deletions` (MCP: sync_start with allowDeletions=true)"
 
 
 def content_hash(path: Path) -> str:
@@ -58,6 +65,53 @@ def check_roots(core: Core, known: Iterable[SourceRow], *, forget: bool) -> None
         hint=("Give this process the documents at the path the index knows them by (BASE_DIRS, or the "
               "container's -v HOST_FOLDER:/docs), use a separate DB_PATH per layout, or run "
               "`minirag sync --forget-roots` to drop the entries of roots that are gone for good."))
+
+
+def held_roots(core: Core, known: Iterable[SourceRow], on_disk: set[str]) -> list[HeldRoot]:
+    """The roots whose indexed files a whole-index sync must keep rather than delete.
+
+    An unmounted share, a removed bind mount or a root the process may not read looks like
+    a folder whose files were all deleted; a partly mounted one like most of them gone. A
+    root the index holds files under is held when it is missing, unreadable or empty (nothing
+    but hidden entries), or when more than SYNC_DELETE_LIMIT percent of its files (and at least MIN_HELD_LOSS)
+    would go at once. Every sync path (CLI, scheduler, MCP, the hand-off, Ray) runs this
+    through `indexing.sync`; `allow_deletions` there skips it.
+    """
+    held: list[HeldRoot] = []
+    indexed = [row.source_id for row in known if row.source_kind == "file"]
+    for root in core.settings.roots:
+        mine = _under(root, indexed)
+        if not mine:
+            continue
+        found = _under(root, on_disk)
+        problem = _root_problem(root)
+        lost = len(mine) - len(found)
+        if problem is None and lost >= MIN_HELD_LOSS and lost * 100 > core.settings.sync_delete_limit * len(mine):
+            problem = (f"has {len(found)} files where the index holds {len(mine)}, more than "
+                       f"SYNC_DELETE_LIMIT={core.settings.sync_delete_limit}% gone at once")
+        if problem is not None:
+            held.append(HeldRoot(root=str(root), indexed_files=len(mine), found_files=len(found), reason=(
+                f"the document root {root} {problem}; its {len(mine)} indexed files were kept instead of "
+                f"deleted (a share not mounted looks the same). If they really are gone, run {ALLOW_DELETIONS}")))
+    return held
+
+
+def _under(root: Path, paths: Iterable[str]) -> list[str]:
+    prefix = str(root).rstrip("/") + "/"
+    return [p for p in paths if p.startswith(prefix)]
+
+
+def _root_problem(root: Path) -> str | None:
+    if not root.is_dir():
+        return "is missing or not a directory"
+    if not os.access(root, os.R_OK | os.X_OK):
+        return "cannot be read by this process"
+    try:
+        with os.scandir(root) as entries:
+            visible = any(not entry.name.startswith(".") for entry in entries)  # DB_PATH may live in .minirag
+    except OSError as exc:
+        return f"cannot be listed ({exc.strerror or exc})"
+    return None if visible else "is empty"
 
 
 def items_to_keep(core: Core, discard_unrecoverable: bool) -> list[tuple[SourceRow, Converted]]:

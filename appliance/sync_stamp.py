@@ -89,7 +89,8 @@ class FilesDigest:
 
 
 def nothing_changed(report: RunReport) -> bool:
-    return not (report.added or report.updated or report.refreshed or report.deleted or report.chunks)
+    return not (report.added or report.updated or report.refreshed or report.deleted or report.chunks
+                or report.held_roots)
 
 
 def record(db_path: Path, stamp: Stamp) -> None:

@@ -232,7 +232,8 @@ class RayIndexer:
 
 def sync_on_ray(app: Appliance, address: str, *, path: str | Path | None = None, full: bool = False,
                 clean: bool = False, discard_unrecoverable: bool = False, forget_roots: bool = False,
-                progress: Progress | None = None, origin: str = "cli", cpus_per_task: int = 1,
+                allow_deletions: bool = False, progress: Progress | None = None, origin: str = "cli",
+                cpus_per_task: int = 1,
                 init_options: dict[str, Any] | None = None,
                 indexer_out: list[RayIndexer] | None = None) -> RunReport:
     """`app.sync(...)` with conversion, chunking and embedding on the Ray cluster at `address`.
@@ -248,7 +249,8 @@ def sync_on_ray(app: Appliance, address: str, *, path: str | Path | None = None,
         app.remote_index = indexer
         try:
             return app.sync(path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
-                            forget_roots=forget_roots, progress=progress, origin=origin)
+                            forget_roots=forget_roots, allow_deletions=allow_deletions, progress=progress,
+                            origin=origin)
         finally:
             app.remote_index = None
 

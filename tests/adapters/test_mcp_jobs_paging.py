@@ -276,6 +276,24 @@ def test_list_files_refuses_a_bad_cursor_or_limit(tmp_path: Path) -> None:
         assert error(server, "list_files", {"limit": limit})["code"] == "invalid_argument"
 
 
+def test_list_files_refuses_a_hand_made_cursor_of_the_right_shape(tmp_path: Path) -> None:
+    """Only issued cursors page on (issue 28): one written by hand, or signed for another index, is refused."""
+    server, docs = serve(tmp_path)
+    for n in range(5):
+        (docs / f"f{n}.md").write_text("x\n", "utf-8")
+    issued = ok(server, "list_files", {"limit": 2})["nextCursor"]
+    body = base64.urlsafe_b64encode(f'{{"v":1,"after":[0,"{docs}/f3.md"],"scope":null}}'.encode()).decode()
+    for forged in (body.rstrip("="), body.rstrip("=") + "." + issued.rpartition(".")[2]):
+        err = error(server, "list_files", {"cursor": forged})
+        assert err["code"] == "invalid_argument" and "issued" in err["message"], err
+    (tmp_path / "other").mkdir()
+    other_index, _ = serve(tmp_path / "other")
+    assert error(other_index, "list_files", {"cursor": issued})["code"] == "invalid_argument"
+    again, _ = serve(tmp_path)  # another process on the same index (a new server, the CLI) pages on
+    assert [f["displayPath"] for f in ok(again, "list_files", {"cursor": issued, "limit": 2})["files"]] == \
+        ["f2.md", "f3.md"]
+
+
 # ------------------------------------------------------------------ the large-ingest path with the real model
 
 @pytest.mark.model  # in `make test`: the in-memory MCP path with the real model

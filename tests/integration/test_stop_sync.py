@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,65 @@ def test_closing_stdin_ends_serve_and_its_sync_job(lab: dict[str, str]) -> None:
     elapsed, code, left = _stop(proc, proc.stdin.close)
     assert code == 0 and elapsed < STOP_BOUND_S and not left
     _finish_and_check(env)
+
+
+def _handshake(proc: subprocess.Popen) -> Callable[[dict], None]:  # type: ignore[type-arg]
+    def send(msg: dict) -> None:  # type: ignore[type-arg]
+        proc.stdin.write((json.dumps({"jsonrpc": "2.0", **msg}) + "\n").encode())
+        proc.stdin.flush()
+
+    send({"id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                                       "clientInfo": {"name": "test", "version": "1"}}})
+    assert b'"id":1' in proc.stdout.readline()
+    send({"method": "notifications/initialized"})
+    return send
+
+
+def _gone(proc: subprocess.Popen, *, stdout_too: bool) -> tuple[float, int, str]:  # type: ignore[type-arg]
+    """The client dies: its ends of our stdin (and stdout) close. (seconds until exit, status, stderr)."""
+    started = time.monotonic()
+    proc.stdin.close()
+    if stdout_too:
+        proc.stdout.close()
+    code = proc.wait(timeout=120)
+    return time.monotonic() - started, code, proc.stderr.read().decode("utf-8", "replace")
+
+
+def test_a_client_that_dies_during_a_followed_sync_leaves_at_once_and_cleanly(lab: dict[str, str]) -> None:
+    """Issue 28: with progress notifications going out, the dead client's pipe broke the transport, the
+    process fell into a normal interpreter exit that waited for the sync and aborted in the model's
+    threads (`terminate called without an active exception`, status -6)."""
+    env = dict(os.environ, **lab)
+    proc = _start(["serve"], env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    send = _handshake(proc)
+    send({"id": 2, "method": "tools/call", "params": {"name": "sync_start", "arguments": {},
+                                                      "_meta": {"progressToken": "sync"}}})
+    _wait_for_a_write(proc, Path(lab["DB_PATH"]))
+    family = descendants(proc.pid)
+    elapsed, code, err = _gone(proc, stdout_too=True)
+    print(f"left in {elapsed:.2f} s with status {code}")
+    assert code == 0 and elapsed < STOP_BOUND_S, err[-2000:]
+    assert "terminate called" not in err and "Traceback" not in err, err[-2000:]
+    time.sleep(0.5)
+    assert not [pid for pid in family if Path(f"/proc/{pid}").exists()
+                and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    _finish_and_check(env)
+
+
+def test_a_client_gone_during_a_long_ingest_file_does_not_keep_the_server(tmp_path: Path, models_dir: Path) -> None:
+    """A tool call embedding a long document in a thread held the protocol loop (and the process) until it
+    finished, minutes after the client closed stdin; the client watch stops it."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    long_doc = docs / "manual.md"
+    long_doc.write_text(generated_text(random.Random(5), 1, 3000), "utf-8")  # ~1.5 MB: minutes of embedding
+    env = dict(os.environ, BASE_DIR=str(docs), DB_PATH=str(tmp_path / "index"), MODELS_DIR=str(models_dir))
+    proc = _start(["serve"], env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    send = _handshake(proc)
+    send({"id": 2, "method": "tools/call", "params": {"name": "ingest_file", "arguments": {"filePath": str(long_doc)}}})
+    time.sleep(10)  # the model is loaded and embedding
+    assert proc.poll() is None
+    elapsed, code, err = _gone(proc, stdout_too=False)
+    print(f"left in {elapsed:.2f} s with status {code}")
+    assert code == 0 and elapsed < STOP_BOUND_S, err[-2000:]
+    assert "terminate called" not in err and "Traceback" not in err, err[-2000:]

@@ -45,6 +45,19 @@ def test_a_warm_server_runs_the_sync_and_reports_it(served: tuple[Any, handoff.L
     assert server.status().last_sync is not None
 
 
+def test_a_warm_server_keeps_an_emptied_root_and_the_client_hears_why(
+        served: tuple[Any, handoff.Listener, Path], make_app: Callable[..., Any]) -> None:
+    server, _listener, docs = served
+    client = make_app(docs).settings
+    assert handoff.request_sync(client) is not None
+    for path in docs.iterdir():
+        path.unlink()
+    report = handoff.request_sync(client)
+    assert report is not None and not report.ok and report.deleted == 0
+    assert [h.root for h in report.held_roots] == [str(docs)] and "--allow-deletions" in report.held_roots[0].reason
+    assert len(server.index.source_rows()) == 3
+
+
 def test_other_inputs_are_declined_and_synced_here(served: tuple[Any, handoff.Listener, Path],
                                                    make_app: Callable[..., Any], tmp_path: Path) -> None:
     server, listener, docs = served

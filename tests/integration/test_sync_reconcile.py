@@ -88,12 +88,13 @@ def test_move_between_roots(make_app, tmp_path: Path) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir(), two.mkdir()
     (one / "x.md").write_text("Moving documents between roots keeps them searchable.\n")
+    (one / "stay.md").write_text("This one stays, so root one is not emptied (that would hold its files).\n")
     app = make_app(one, BASE_DIRS=f'["{one}", "{two}"]')
     app.sync()
     (one / "x.md").rename(two / "x.md")
     moved = app.sync()
     assert (moved.added, moved.deleted) == (1, 1)
-    assert set(_state(app)) == {str(two / "x.md")}
+    assert set(_state(app)) == {str(two / "x.md"), str(one / "stay.md")}
 
 
 def test_second_sync_refuses_while_one_runs(make_app, tmp_path: Path) -> None:
