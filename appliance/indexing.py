@@ -20,7 +20,8 @@ from appliance.errors import (
 )
 from appliance.ingest import convert
 from appliance.ingest.chunk import SCHEME_VERSION, chunk_document
-from appliance.ingest.discover import FoundFile, Skipped, printable, walk
+from appliance.ingest.discover import UNSUPPORTED, FoundFile, Skipped, printable, walk
+from appliance.ingest.formats import unlisted_reason
 from appliance.ingest.isolate import ConvertPool
 from appliance.ingest.snapshots import Kept, Member, dedupe_sequence, snapshot_members
 from appliance.keywords import keywords_field
@@ -61,10 +62,14 @@ def ingest(core: Core, paths: Sequence[str | Path], *, require_absolute: bool = 
             for item in walk(core.settings.roots, core.extensions(), under=target):
                 _collect(item, files, report)
         else:
-            if target.suffix.lower() not in core.extensions():
-                raise UnsupportedFile(f"Cannot index {target}: "
-                                      f"the extension {target.suffix or '(none)'} is not supported",
-                                      hint="Supported: " + " ".join(sorted(core.extensions())))
+            try:
+                why = unlisted_reason(target, core.extensions())
+            except OSError as exc:
+                why = f"cannot read the file: {exc.strerror or exc}"
+            if why:
+                raise UnsupportedFile(f"Cannot index {target}: {why}",
+                                      hint="Indexed: " + " ".join(sorted(core.extensions()))
+                                      + ", and any other file whose content is text (or gzip-compressed text).")
             st = target.stat()
             files.append(FoundFile(target, root, st.st_size, st.st_mtime_ns))
     report.seen = len(files) + len(report.skipped)
@@ -133,7 +138,7 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     # a skipped file keeps what was indexed for it, unless it is a link that leads nowhere now
     # or a file this process may no longer read (what its owner withdrew is not served either)
     on_disk = {str(f.path) for f in files} | {s.path for s in report.skipped
-                                              if s.code not in ("broken_link", "unreadable")}
+                                              if s.code not in ("broken_link", "unreadable", UNSUPPORTED)}
     gone = [sid for sid in known if sid not in on_disk]
     damaged, stray = sync_plan.inconsistent(core, known, on_disk, under)
     if stray:
@@ -354,7 +359,8 @@ def _prepare(core: Core, batch: list[tuple[SourceRow, Converted]], *,
     embedder = core.embedder
     now = time.time()
     cut = [chunk_document(converted.markdown, count_tokens=embedder.count_tokens, budget=budget,
-                          title=converted.title, ceiling=embedder.window) for _source, converted in batch]
+                          title=converted.title, ceiling=embedder.window, syntax=converted.metadata.get("syntax"))
+           for _source, converted in batch]
     if snapshot_dates is not None:
         kept = dedupe_sequence(list(zip(snapshot_dates, cut, strict=True)))
     else:

@@ -45,6 +45,8 @@ from appliance.errors import InvalidArgument, NotFound, PathOutsideRoots
 GITIGNORE = ".gitignore"
 INDEXIGNORE = ".indexignore"
 RULES_UNREADABLE = "ignore_rules_unreadable"
+UNSUPPORTED = "unsupported"
+"""The skip code of a file that is neither of a listed type nor text (formats.unlisted_reason)."""
 MAX_RULES_BYTES = 4 * 1024 * 1024
 """A rules file larger than this is refused as unreadable (git's own are kilobytes)."""
 MAX_DEPTH = 256
@@ -260,7 +262,7 @@ def ignore_problems(roots: Sequence[Path]) -> list[dict[str, str]]:
     """Where ignore rules could not be applied: the directory left out, its root, and why."""
     return [{"root": str(contained_root(item.path, roots) or ""), "skipped": printable(item.path),
              "reason": item.reason}
-            for item in walk(roots, frozenset())
+            for item in walk(roots, frozenset(), sniff=False)
             if isinstance(item, Skipped) and item.code == RULES_UNREADABLE]
 
 def printable(path: Path) -> str:
@@ -277,12 +279,14 @@ def _utf8(name: str) -> bool:
 
 
 def walk(roots: Sequence[Path], extensions: frozenset[str], *, under: Path | None = None,
-         report_skips: bool = False) -> Iterator[FoundFile | Skipped]:
+         report_skips: bool = False, sniff: bool = True) -> Iterator[FoundFile | Skipped]:
     """Every candidate file under the roots (or under `under`), in a stable order.
 
-    Yields Skipped entries for unreadable directories and files, and (with
-    `report_skips`) for files excluded by rules, so callers can account for
-    every path they saw.
+    A file whose extension is not in `extensions` is a candidate when its content is text
+    (`formats.unlisted_reason`; with `sniff`), and is otherwise yielded as Skipped with the
+    code "unsupported". Yields Skipped entries for unreadable directories and files, and
+    (with `report_skips`) for files excluded by rules, so callers can account for every path
+    they saw.
     """
     for root in roots:
         if under is not None and not (under == root or under.is_relative_to(root) or root.is_relative_to(under)):
@@ -298,12 +302,12 @@ def walk(roots: Sequence[Path], extensions: frozenset[str], *, under: Path | Non
                 yield Skipped(start, f"ignored by {rule}", "ignored")
             continue
         seen_dirs: set[tuple[int, int]] = set()
-        yield from _walk_dir(start, root, roots, extensions, rules, seen_dirs, report_skips)
+        yield from _walk_dir(start, root, roots, extensions, rules, seen_dirs, report_skips, sniff)
 
 
 def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: frozenset[str],
-              rules: IgnoreRules, seen_dirs: set[tuple[int, int]], report_skips: bool, depth: int = 0
-              ) -> Iterator[FoundFile | Skipped]:
+              rules: IgnoreRules, seen_dirs: set[tuple[int, int]], report_skips: bool, sniff: bool,
+              depth: int = 0) -> Iterator[FoundFile | Skipped]:
     if depth > MAX_DEPTH:
         yield Skipped(directory, f"nested deeper than {MAX_DEPTH} directories; not scanned", "too_deep")
         return
@@ -337,14 +341,14 @@ def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: fr
             continue
         try:
             is_link = entry.is_symlink()
-            if not (is_link or report_skips or entry.is_dir(follow_symlinks=False)
-                    or path.suffix.lower() in extensions):
-                continue  # a plain file of another kind: not worth a stat (ignore_problems walks with no extensions)
+            listed = path.suffix.lower() in extensions
+            if not (is_link or report_skips or sniff or listed or entry.is_dir(follow_symlinks=False)):
+                continue  # not a document and not asked about: not worth a stat (ignore_problems)
             info = os.stat(path) if is_link else entry.stat(follow_symlinks=False)
         except OSError as exc:
-            # A link named like a document that leads nowhere (or in a circle) is reported even
-            # without report_skips, so a sync accounts for it; its old content is still removed.
-            if report_skips or path.suffix.lower() in extensions:
+            # A link that leads nowhere (or in a circle) is reported even without report_skips,
+            # so a sync accounts for it; its old content is still removed.
+            if report_skips or sniff or listed:
                 loop = exc.errno == errno.ELOOP
                 yield Skipped(path, "symbolic links form a loop" if loop else "broken symbolic link or vanished file",
                               "broken_link")
@@ -357,9 +361,9 @@ def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: fr
                 if report_skips:
                     yield Skipped(path, f"ignored by {rule}", "ignored")
                 continue
-            yield from _walk_dir(path, root, roots, extensions, rules, seen_dirs, report_skips, depth + 1)
+            yield from _walk_dir(path, root, roots, extensions, rules, seen_dirs, report_skips, sniff, depth + 1)
         elif stat.S_ISREG(info.st_mode):
-            if path.suffix.lower() not in extensions:
+            if not (listed or sniff):
                 continue
             rule = rules.ignores(path)
             if rule:
@@ -369,7 +373,34 @@ def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: fr
             if not os.access(path, os.R_OK):
                 yield Skipped(path, "permission denied", "unreadable")
                 continue
+            why = None if listed else _unlisted(path, info, extensions)
+            if why:
+                yield Skipped(path, why, "unreadable" if why.startswith(_CANNOT_READ) else UNSUPPORTED)
+                continue
             yield FoundFile(path, root, info.st_size, info.st_mtime_ns)
+
+
+_VERDICTS: dict[tuple[str, int, int, frozenset[str]], str | None] = {}
+_VERDICTS_MAX = 200_000
+_CANNOT_READ = "cannot read the file"
+
+
+def _unlisted(path: Path, info: os.stat_result, extensions: frozenset[str]) -> str | None:
+    """`formats.unlisted_reason` of a file, remembered per path, size and mtime: a scheduler's
+    syncs and list_files read a file's first bytes once while it stays the same."""
+    from appliance.ingest.formats import unlisted_reason
+
+    key = (str(path), info.st_size, info.st_mtime_ns, extensions)
+    if key in _VERDICTS:
+        return _VERDICTS[key]
+    try:
+        why = unlisted_reason(path, extensions)
+    except OSError as exc:
+        return f"{_CANNOT_READ}: {exc.strerror or exc}"
+    if len(_VERDICTS) >= _VERDICTS_MAX:
+        _VERDICTS.clear()
+    _VERDICTS[key] = why
+    return why
 
 
 def root_names(roots: Sequence[Path]) -> list[str]:

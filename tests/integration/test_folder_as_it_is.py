@@ -1,0 +1,87 @@
+"""A documentation folder as people keep it (issue 30): READMEs and NEWS without an extension,
+copyright files, .rst, gzip-compressed changelogs beside pictures and binaries. Real model,
+real LanceDB, real markitdown."""
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+GIF = b"GIF89a" + bytes(range(256)) * 8
+
+FILES: dict[str, str] = {
+    "bash/README.Debian": (
+        "Debian notes for bash\n=====================\n\n"
+        "System-wide settings for interactive shells are read from /etc/bash.bashrc before\n"
+        "the user's own ~/.bashrc. Login shells read /etc/profile first.\n"),
+    "curl/copyright": (
+        "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n"
+        "Upstream-Name: curl\n\nFiles: *\nCopyright: 1996 Daniel Stenberg\n"
+        "License: curl\n Permission to use, copy, modify, and distribute this software for any purpose\n"
+        " with or without fee is hereby granted, provided the copyright notice appears in all copies.\n"),
+    "licenses/Kettle-1.0": (
+        "KETTLE PUBLIC LICENSE, version 1.0\n\n"
+        "You may brew, pour and redistribute tea made with this kettle, provided that every cup\n"
+        "served to a third party carries a label naming the original kettle maker.\n"),
+    "frob/manual.rst": (
+        "Frobnicator manual\n==================\n\nOverview\n--------\n\n"
+        "The frobnicator turns widgets into gadgets.\n\n"
+        "Calibration\n-----------\n\nTo calibrate the frobnicator, hold the blue button for seven seconds\n"
+        "until the lamp blinks twice.\n"),
+    "notes/meeting.md": "# Meeting notes\n\nWe talked about the garden party and the budget for chairs.\n",
+}
+NEWS = ("frobtool 3.2\n============\n\n* The export command writes CSV files with a header row.\n\n"
+        "frobtool 3.1\n============\n\n* Faster start-up.\n")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory, models_dir: Path, real_embedder: Any) -> SimpleNamespace:
+    from tests.conftest import app_factory
+
+    root = tmp_path_factory.mktemp("folder")
+    docs = root / "docs"
+    for rel, text in FILES.items():
+        (docs / rel).parent.mkdir(parents=True, exist_ok=True)
+        (docs / rel).write_text(text)
+    (docs / "frob" / "NEWS.gz").write_bytes(gzip.compress(NEWS.encode()))
+    (docs / "frob" / "logo.gif").write_bytes(GIF)
+    (docs / "frob" / "frobtool").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(range(256)) * 4)
+    app: Any = app_factory(root, models_dir, real_embedder)(docs)
+    return SimpleNamespace(docs=docs, app=app, report=app.sync())
+
+
+def test_text_without_a_listed_extension_is_indexed(folder: SimpleNamespace) -> None:
+    report = folder.report
+    assert report.ok, report.failed
+    assert report.added == len(FILES) + 1  # + NEWS.gz
+    states = {Path(f.file_path).relative_to(folder.docs).as_posix(): f.state
+              for f in folder.app.list_files().files}
+    assert {rel for rel, state in states.items() if state == "indexed"} == {*FILES, "frob/NEWS.gz"}
+
+
+def test_binary_files_are_named_as_unsupported(folder: SimpleNamespace) -> None:
+    skipped = {Path(s.path).name: s for s in folder.report.skipped}
+    assert set(skipped) == {"logo.gif", "frobtool"}
+    assert {s.code for s in skipped.values()} == {"unsupported"}
+    assert "ELF" in skipped["frobtool"].reason
+
+
+@pytest.mark.parametrize(("question", "answer"), [
+    ("Which file does bash read for system-wide settings of interactive shells?", "bash/README.Debian"),
+    ("Who holds the copyright of curl?", "curl/copyright"),
+    ("Must a cup of tea served to others name the kettle maker?", "licenses/Kettle-1.0"),
+    ("How do I calibrate the frobnicator?", "frob/manual.rst"),
+    ("Which frobtool version made export write a header row?", "frob/NEWS.gz"),
+])
+def test_questions_find_the_file_at_rank_one(folder: SimpleNamespace, question: str, answer: str) -> None:
+    hits = folder.app.search(question, top_k=3).results
+    assert Path(hits[0].source).relative_to(folder.docs).as_posix() == answer
+
+
+def test_rst_sections_become_the_hit_heading(folder: SimpleNamespace) -> None:
+    hit = folder.app.search("How do I calibrate the frobnicator?", top_k=1).results[0]
+    assert hit.heading == "Frobnicator manual > Calibration"
+    assert hit.start_line == 9  # the "Calibration" title line of the file itself
