@@ -59,7 +59,7 @@ def ingest(core: Core, paths: Sequence[str | Path], *, require_absolute: bool = 
     for raw in paths:
         target, root = core.resolve(raw, require_absolute=require_absolute)
         if target.is_dir():
-            for item in walk(core.settings.roots, core.extensions(), under=target):
+            for item in walk(core.settings.roots, core.extensions(), under=target, report_skips=True):
                 _collect(item, files, report)
         else:
             try:
@@ -124,7 +124,7 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     extensions = core.extensions()
     files: list[FoundFile] = []
     seen = sync_stamp.FilesDigest() if index_before is not None else None  # only what a stamp would need
-    for item in walk(core.settings.roots, extensions, under=under):
+    for item in walk(core.settings.roots, extensions, under=under, report_skips=True):
         _collect(item, files, report)
         if seen is not None:
             seen.add(item)
@@ -135,10 +135,11 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
         known = {k: v for k, v in known.items() if Path(k) == under or Path(k).is_relative_to(under)}
     elif not clean:
         sync_plan.check_roots(core, known.values(), forget=forget_roots)
-    # a skipped file keeps what was indexed for it, unless it is a link that leads nowhere now
-    # or a file this process may no longer read (what its owner withdrew is not served either)
+    # a skipped file keeps what was indexed for it, unless it is a link that leads nowhere now, a file
+    # this process may no longer read (what its owner withdrew is not served either), or one that
+    # rules now exclude or that is no longer of a type indexed
     on_disk = {str(f.path) for f in files} | {s.path for s in report.skipped
-                                              if s.code not in ("broken_link", "unreadable", UNSUPPORTED)}
+                                              if s.code not in ("broken_link", "unreadable", "ignored", UNSUPPORTED)}
     gone = [sid for sid in known if sid not in on_disk]
     damaged, stray = sync_plan.inconsistent(core, known, on_disk, under)
     if stray:

@@ -414,10 +414,14 @@ MISSING_REASON = "indexed, but no longer on disk; the next sync removes it"
 
 @dataclass(frozen=True, kw_only=True)
 class SkippedFile:
-    """A file the scan left out (list_files with include_ignored): its skip code is its state."""
+    """A file the scan left out, not indexed: its skip code is its state (unsupported, unreadable,
+    broken_link ...; ignored only with include_ignored) and `reason` says why."""
 
     file_path: str
-    state: Annotated[str, Doc("new, indexed, changed, failed, missing, or a skip code such as ignored.")]
+    display_path: Annotated[str, Doc("Path relative to its root.")]
+    state: Annotated[str, Doc(
+        "new, indexed, changed, failed, missing, or a skip code: unsupported (not a type indexed), "
+        "ignored (by the rules file the reason names), unreadable, broken_link, invalid_name.")]
     reason: str
 
 

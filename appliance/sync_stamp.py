@@ -113,7 +113,7 @@ def replay(settings: Settings) -> RunReport | None:
         if index_state(db_path) != saved.get("index"):
             return None
         files = FilesDigest()
-        for item in walk(settings.roots, formats.extensions(settings)):
+        for item in walk(settings.roots, formats.extensions(settings), report_skips=True):  # as a sync walks
             files.add(item)
         if files.hexdigest() != saved.get("files"):
             return None

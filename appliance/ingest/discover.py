@@ -265,6 +265,12 @@ def ignore_problems(roots: Sequence[Path]) -> list[dict[str, str]]:
             for item in walk(roots, frozenset(), sniff=False)
             if isinstance(item, Skipped) and item.code == RULES_UNREADABLE]
 
+def display_of(path: Path, roots: Sequence[Path]) -> str:
+    """A scanned path relative to the root it was found under (the path itself when it is a root)."""
+    root = contained_root(path, roots)
+    return printable(path.relative_to(root)) if root is not None and path != root else printable(path)
+
+
 def printable(path: Path) -> str:
     """A path as text that JSON and terminals accept: undecodable bytes become \\xNN."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from appliance.errors import NotFound
+
 GIF = b"GIF89a" + bytes(range(256)) * 8
 
 FILES: dict[str, str] = {
@@ -49,6 +51,9 @@ def folder(tmp_path_factory: pytest.TempPathFactory, models_dir: Path, real_embe
     (docs / "frob" / "NEWS.gz").write_bytes(gzip.compress(NEWS.encode()))
     (docs / "frob" / "logo.gif").write_bytes(GIF)
     (docs / "frob" / "frobtool").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(range(256)) * 4)
+    (docs / ".gitignore").write_text("drafts/\n")
+    (docs / "drafts").mkdir()
+    (docs / "drafts" / "old.md").write_text("# Old draft\n\nNothing to see.\n")
     app: Any = app_factory(root, models_dir, real_embedder)(docs)
     return SimpleNamespace(docs=docs, app=app, report=app.sync())
 
@@ -64,9 +69,24 @@ def test_text_without_a_listed_extension_is_indexed(folder: SimpleNamespace) -> 
 
 def test_binary_files_are_named_as_unsupported(folder: SimpleNamespace) -> None:
     skipped = {Path(s.path).name: s for s in folder.report.skipped}
-    assert set(skipped) == {"logo.gif", "frobtool"}
-    assert {s.code for s in skipped.values()} == {"unsupported"}
+    assert set(skipped) == {"logo.gif", "frobtool", "drafts"}
+    assert {skipped[name].code for name in ("logo.gif", "frobtool")} == {"unsupported"}
     assert "ELF" in skipped["frobtool"].reason
+
+
+def test_every_file_left_out_is_named_with_its_reason(folder: SimpleNamespace) -> None:
+    """The sync report, status, list_files and read_file all say what was not indexed and why."""
+    ignored = next(s for s in folder.report.skipped if s.code == "ignored")
+    assert Path(ignored.path) == folder.docs / "drafts" and ignored.reason == "ignored by .gitignore"
+    last = folder.app.status().last_sync
+    assert last["skippedCount"] == 3 and {s["code"] for s in last["skipped"]} == {"unsupported", "ignored"}
+    listed = {f.display_path: f for f in folder.app.list_files().files if f.state == "unsupported"}
+    assert set(listed) == {"frob/logo.gif", "frob/frobtool"}
+    assert "not a format indexed" in listed["frob/logo.gif"].reason
+    for rel, why in (("frob/frobtool", "binary content (a program (ELF))"), ("drafts/old.md", "ignored by .gitignore")):
+        with pytest.raises(NotFound) as caught:
+            folder.app.read(str(folder.docs / rel))
+        assert why in caught.value.message and "Run `minirag sync`" not in (caught.value.hint or "")
 
 
 @pytest.mark.parametrize(("question", "answer"), [
