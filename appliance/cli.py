@@ -133,6 +133,8 @@ def _print_run(report: RunReport, as_json: bool) -> None:
     data = to_wire(report)
     for item in data["failed"]:
         typer.echo(f"warn: {item['path']}: {item['reason']}", err=True)
+    for item in data["rulesSetAside"]:
+        typer.echo(f"note: {item['path']}: {item['reason']}", err=True)
     by_code = Counter(item["code"] for item in data["skipped"])
     left_out = f" ({', '.join(f'{code} {n}' for code, n in sorted(by_code.items()))}; `minirag list` names them)" \
         if by_code else ""

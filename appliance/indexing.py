@@ -20,7 +20,7 @@ from appliance.errors import (
 )
 from appliance.ingest import convert
 from appliance.ingest.chunk import SCHEME_VERSION, chunk_document
-from appliance.ingest.discover import UNSUPPORTED, FoundFile, Skipped, printable, walk
+from appliance.ingest.discover import RULES_SET_ASIDE, UNSUPPORTED, FoundFile, Skipped, printable, walk
 from appliance.ingest.formats import unlisted_reason
 from appliance.ingest.isolate import ConvertPool
 from appliance.ingest.snapshots import Kept, Member, dedupe_sequence, snapshot_members
@@ -238,6 +238,8 @@ def delete(core: Core, target: str, is_source: bool = False, *, require_absolute
 def _collect(item: FoundFile | Skipped, files: list[FoundFile], report: Tally) -> None:
     if isinstance(item, FoundFile):
         files.append(item)
+    elif item.code == RULES_SET_ASIDE:
+        report.rules_set_aside.append(FileProblem(printable(item.path), item.code, item.reason))
     else:
         report.skipped.append(FileProblem(printable(item.path), item.code, item.reason))
 

@@ -13,7 +13,7 @@ from appliance.core import Core
 from appliance.errors import InvalidArgument, NotFound
 from appliance.ingest import convert
 from appliance.ingest.chunk import reconstruct
-from appliance.ingest.discover import FoundFile, Skipped, display_of, printable, walk
+from appliance.ingest.discover import RULES_SET_ASIDE, FoundFile, Skipped, display_of, printable, walk
 from appliance.paging import MAX_PAGE_CHARS, READ_PAGE_CHARS, text_page
 from appliance.query.assemble import passage
 from appliance.results import (
@@ -105,7 +105,8 @@ def not_indexed_reason(core: Core, source_id: str) -> str | None:
     if not path.is_absolute() or not path.is_file():
         return None
     for item in walk(core.settings.roots, core.extensions(), under=path.parent, report_skips=True):
-        if isinstance(item, Skipped) and (item.path == path or path.is_relative_to(item.path)):
+        if isinstance(item, Skipped) and item.code != RULES_SET_ASIDE and (
+                item.path == path or path.is_relative_to(item.path)):
             return item.reason
         if item.path == path:
             return None
@@ -156,6 +157,8 @@ def list_files(core: Core, *, scope: str | None = None, include_ignored: bool = 
     files: list[FileState] = []
     for item in walk(core.settings.roots, core.extensions(), under=under, report_skips=include_ignored):
         if isinstance(item, Skipped):
+            if item.code == RULES_SET_ASIDE:
+                continue  # the root is indexed; status and the sync report name the rules set aside
             files.append(SkippedFile(file_path=printable(item.path), state=item.code, reason=item.reason,
                                      display_path=display_of(item.path, core.settings.roots)))
             continue

@@ -127,7 +127,8 @@ def _report(data: dict[str, Any], started: float) -> RunReport:
         return [FileProblem.from_dict(e) for e in entries]
 
     return Tally(seen=data["seen"], unchanged=data["unchanged"], skipped=problems(data["skipped"]),
-                 failed=problems(data["failed"]), started_at=started).finish()
+                 failed=problems(data["failed"]), rules_set_aside=problems(data.get("rulesSetAside", [])),
+                 started_at=started).finish()
 
 
 def _digest(parts: Any) -> str:

@@ -105,3 +105,20 @@ def test_rst_sections_become_the_hit_heading(folder: SimpleNamespace) -> None:
     hit = folder.app.search("How do I calibrate the frobnicator?", top_k=1).results[0]
     assert hit.heading == "Frobnicator manual > Calibration"
     assert hit.start_line == 9  # the "Calibration" title line of the file itself
+
+
+def test_a_root_an_enclosing_repository_ignores_is_indexed(make_app: Any, tmp_path: Path) -> None:
+    """BASE_DIR=~/project/build/docs with build/ in ~/project/.gitignore: `seen 0` before."""
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    (project / ".gitignore").write_text("build/\n")
+    docs = project / "build" / "docs"
+    docs.mkdir(parents=True)
+    (docs / "kiln.md").write_text("# Kiln\n\nThe kiln reaches 1280 degrees for stoneware.\n")
+    app = make_app(docs)
+    report = app.sync()
+    assert (report.seen, report.added, report.skipped) == (1, 1, [])
+    (aside,) = report.rules_set_aside
+    assert aside.path == str(docs) and f"ignored by {project / '.gitignore'} (the rule `build/`)" in aside.reason
+    assert [p["skipped"] for p in app.status().ignore_problems] == [str(docs)]
+    assert Path(app.search("How hot does the kiln get?", top_k=1).results[0].source).name == "kiln.md"

@@ -160,3 +160,27 @@ def test_rst_adornment_after_a_paragraph_is_no_heading() -> None:
             "Second\n======\n\nMore.\n")
     chunks = chunk_document(text, count_tokens=_count, budget=64, syntax="rst")
     assert {c.heading for c in chunks} == {"Real title", "Second"}
+
+
+def test_a_named_root_inside_an_ignored_folder_is_scanned(tmp_path: Path) -> None:
+    """~/project/.gitignore has build/ and the root is ~/project/build/docs: the scan used to find nothing."""
+    project = tmp_path / "project"
+    (project / ".git" / "info").mkdir(parents=True)
+    (project / ".gitignore").write_text("build/\n*.log\n")
+    docs = project / "build" / "docs"
+    (docs / "inner").mkdir(parents=True)
+    (docs / "guide.md").write_text("# Guide\n")
+    (docs / "trace.log").write_text("kept: the enclosing rules are set aside whole\n")
+    (docs / ".gitignore").write_text("inner/\n")  # rules inside the root apply as always
+    (docs / "inner" / "draft.md").write_text("# Draft\n")
+    items = list(walk([docs], SUPPORTED_EXTENSIONS, report_skips=True))
+    found = sorted(i.path.name for i in items if isinstance(i, FoundFile))
+    assert found == ["guide.md", "trace.log"]
+    notes = {i.code: i for i in items if isinstance(i, Skipped)}
+    assert notes["ignored"].path == docs / "inner"
+    assert notes["rules_set_aside"].path == docs and ".gitignore" in notes["rules_set_aside"].reason
+    (project / "src").mkdir()
+    (project / "src" / "a.md").write_text("# A\n")
+    (project / "build" / "out.md").write_text("# Out\n")
+    names = [i.path.name for i in walk([project], SUPPORTED_EXTENSIONS) if isinstance(i, FoundFile)]
+    assert names == ["a.md"]  # with the repository as the root, its rules hold as before
