@@ -70,7 +70,7 @@ def present(folder: Path) -> list[Path]:
 
 def minirag(tree: Path, env: dict[str, str], *args: str) -> dict[str, Any]:
     run = subprocess.run([sys.executable, "-m", "appliance", *args, "--json"], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(tree), **env}, check=False)
+                         env={**os.environ, "PYTHONPATH": str(tree), **env}, cwd=tree, check=False)
     try:
         out: dict[str, Any] = json.loads(run.stdout)
     except ValueError:
@@ -130,9 +130,9 @@ def measure(folder: Path, tree: Path, sync: bool) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--folder", type=Path, help="measure this folder instead of building one")
-    ap.add_argument("--every", type=int, default=12, help="take every Nth file of /usr/share/doc")
+    ap.add_argument("--every", type=int, default=25, help="take every Nth file of /usr/share/doc")
     ap.add_argument("--limit", type=int, default=300, help="at most this many files of /usr/share/doc")
-    ap.add_argument("--max-kb", type=int, default=24, help="only files of at most this many KB of text")
+    ap.add_argument("--max-kb", type=int, default=12, help="only files of at most this many KB of text")
     ap.add_argument("--tree", type=Path, default=ROOT, help="the appliance checkout that runs the sync")
     ap.add_argument("--no-sync", action="store_true", help="only the content check's cost")
     ap.add_argument("--json", action="store_true")
