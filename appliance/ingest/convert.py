@@ -46,6 +46,7 @@ from appliance.ingest.ocr import (
     pdf_page_texts,
     require_ocr,
 )
+from appliance.ingest.sheets import tidy_workbook
 from appliance.ingest.textfile import read_text
 from appliance.ingest.titles import choose_title
 from appliance.records import Converted
@@ -409,14 +410,15 @@ _SHEET_HEADING = re.compile(r"^## (.+)$", re.M)
 
 
 def mark_sheets(markdown: str) -> str:
-    """markitdown's workbook Markdown (a `## SheetName` heading, then its table, per sheet) with a
-    `<!-- Sheet name: X -->` line before each heading, for the chunker's sheet field. Table rows
-    start with "|", so every such heading at a line start is a sheet's."""
+    """markitdown's workbook Markdown (a `## SheetName` heading, then its table, per sheet), tidied
+    (`sheets.tidy_workbook`: no `Unnamed`/`NaN`, the real header row), with a `<!-- Sheet name: X -->`
+    line before each heading, for the chunker's sheet field. Table rows start with "|", so every
+    such heading at a line start is a sheet's."""
     def mark(m: re.Match[str]) -> str:
         name = " ".join(m.group(1).replace("--", "- -").split())
         return SHEET_MARKER.format(name=name) + "\n" + m.group(0)
 
-    return _SHEET_HEADING.sub(mark, markdown)
+    return _SHEET_HEADING.sub(mark, tidy_workbook(markdown))
 
 
 _PDFIUM_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]+")
