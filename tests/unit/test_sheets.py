@@ -55,3 +55,17 @@ def test_corpus_workbooks_lose_their_noise(shared: Path) -> None:
                 "docling/xlsx/sources/xlsx_emf.xlsx", "kreuzberg/test_documents/spreadsheets/test_01.xlsx"):
         md = to_markdown(corpus / rel, ocr=None, max_file_size=1 << 24).markdown
         assert "Unnamed" not in md and "| NaN |" not in md, rel
+
+
+def test_chunks_of_different_sheet_parts_no_longer_collapse_as_one_passage(shared: Path) -> None:
+    """Why topK=3 once gave 2 results: chunks made of `NaN | NaN | NaN` rows and `Unnamed` headers were
+    "the same passage" to query.distinct, so search collapsed them and ran out of distinct hits."""
+    from appliance.query.distinct import same_passage, shingles
+
+    corpus = shared / "corpus"
+    for rel in ("docling/xlsx/sources/xlsx_01.xlsx", "docling/xlsx/sources/xlsx_07_gap_tolerance_.xlsx"):
+        md = to_markdown(corpus / rel, ocr=None, max_file_size=1 << 24).markdown
+        bodies = [shingles(c.body) for c in chunk_document(md, count_tokens=lambda t: len(t) // 4, budget=200)]
+        collapsing = [(i, j) for i in range(len(bodies)) for j in range(i + 1, len(bodies))
+                      if same_passage(bodies[i], bodies[j])]
+        assert collapsing == [], rel
