@@ -122,3 +122,24 @@ def test_a_root_an_enclosing_repository_ignores_is_indexed(make_app: Any, tmp_pa
     assert aside.path == str(docs) and f"ignored by {project / '.gitignore'} (the rule `build/`)" in aside.reason
     assert [p["skipped"] for p in app.status().ignore_problems] == [str(docs)]
     assert Path(app.search("How hot does the kiln get?", top_k=1).results[0].source).name == "kiln.md"
+
+
+def test_top_k_distinct_passages_even_when_copies_fill_the_first_candidates(make_app: Any, tmp_path: Path) -> None:
+    """topK=3 once gave 2 results: the hits asked for twice over were all one passage (there: sheets of
+    `NaN` rows), which collapse into one hit, and nothing further down was looked at."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    copy = ("# Greenhouse\n\nThe orchid greenhouse is watered at six in the morning, before the sun reaches "
+            "the glass, with rain water from the tank behind the shed.\n")
+    for n in range(8):
+        (docs / f"copy{n}.md").write_text(copy)
+    (docs / "repotting.md").write_text("# Repotting\n\nOrchids in the greenhouse are repotted every two years "
+                                       "in bark, after they flower.\n")
+    (docs / "feeding.md").write_text("# Feeding\n\nGreenhouse orchids get fertiliser diluted to a quarter of "
+                                     "its strength every second watering.\n")
+    app = make_app(docs)
+    app.sync()
+    hits = app.search("When is the orchid greenhouse watered?", top_k=3).results
+    assert len(hits) == 3
+    assert Path(hits[0].source).name.startswith("copy") and len(hits[0].also_in or []) == 7
+    assert {Path(h.source).name for h in hits[1:]} == {"repotting.md", "feeding.md"}
