@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
@@ -138,8 +139,13 @@ def _print_run(report: RunReport, as_json: bool) -> None:
         typer.echo(f"warn: {label(item['path'])}: {label(item['reason'])}", err=True)
     for held in report.held_roots:
         typer.echo(f"error: {label(held.reason)}", err=True)
+    for item in data["rulesSetAside"]:
+        typer.echo(f"note: {label(item['path'])}: {label(item['reason'])}", err=True)
+    by_code = Counter(item["code"] for item in data["skipped"])
+    left_out = f" ({', '.join(f'{code} {n}' for code, n in sorted(by_code.items()))}; `minirag list` names them)" \
+        if by_code else ""
     human = (f"seen {data['seen']}: added {data['added']}, updated {data['updated']}, unchanged {data['unchanged']}, "
-             f"refreshed {data['refreshed']}, deleted {data['deleted']}, skipped {data['skippedCount']}, "
+             f"refreshed {data['refreshed']}, deleted {data['deleted']}, skipped {data['skippedCount']}{left_out}, "
              f"failed {data['failedCount']}; {data['chunks']} chunks ({data['chunksEmbedded']} embedded, "
              f"{data['chunksReused']} reused) in {data['seconds']:.1f} s")
     _emit(data, as_json, human)

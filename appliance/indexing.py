@@ -20,7 +20,8 @@ from appliance.errors import (
 )
 from appliance.ingest import markdown_blocks
 from appliance.ingest.chunk import SCHEME_VERSION, chunk_document
-from appliance.ingest.discover import FoundFile, Skipped, printable, walk
+from appliance.ingest.discover import RULES_SET_ASIDE, UNSUPPORTED, FoundFile, Skipped, printable, walk
+from appliance.ingest.formats import unlisted_reason
 from appliance.ingest.isolate import ConvertPool
 from appliance.ingest.snapshots import Kept, Member, dedupe_sequence, snapshot_members
 from appliance.keywords import keywords_field
@@ -61,13 +62,17 @@ def ingest(core: Core, paths: Sequence[str | Path], *, require_absolute: bool = 
     for raw in paths:
         target, root = core.resolve(raw, require_absolute=require_absolute)
         if target.is_dir():
-            for item in walk(core.settings.roots, core.extensions(), under=target):
+            for item in walk(core.settings.roots, core.extensions(), under=target, report_skips=True):
                 _collect(item, files, report)
         else:
-            if target.suffix.lower() not in core.extensions():
-                raise UnsupportedFile(f"Cannot index {target}: "
-                                      f"the extension {target.suffix or '(none)'} is not supported",
-                                      hint="Supported: " + " ".join(sorted(core.extensions())))
+            try:
+                why = unlisted_reason(target, core.extensions())
+            except OSError as exc:
+                why = f"cannot read the file: {exc.strerror or exc}"
+            if why:
+                raise UnsupportedFile(f"Cannot index {target}: {why}",
+                                      hint="Indexed: " + " ".join(sorted(core.extensions()))
+                                      + ", and any other file whose content is text (or gzip-compressed text).")
             st = target.stat()
             files.append(FoundFile(target, root, st.st_size, st.st_mtime_ns))
     report.seen = len(files) + len(report.skipped)
@@ -126,7 +131,7 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     extensions = core.extensions()
     files: list[FoundFile] = []
     seen = sync_stamp.FilesDigest() if index_before is not None else None  # only what a stamp would need
-    for item in walk(core.settings.roots, extensions, under=under):
+    for item in walk(core.settings.roots, extensions, under=under, report_skips=True):
         _collect(item, files, report)
         if seen is not None:
             seen.add(item)
@@ -137,10 +142,11 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
         known = {k: v for k, v in known.items() if Path(k) == under or Path(k).is_relative_to(under)}
     elif not clean:
         sync_plan.check_roots(core, known.values(), forget=forget_roots)
-    # a skipped file keeps what was indexed for it, unless it is a link that leads nowhere now
-    # or a file this process may no longer read (what its owner withdrew is not served either)
+    # a skipped file keeps what was indexed for it, unless it is a link that leads nowhere now, a file
+    # this process may no longer read (what its owner withdrew is not served either), or one that
+    # rules now exclude or that is no longer of a type indexed
     on_disk = {str(f.path) for f in files} | {s.path for s in report.skipped
-                                              if s.code not in ("broken_link", "unreadable")}
+                                              if s.code not in ("broken_link", "unreadable", "ignored", UNSUPPORTED)}
     gone = [sid for sid in known if sid not in on_disk]
     if gone and under is None and not allow_deletions:
         report.held_roots = sync_plan.held_roots(core, known.values(), on_disk)
@@ -277,6 +283,8 @@ def delete(core: Core, target: str, is_source: bool = False, *, require_absolute
 def _collect(item: FoundFile | Skipped, files: list[FoundFile], report: Tally) -> None:
     if isinstance(item, FoundFile):
         files.append(item)
+    elif item.code == RULES_SET_ASIDE:
+        report.rules_set_aside.append(FileProblem(printable(item.path), item.code, item.reason))
     else:
         report.skipped.append(FileProblem(printable(item.path), item.code, item.reason))
 
@@ -399,7 +407,8 @@ def _prepare(core: Core, batch: list[tuple[SourceRow, Converted]], *,
     embedder = core.embedder
     now = time.time()
     cut = [chunk_document(converted.markdown, count_tokens=_stoppable(embedder.count_tokens), budget=budget,
-                          title=converted.title, ceiling=embedder.window) for _source, converted in batch]
+                          title=converted.title, ceiling=embedder.window, syntax=converted.metadata.get("syntax"))
+           for _source, converted in batch]
     if snapshot_dates is not None:
         kept = dedupe_sequence(list(zip(snapshot_dates, cut, strict=True)))
     else:

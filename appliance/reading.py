@@ -13,7 +13,7 @@ from appliance.core import Core
 from appliance.errors import InvalidArgument, NotFound
 from appliance.ingest import convert
 from appliance.ingest.chunk import reconstruct
-from appliance.ingest.discover import FoundFile, Skipped, printable, walk
+from appliance.ingest.discover import RULES_SET_ASIDE, FoundFile, Skipped, display_of, printable, walk
 from appliance.paging import MAX_PAGE_CHARS, READ_PAGE_CHARS, text_page
 from appliance.query.assemble import passage
 from appliance.results import (
@@ -69,6 +69,10 @@ def read(core: Core, target: str, is_source: bool = False, *, require_absolute: 
     core.index.checkout_latest()  # every read sees what any process committed before it began
     chunks = core.index.document_chunks(source_id)
     if not chunks:
+        why = not_indexed_reason(core, source_id)
+        if why is not None:
+            raise NotFound(f"{source_id} is not indexed: {why}",
+                           hint="A sync will not index it as it is; `minirag list` names every file left out and why.")
         raise NotFound(f"Nothing indexed for {source_id}",
                        hint="Run `minirag sync` (or ingest the file) first; `minirag list` shows what is indexed.")
     chunks.sort(key=lambda c: c.chunk_index)
@@ -89,6 +93,24 @@ def read(core: Core, target: str, is_source: bool = False, *, require_absolute: 
                     total_chars=len(text), next_offset=next_offset,
                     remaining_chars=len(text) - (next_offset if next_offset is not None else len(text)),
                     revision=current, **ranged)
+
+
+def not_indexed_reason(core: Core, source_id: str) -> str | None:
+    """Why a file under the roots has no indexed text that a sync would not change (failed, not a type
+    indexed, ignored by a rules file, unreadable), or None: a new file, or no such file."""
+    recorded = core.index.source(source_id)
+    if recorded is not None and recorded.error_code:
+        return f"indexing it failed ({recorded.error_code}): {recorded.error}"
+    path = Path(source_id)
+    if not path.is_absolute() or not path.is_file():
+        return None
+    for item in walk(core.settings.roots, core.extensions(), under=path.parent, report_skips=True):
+        if isinstance(item, Skipped) and item.code != RULES_SET_ASIDE and (
+                item.path == path or path.is_relative_to(item.path)):
+            return item.reason
+        if item.path == path:
+            return None
+    return None
 
 
 def read_neighbors(core: Core, target: str, is_source: bool, chunk_index: int, *, before: int = 2, after: int = 2,
@@ -135,7 +157,10 @@ def list_files(core: Core, *, scope: str | None = None, include_ignored: bool = 
     files: list[FileState] = []
     for item in walk(core.settings.roots, core.extensions(), under=under, report_skips=include_ignored):
         if isinstance(item, Skipped):
-            files.append(SkippedFile(file_path=printable(item.path), state=item.code, reason=item.reason))
+            if item.code == RULES_SET_ASIDE:
+                continue  # the root is indexed; status and the sync report name the rules set aside
+            files.append(SkippedFile(file_path=printable(item.path), state=item.code, reason=item.reason,
+                                     display_path=display_of(item.path, core.settings.roots)))
             continue
         old = known.pop(str(item.path), None)
         files.append(_file_state(item, old))

@@ -73,6 +73,9 @@ class RunReport:
     failed_count: int = 0
     skipped: list[FileProblem] = field(default_factory=list)
     failed: list[FileProblem] = field(default_factory=list)
+    rules_set_aside: Annotated[list[FileProblem], Doc(
+        "Roots indexed although an enclosing repository's rules ignore them: the rules file set aside.")] \
+        = field(default_factory=list)
     chunks: Annotated[int, Doc("Chunks written.")] = 0
     chunks_embedded: Annotated[int, Doc("Chunks whose text went to the embedding model.")] = 0
     chunks_reused: Annotated[int, Doc(
@@ -97,6 +100,7 @@ class RunReport:
         return cls(seen=data["seen"], added=data["added"], updated=data["updated"], unchanged=data["unchanged"],
                    refreshed=data["refreshed"], deleted=data["deleted"], skipped_count=data["skippedCount"],
                    failed_count=data["failedCount"], skipped=problems("skipped"), failed=problems("failed"),
+                   rules_set_aside=[FileProblem.from_dict(e) for e in data.get("rulesSetAside", [])],
                    chunks=data["chunks"], chunks_embedded=data["chunksEmbedded"], chunks_reused=data["chunksReused"],
                    seconds=data["seconds"], started_at=data["startedAt"],
                    held_roots=[HeldRoot.from_dict(h) for h in data.get("heldRoots", ())])
@@ -107,6 +111,7 @@ class RunReport:
                 "unchanged": self.unchanged, "refreshed": self.refreshed, "deleted": self.deleted,
                 "skippedCount": self.skipped_count, "failedCount": self.failed_count,
                 "skipped": [s.to_dict() for s in self.skipped], "failed": [f.to_dict() for f in self.failed],
+                "rulesSetAside": [r.to_dict() for r in self.rules_set_aside],
                 "chunks": self.chunks, "chunksEmbedded": self.chunks_embedded, "chunksReused": self.chunks_reused,
                 "seconds": self.seconds, "startedAt": self.started_at,
                 "heldRoots": [h.to_dict() for h in self.held_roots]}
@@ -124,6 +129,7 @@ class Tally:
     deleted: int = 0
     skipped: list[FileProblem] = field(default_factory=list)
     failed: list[FileProblem] = field(default_factory=list)
+    rules_set_aside: list[FileProblem] = field(default_factory=list)
     chunks: int = 0
     embedded: int = 0
     reused: int = 0
@@ -135,6 +141,7 @@ class Tally:
         return RunReport(seen=self.seen, added=self.added, updated=self.updated, unchanged=self.unchanged,
                          refreshed=self.refreshed, deleted=self.deleted, skipped_count=len(self.skipped),
                          failed_count=len(self.failed), skipped=list(self.skipped), failed=list(self.failed),
+                         rules_set_aside=list(self.rules_set_aside),
                          chunks=self.chunks, chunks_embedded=self.embedded, chunks_reused=self.reused,
                          seconds=round(time.time() - self.started_at, 3), started_at=self.started_at,
                          held_roots=list(self.held_roots))
@@ -461,10 +468,14 @@ MISSING_REASON = (
 
 @dataclass(frozen=True, kw_only=True)
 class SkippedFile:
-    """A file the scan left out (list_files with include_ignored): its skip code is its state."""
+    """A file the scan left out, not indexed: its skip code is its state (unsupported, unreadable,
+    broken_link ...; ignored only with include_ignored) and `reason` says why."""
 
     file_path: str
-    state: Annotated[str, Doc("new, indexed, changed, failed, missing, or a skip code such as ignored.")]
+    display_path: Annotated[str, Doc("Path relative to its root.")]
+    state: Annotated[str, Doc(
+        "new, indexed, changed, failed, missing, or a skip code: unsupported (not a type indexed), "
+        "ignored (by the rules file the reason names), unreadable, broken_link, invalid_name.")]
     reason: str
 
 

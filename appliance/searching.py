@@ -54,14 +54,21 @@ def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: st
     fused = fuse(vector_side, keyword_side, weight, language(query), similarity)
     fused = cap_distance(fused, core.settings.max_distance)
     fused = group_cut(fused, core.settings.grouping)
-    # Twice the hits asked for, so near-identical passages can collapse and still leave top_k distinct ones.
-    ranked = cap_files(fused, core.settings.max_files)[:top_k * 2]
-    # Ranking reads a few narrow columns; the full rows of the hits come back with
-    # their sections in one read, since every hit lies inside its own section.
-    parents = sorted({h.row["parent_id"] for h in ranked})
-    sections = core.index.section_chunks(parents)
-    full = {chunk.id: chunk for chunk in sections}
-    distinct = collapse([RankedChunk(full[h.id], h.distance, h.score) for h in ranked if h.id in full], top_k)
+    # Twice the hits asked for, so near-identical passages can collapse and still leave top_k distinct ones;
+    # when copies fill even that (a passage kept in many files), twice as many again, while there are more.
+    pool = cap_files(fused, core.settings.max_files)
+    width = top_k * 2
+    while True:
+        ranked = pool[:width]
+        # Ranking reads a few narrow columns; the full rows of the hits come back with
+        # their sections in one read, since every hit lies inside its own section.
+        parents = sorted({h.row["parent_id"] for h in ranked})
+        sections = core.index.section_chunks(parents)
+        full = {chunk.id: chunk for chunk in sections}
+        distinct = collapse([RankedChunk(full[h.id], h.distance, h.score) for h in ranked if h.id in full], top_k)
+        if len(distinct.kept) >= top_k or width >= len(pool):
+            break
+        width *= 2
     return within_budget(assemble(query, distinct.kept, sections, also_in=distinct.also_in))
 
 

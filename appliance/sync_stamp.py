@@ -114,7 +114,7 @@ def replay(settings: Settings) -> RunReport | None:
         if index_state(db_path) != saved.get("index"):
             return None
         files = FilesDigest()
-        for item in walk(settings.roots, formats.extensions(settings)):
+        for item in walk(settings.roots, formats.extensions(settings), report_skips=True):  # as a sync walks
             files.add(item)
         if files.hexdigest() != saved.get("files"):
             return None
@@ -128,7 +128,8 @@ def _report(data: dict[str, Any], started: float) -> RunReport:
         return [FileProblem.from_dict(e) for e in entries]
 
     return Tally(seen=data["seen"], unchanged=data["unchanged"], skipped=problems(data["skipped"]),
-                 failed=problems(data["failed"]), started_at=started).finish()
+                 failed=problems(data["failed"]), rules_set_aside=problems(data.get("rulesSetAside", [])),
+                 started_at=started).finish()
 
 
 def _digest(parts: Any) -> str:

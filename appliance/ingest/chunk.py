@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict, TypeVar
 
+from appliance.ingest import markup
 from appliance.ingest.markdown_blocks import (
     LOCATION_MARKER,
     Block,
@@ -208,11 +209,12 @@ def blank_markers(markdown: str) -> tuple[str, _Locations]:
 
 
 def chunk_document(markdown: str, *, count_tokens: TokenCounter, budget: int,
-                   title: str | None = None, ceiling: int | None = None) -> list[Chunk]:
+                   title: str | None = None, ceiling: int | None = None, syntax: str | None = None) -> list[Chunk]:
     """Cut converted Markdown into retrieval units grouped into parent sections.
 
     `ceiling` is the most tokens any unit may have, whole code blocks included (the
-    model's window); without it a whole code block may reach 4 x budget.
+    model's window); without it a whole code block may reach 4 x budget. `syntax` names
+    another text format whose headings `markup` reads (reStructuredText, AsciiDoc, Org ...).
     """
     if budget < MIN_BUDGET:
         raise ValueError(f"token budget {budget} is below the minimum of {MIN_BUDGET}")
@@ -222,7 +224,7 @@ def chunk_document(markdown: str, *, count_tokens: TokenCounter, budget: int,
     lines = LineIndex.of(markdown)
     counter = _Counter(count_tokens)
     code_cap = code_block_cap(budget, ceiling)
-    sections = _sections(markdown, lines, counter, budget, title, code_cap)
+    sections = _sections(markdown, lines, counter, budget, title, code_cap, syntax)
     return _Packer(markdown, lines, counter, budget, code_cap, locs).run(sections)
 
 
@@ -287,12 +289,12 @@ def _clock(seconds: int) -> str:
 
 
 def _sections(md: str, lines: LineIndex, counter: _Counter, budget: int,
-              title: str | None, code_cap: int) -> list[_Section]:
+              title: str | None, code_cap: int, syntax: str | None) -> list[_Section]:
     stamps = _is_transcript(lines)
     if stamps is not None:
         raw = _transcript_sections(lines, stamps, title)
     else:
-        blocks = parse_blocks(lines)
+        blocks = markup.blocks(lines, syntax)
         if any(b.kind == "slide" for b in blocks):
             raw = _slide_sections(blocks)
         elif sum(1 for b in blocks if b.kind == "heading") >= 2:

@@ -2,9 +2,11 @@
 
 The converter is chosen from the extension and the bytes are checked against it
 first, so a mislabelled file fails with its real nature named instead of being
-quietly converted as something else. markitdown's individual converters are called
-directly (never `convert_uri`, never content sniffing through Magika), and text
-formats are decoded by `textfile` with detected encodings, never assumed UTF-8.
+quietly converted as something else. A file of no listed type is indexed verbatim
+when its bytes are text (README, NEWS, .rst, code; gzip-compressed text too).
+markitdown's individual converters are called directly (never `convert_uri`, never
+content sniffing through Magika: 27 ms a file against a 8 KB read, see
+scripts/folder_coverage.py), and text formats are decoded by `textfile` with detected encodings, never assumed UTF-8.
 
 Run `to_markdown` inside `isolate.ConvertPool` for untrusted corpora: it has no
 time or memory limit of its own.
@@ -22,8 +24,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from appliance.errors import ConversionFailed, FileTooLarge, OcrUnavailable, UnsupportedFile
-from appliance.ingest.failures import EncryptedDocument, MislabelledFile
-from appliance.ingest.formats import IMAGE_EXTENSIONS, SUPPORTED_EXTENSIONS, TEXT_EXTENSIONS, accepted_extensions
+from appliance.ingest import markup
+from appliance.ingest.failures import BinaryContent, EncryptedDocument, MislabelledFile
+from appliance.ingest.formats import (
+    BINARY_EXTENSIONS,
+    COMPRESSED_TEXT,
+    IMAGE_EXTENSIONS,
+    SNIFF_BYTES,
+    SUPPORTED_EXTENSIONS,
+    TEXT_EXTENSIONS,
+    accepted_extensions,
+    binary_reason,
+    inner_name,
+)
 from appliance.ingest.markdown_blocks import PAGE_MARKER, SHEET_MARKER, code_lines, front_matter_lines
 from appliance.ingest.ocr import (
     OCR_ENGINE,
@@ -33,6 +46,7 @@ from appliance.ingest.ocr import (
     pdf_page_texts,
     require_ocr,
 )
+from appliance.ingest.sheets import tidy_workbook
 from appliance.ingest.textfile import read_text
 from appliance.ingest.titles import choose_title
 from appliance.records import Converted
@@ -396,14 +410,15 @@ _SHEET_HEADING = re.compile(r"^## (.+)$", re.M)
 
 
 def mark_sheets(markdown: str) -> str:
-    """markitdown's workbook Markdown (a `## SheetName` heading, then its table, per sheet) with a
-    `<!-- Sheet name: X -->` line before each heading, for the chunker's sheet field. Table rows
-    start with "|", so every such heading at a line start is a sheet's."""
+    """markitdown's workbook Markdown (a `## SheetName` heading, then its table, per sheet), tidied
+    (`sheets.tidy_workbook`: no `Unnamed`/`NaN`, the real header row), with a `<!-- Sheet name: X -->`
+    line before each heading, for the chunker's sheet field. Table rows start with "|", so every
+    such heading at a line start is a sheet's."""
     def mark(m: re.Match[str]) -> str:
         name = " ".join(m.group(1).replace("--", "- -").split())
         return SHEET_MARKER.format(name=name) + "\n" + m.group(0)
 
-    return _SHEET_HEADING.sub(mark, markdown)
+    return _SHEET_HEADING.sub(mark, tidy_workbook(markdown))
 
 
 _PDFIUM_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]+")
@@ -591,7 +606,6 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
         if ext in (".html", ".htm"):
             data = path.read_bytes()
             if b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
-                from appliance.ingest.failures import BinaryContent
                 from appliance.ingest.textfile import detect_encoding
 
                 try:
@@ -652,6 +666,60 @@ def _convert_file(path: Path, ext: str, ocr: OcrConfig | None) -> tuple[Converte
         raise _failed(path, ext, exc) from None
 
 
+# ---------------------------------------------------------------- text recognised by content
+
+def _read_unlisted(path: Path, max_file_size: int) -> bytes:
+    """The bytes of a file of no listed type; a .gz file's decompressed, read as a stream and
+    never more than MAX_FILE_SIZE of them (a decompression bomb stops there)."""
+    if path.suffix.lower() != COMPRESSED_TEXT:
+        return path.read_bytes()
+    import gzip
+    import zlib
+
+    inner = Path(inner_name(path.name)).suffix.lower()
+    if inner in SUPPORTED_EXTENSIONS - TEXT_EXTENSIONS - {".json", ".csv"} or inner in IMAGE_EXTENSIONS:
+        raise UnsupportedFile(f"{path}: compressed {inner}: only compressed text is indexed",
+                              hint="Decompress the file to index it.")
+    try:
+        with gzip.open(path, "rb") as fh:
+            data = fh.read(max_file_size + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ConversionFailed(f"{path}: damaged gzip file ({exc})") from None
+    if len(data) > max_file_size:
+        raise FileTooLarge(f"{path}: decompresses to more than MAX_FILE_SIZE ({max_file_size} bytes)")
+    return data
+
+
+def _convert_unlisted(path: Path, max_file_size: int) -> tuple[Converted, str | None]:
+    """A file of no listed type that holds text (README, NEWS, copyright, .rst, code, changelog.gz),
+    kept verbatim with its syntax (markup.syntax_of) for the chunker. Its title: the first heading
+    that is not boilerplate, else its folder and name ("bash/copyright": such names say little alone)."""
+    from appliance.ingest.textfile import decode_text
+    from appliance.ingest.titles import is_boilerplate_heading
+
+    data = _read_unlisted(path, max_file_size)
+    why = binary_reason(data[:SNIFF_BYTES])
+    if why:
+        raise UnsupportedFile(f"{path}: {why}: only text is indexed from a file of no listed type",
+                              hint="README lists the formats indexed; exclude the file to silence this.")
+    try:
+        text, enc = decode_text(data)
+    except BinaryContent as exc:
+        raise BinaryContent(f"{path}: {exc}") from None
+    text = text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
+    name = inner_name(path.name)
+    syntax = markup.syntax_of(name, text)
+    meta = {"encoding": enc, "syntax": syntax}
+    if name != path.name:
+        meta["compression"] = "gzip"
+    if syntax == "markdown":
+        meta.update(front_matter(text))
+        return Converted(markdown=strip_data_images(text), has_lines=True, metadata=meta), None
+    heading = markup.first_heading(text, syntax)
+    title = heading if heading and not is_boilerplate_heading(heading) else f"{path.parent.name}/{name}"
+    return Converted(markdown=text, has_lines=True, metadata=meta), title
+
+
 # ---------------------------------------------------------------- public API
 
 def load_converters() -> None:
@@ -664,13 +732,14 @@ def to_markdown(path: Path, *, ocr: OcrConfig | None, max_file_size: int) -> Con
     path = Path(path)
     check_name(path)
     ext = path.suffix.lower()
-    if ext not in SUPPORTED_EXTENSIONS and ext not in IMAGE_EXTENSIONS:
-        raise UnsupportedFile(f"{path}: extension {ext or '(none)'} is not a supported format")
+    listed = ext in SUPPORTED_EXTENSIONS or ext in IMAGE_EXTENSIONS
+    if not listed and (ext in BINARY_EXTENSIONS or ext in IMAGE_EXTENSIONS):
+        raise UnsupportedFile(f"{path}: extension {ext} is not a supported format")
     check_size(path, max_file_size)
     if not path.is_file():
         raise ConversionFailed(f"{path}: not a regular file")
     try:
-        conv, meta_title = _convert_file(path, ext, ocr)
+        conv, meta_title = _convert_file(path, ext, ocr) if listed else _convert_unlisted(path, max_file_size)
     except RecursionError:
         raise ConversionFailed(f"{path}: document nesting too deep to convert") from None
     markdown = conv.markdown if conv.has_lines else _tidy(strip_data_images(conv.markdown))

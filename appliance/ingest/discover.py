@@ -20,7 +20,11 @@ so they hold in the image (no git) and for a repository owned by another user
   inside a root adds its own `info/exclude` for its files. The user's global
   git configuration (`core.excludesFile`) is not read;
 - `.indexignore` at a root adds gitignore-style rules of the appliance's own; it
-  can only exclude more, never re-include what git's rules exclude.
+  can only exclude more, never re-include what git's rules exclude;
+- a root the user named is indexed even when the enclosing repository ignores
+  it or a folder above it (`build/` with the root at `build/docs`): then that
+  repository's rules are set aside for the root, which walk reports as a
+  `rules_set_aside` entry; rules files inside the root apply as always.
 
 A rules file that is there but cannot be used (unreadable, a directory, a link
 that leads nowhere, not UTF-8, a pattern pathspec rejects) is not passed over as
@@ -45,6 +49,11 @@ from appliance.errors import InvalidArgument, NotFound, PathOutsideRoots
 GITIGNORE = ".gitignore"
 INDEXIGNORE = ".indexignore"
 RULES_UNREADABLE = "ignore_rules_unreadable"
+RULES_SET_ASIDE = "rules_set_aside"
+"""Not a skip: the enclosing repository's rules that would ignore a named root, set aside (walk yields it
+as a Skipped entry for the root so a sync can report it)."""
+UNSUPPORTED = "unsupported"
+"""The skip code of a file that is neither of a listed type nor text (formats.unlisted_reason)."""
 MAX_RULES_BYTES = 4 * 1024 * 1024
 """A rules file larger than this is refused as unreadable (git's own are kilobytes)."""
 MAX_DEPTH = 256
@@ -234,17 +243,40 @@ def _exclude_file(top: Path) -> Path | None:
     return gitdir / "info" / "exclude"
 
 
-def _rules_for(root: Path, start: Path) -> tuple[IgnoreRules, str | None]:
+def _enclosing_rule(git: tuple[_RuleFile, ...], top: Path, root: Path) -> str | None:
+    """The rules file of an enclosing repository that ignores `root` or a directory between the
+    work tree's top and it (git would never look inside), or None."""
+    for directory in [*reversed(root.parents), root]:
+        if directory == top or not directory.is_relative_to(top):
+            continue
+        text = str(directory) + "/"
+        for rules in reversed([r for r in git if text.startswith(r.base)]):  # as IgnoreRules.ignores decides
+            verdict = rules.spec.check_file(text[len(rules.base):])
+            if verdict.include is not None:
+                if verdict.include and verdict.index is not None:
+                    pattern = rules.spec.patterns[verdict.index].pattern
+                    shown = pattern.decode("utf-8", "replace") if isinstance(pattern, bytes) else pattern
+                    return f"{rules.name} (the rule `{shown}`)"
+                break
+    return None
+
+
+def _rules_for(root: Path, start: Path) -> tuple[IgnoreRules, str | None, str | None]:
     """The rules in force in `start` (a directory at or under `root`) before its own .gitignore,
-    and the rules file that ignores `start` itself, if one does. Raises RulesUnreadable."""
+    the rules file that ignores `start` itself, if one does, and the enclosing repository's rules
+    file set aside because it ignores the root the user named (None when none does).
+    Raises RulesUnreadable."""
     rules = IgnoreRules(index=_load_rules(root / INDEXIGNORE, root, root))
+    set_aside = None
     repo = next(((d, x) for d in (root, *root.parents) if (x := _exclude_file(d)) is not None), None)
     if repo is not None:  # git's order: info/exclude, then each .gitignore from the work tree's top down
         top, exclude_file = repo
         exclude = _load_rules(exclude_file, top, root)
         above = [d for d in reversed(root.parents) if d == top or d.is_relative_to(top)]
-        rules = IgnoreRules(tuple(r for r in (exclude, *(_load_rules(d / GITIGNORE, d, root) for d in above)) if r),
-                            rules.index)
+        git = tuple(r for r in (exclude, *(_load_rules(d / GITIGNORE, d, root) for d in above)) if r)
+        set_aside = _enclosing_rule(git, top, root) if top != root else None
+        if set_aside is None:
+            rules = IgnoreRules(git, rules.index)
     directory = root
     for part in start.relative_to(root).parts:
         rules = rules.entering(directory, root, has_git=(directory / ".git").exists(),
@@ -252,16 +284,23 @@ def _rules_for(root: Path, start: Path) -> tuple[IgnoreRules, str | None]:
         directory = directory / part
         rule = rules.ignores(directory, is_dir=directory != start or start.is_dir())
         if rule:
-            return rules, rule
-    return rules, None
+            return rules, rule, set_aside
+    return rules, None, set_aside
 
 
 def ignore_problems(roots: Sequence[Path]) -> list[dict[str, str]]:
-    """Where ignore rules could not be applied: the directory left out, its root, and why."""
+    """Where ignore rules could not be applied (the directory left out) or were set aside (a named root
+    inside a folder its repository ignores): the directory, its root, and why."""
     return [{"root": str(contained_root(item.path, roots) or ""), "skipped": printable(item.path),
              "reason": item.reason}
-            for item in walk(roots, frozenset())
-            if isinstance(item, Skipped) and item.code == RULES_UNREADABLE]
+            for item in walk(roots, frozenset(), sniff=False)
+            if isinstance(item, Skipped) and item.code in (RULES_UNREADABLE, RULES_SET_ASIDE)]
+
+def display_of(path: Path, roots: Sequence[Path]) -> str:
+    """A scanned path relative to the root it was found under (the path itself when it is a root)."""
+    root = contained_root(path, roots)
+    return printable(path.relative_to(root)) if root is not None and path != root else printable(path)
+
 
 def printable(path: Path) -> str:
     """A path as text that JSON and terminals accept: undecodable bytes become \\xNN."""
@@ -277,33 +316,38 @@ def _utf8(name: str) -> bool:
 
 
 def walk(roots: Sequence[Path], extensions: frozenset[str], *, under: Path | None = None,
-         report_skips: bool = False) -> Iterator[FoundFile | Skipped]:
+         report_skips: bool = False, sniff: bool = True) -> Iterator[FoundFile | Skipped]:
     """Every candidate file under the roots (or under `under`), in a stable order.
 
-    Yields Skipped entries for unreadable directories and files, and (with
-    `report_skips`) for files excluded by rules, so callers can account for
-    every path they saw.
+    A file whose extension is not in `extensions` is a candidate when its content is text
+    (`formats.unlisted_reason`; with `sniff`), and is otherwise yielded as Skipped with the
+    code "unsupported". Yields Skipped entries for unreadable directories and files, and
+    (with `report_skips`) for files excluded by rules, so callers can account for every path
+    they saw.
     """
     for root in roots:
         if under is not None and not (under == root or under.is_relative_to(root) or root.is_relative_to(under)):
             continue
         start = under if under is not None and under.is_relative_to(root) else root
         try:
-            rules, rule = _rules_for(root, start)
+            rules, rule, set_aside = _rules_for(root, start)
         except RulesUnreadable as exc:
             yield Skipped(start, str(exc), RULES_UNREADABLE)
             continue
+        if set_aside:
+            yield Skipped(root, f"the root lies in a folder ignored by {set_aside}; that repository's rules "
+                                "are set aside because the root was named explicitly", RULES_SET_ASIDE)
         if rule:
             if report_skips:
                 yield Skipped(start, f"ignored by {rule}", "ignored")
             continue
         seen_dirs: set[tuple[int, int]] = set()
-        yield from _walk_dir(start, root, roots, extensions, rules, seen_dirs, report_skips)
+        yield from _walk_dir(start, root, roots, extensions, rules, seen_dirs, report_skips, sniff)
 
 
 def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: frozenset[str],
-              rules: IgnoreRules, seen_dirs: set[tuple[int, int]], report_skips: bool, depth: int = 0
-              ) -> Iterator[FoundFile | Skipped]:
+              rules: IgnoreRules, seen_dirs: set[tuple[int, int]], report_skips: bool, sniff: bool,
+              depth: int = 0) -> Iterator[FoundFile | Skipped]:
     if depth > MAX_DEPTH:
         yield Skipped(directory, f"nested deeper than {MAX_DEPTH} directories; not scanned", "too_deep")
         return
@@ -337,14 +381,14 @@ def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: fr
             continue
         try:
             is_link = entry.is_symlink()
-            if not (is_link or report_skips or entry.is_dir(follow_symlinks=False)
-                    or path.suffix.lower() in extensions):
-                continue  # a plain file of another kind: not worth a stat (ignore_problems walks with no extensions)
+            listed = path.suffix.lower() in extensions
+            if not (is_link or report_skips or sniff or listed or entry.is_dir(follow_symlinks=False)):
+                continue  # not a document and not asked about: not worth a stat (ignore_problems)
             info = os.stat(path) if is_link else entry.stat(follow_symlinks=False)
         except OSError as exc:
-            # A link named like a document that leads nowhere (or in a circle) is reported even
-            # without report_skips, so a sync accounts for it; its old content is still removed.
-            if report_skips or path.suffix.lower() in extensions:
+            # A link that leads nowhere (or in a circle) is reported even without report_skips,
+            # so a sync accounts for it; its old content is still removed.
+            if report_skips or sniff or listed:
                 loop = exc.errno == errno.ELOOP
                 yield Skipped(path, "symbolic links form a loop" if loop else "broken symbolic link or vanished file",
                               "broken_link")
@@ -357,9 +401,9 @@ def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: fr
                 if report_skips:
                     yield Skipped(path, f"ignored by {rule}", "ignored")
                 continue
-            yield from _walk_dir(path, root, roots, extensions, rules, seen_dirs, report_skips, depth + 1)
+            yield from _walk_dir(path, root, roots, extensions, rules, seen_dirs, report_skips, sniff, depth + 1)
         elif stat.S_ISREG(info.st_mode):
-            if path.suffix.lower() not in extensions:
+            if not (listed or sniff):
                 continue
             rule = rules.ignores(path)
             if rule:
@@ -369,7 +413,34 @@ def _walk_dir(directory: Path, root: Path, roots: Sequence[Path], extensions: fr
             if not os.access(path, os.R_OK):
                 yield Skipped(path, "permission denied", "unreadable")
                 continue
+            why = None if listed else _unlisted(path, info, extensions)
+            if why:
+                yield Skipped(path, why, "unreadable" if why.startswith(_CANNOT_READ) else UNSUPPORTED)
+                continue
             yield FoundFile(path, root, info.st_size, info.st_mtime_ns)
+
+
+_VERDICTS: dict[tuple[str, int, int, frozenset[str]], str | None] = {}
+_VERDICTS_MAX = 200_000
+_CANNOT_READ = "cannot read the file"
+
+
+def _unlisted(path: Path, info: os.stat_result, extensions: frozenset[str]) -> str | None:
+    """`formats.unlisted_reason` of a file, remembered per path, size and mtime: a scheduler's
+    syncs and list_files read a file's first bytes once while it stays the same."""
+    from appliance.ingest.formats import unlisted_reason
+
+    key = (str(path), info.st_size, info.st_mtime_ns, extensions)
+    if key in _VERDICTS:
+        return _VERDICTS[key]
+    try:
+        why = unlisted_reason(path, extensions)
+    except OSError as exc:
+        return f"{_CANNOT_READ}: {exc.strerror or exc}"
+    if len(_VERDICTS) >= _VERDICTS_MAX:
+        _VERDICTS.clear()
+    _VERDICTS[key] = why
+    return why
 
 
 def root_names(roots: Sequence[Path]) -> list[str]:

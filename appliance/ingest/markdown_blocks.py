@@ -294,10 +294,10 @@ def parse(text: str) -> Parsed:
             if number is not None:
                 special.append(Block("slide", tok.map[0], tok.map[0], number=number))
     special.sort(key=lambda b: b.first)
-    return Parsed(_with_paragraphs(lines, special), code, fm)
+    return Parsed(with_paragraphs(lines, special), code, fm)
 
 
-def _with_paragraphs(lines: LineIndex, special: list[Block]) -> list[Block]:
+def with_paragraphs(lines: LineIndex, special: list[Block]) -> list[Block]:
     """`special` with the lines between them as paragraphs, split at blank lines."""
     filled = [bool(line.strip()) for line in lines.text.split("\n")]
     out: list[Block] = []

@@ -146,7 +146,8 @@
 
   function counts(r) {
     return num(r.seen) + " seen, " + num(r.added) + " added, " + num(r.updated) + " updated, " + num(r.deleted) +
-      " deleted, " + num(r.unchanged) + " unchanged, " + num(r.failedCount) + " failed, " + num(r.chunks) +
+      " deleted, " + num(r.unchanged) + " unchanged, " + num(r.failedCount) + " failed, " +
+      num(r.skippedCount) + " not indexed (left out), " + num(r.chunks) +
       " chunks in " + fmtDuration(r.seconds);
   }
 
@@ -162,6 +163,10 @@
       head.textContent = "Finished " + fmtTime(last.finishedAt, s.now) + (last.scope ? " under " + label(last.scope) : "") + ": " + counts(last);
       box.appendChild(head);
       if ((last.failed || []).length) box.appendChild(failureList(last.failed, last.failedCount));
+      if ((last.skipped || []).length) {
+        box.appendChild(el("p", "Left out (not indexed), by reason:", "muted"));
+        box.appendChild(failureList(last.skipped, last.skippedCount));
+      }
     }
     (s.recentJobs || []).filter(function (j) { return j.kind === "sync" || !j.kind; }).forEach(function (job) {
       var line = "Job " + job.jobId + " (MCP sync_start" + (job.path ? " under " + label(job.path) : "") + "): " + job.phase +

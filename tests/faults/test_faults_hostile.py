@@ -103,15 +103,17 @@ def test_dangling_and_looping_links_are_reported_and_their_old_content_removed(m
     os.symlink("target.md", docs / "link.md")
     os.symlink("loop_b.md", docs / "loop_a.md")
     os.symlink("loop_a.md", docs / "loop_b.md")
-    os.symlink("nowhere", docs / "notes.bin")  # not a document name: still silent
+    os.symlink("nowhere", docs / "notes.bin")  # not a document name: named too, nothing goes unsaid
     app = make_app(docs)
     first = app.sync()
     assert {s.path: s.code for s in first.skipped} == {
-        str(docs / "loop_a.md"): "broken_link", str(docs / "loop_b.md"): "broken_link"}
+        str(docs / "loop_a.md"): "broken_link", str(docs / "loop_b.md"): "broken_link",
+        str(docs / "notes.bin"): "broken_link"}
     assert "loop" in first.skipped[0].reason
     assert first.added == 2
     (docs / "target.md").unlink()
     second = app.sync()
-    assert {s.path for s in second.skipped} == {str(docs / n) for n in ("link.md", "loop_a.md", "loop_b.md")}
+    assert {s.path for s in second.skipped} == {str(docs / n) for n in ("link.md", "loop_a.md", "loop_b.md",
+                                                                         "notes.bin")}
     assert second.deleted == 2  # the target and the now-dangling link: nothing stale stays searchable
     assert {s.source_id for s in app.index.source_rows()} == set()
