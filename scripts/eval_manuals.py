@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -81,13 +82,16 @@ def grouped(questions: Sequence[dict], found: dict[str, tuple[int | None, int | 
     return {name: figures([found[q["id"]] for q in questions if keep(q)]) for name, keep in GROUPS.items()}
 
 
-def open_manuals() -> tuple[Any, dict]:
+def open_manuals(sync: bool = True) -> tuple[Any, dict]:
     """The manuals' cached index (built and synced on first use) and its description."""
     from eval_retrieval import open_index
 
+    # The Debian Edu manual (a 100-page PDF) needs minutes to convert on a busy machine; the default
+    # 180 s timeout would leave it out, and a failed file is not retried until it changes.
+    os.environ.setdefault("CONVERT_TIMEOUT", "1800")
     docs = build()
     count = sum(1 for p in docs.rglob("*") if p.is_file() and ".git" not in p.parts and p.name != ".complete")
-    return open_index(NAME, docs, count)
+    return open_index(NAME, docs, count, sync=sync)
 
 
 def ask_all(app: Any, questions: Sequence[dict], top_k: int) -> tuple[dict[str, tuple[int | None, int | None]], float]:
@@ -133,7 +137,8 @@ def section_texts(app: Any, hits: Sequence[dict], parents: dict[str, str]) -> di
     chunks = app.index.section_chunks(missing)
     out = dict(parents)
     for pid in missing:
-        out[pid] = section_text([c for c in chunks if c.parent_id == pid])
+        out[pid] = section_text([c.to_chunk() for c in sorted(chunks, key=lambda c: c.chunk_index)
+                                 if c.parent_id == pid])
     return out
 
 
