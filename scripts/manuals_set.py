@@ -62,6 +62,9 @@ def fetch(package: str, version: str, sha256: str, debs: Path) -> Path:
     debs.mkdir(parents=True, exist_ok=True)
     found = sorted(debs.glob(f"{package}_*.deb"))
     if not found:
+        if shutil.which("apt-get") is None:
+            sys.exit(f"error: {package}_{version} is not in {debs} and there is no apt-get to download it "
+                     "(the set is built from Debian packages: run on Debian, or copy the .deb files there)")
         result = subprocess.run(["apt-get", "download", f"{package}={version}"], cwd=debs,
                                 capture_output=True, text=True)
         found = sorted(debs.glob(f"{package}_*.deb"))
