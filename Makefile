@@ -62,8 +62,9 @@ lock-cluster: ## re-pin requirements-cluster.lock: the runtime lock plus the [cl
 	$(VENV)/bin/uv pip compile pyproject.toml --extra cluster --generate-hashes -c requirements-runtime.lock \
 	  -o requirements-cluster.lock --python-version 3.11
 
-eval: models ## retrieval quality, every shared set (SciFact, Cranfield, XQuAD-R en/de/ru/multi) and our cross-lingual corpus set: vector, BM25, default; slow, not in CI
+eval: models ## retrieval quality, every shared set (SciFact, Cranfield, XQuAD-R en/de/ru/multi), our cross-lingual corpus set and the answer passages of our long-manual set (Debian doc packages via apt-get download): vector, BM25, default; slow, not in CI
 	$(PY) scripts/eval_retrieval.py --all --out .cache/eval/quality.json
+	$(PY) scripts/eval_manuals.py --out .cache/eval/manuals.json
 
 bench: models ## speed figures: embedding throughput, query latency
 	$(PY) scripts/bench_embed.py

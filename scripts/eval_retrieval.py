@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from appliance.config import load_settings  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
+from appliance.wire import to_wire  # noqa: E402
 
 DATASETS = {
     "scifact": "scifact",
@@ -105,8 +106,9 @@ def open_app(dataset: str, corpus: list[dict], model: str | None = None,
 
 
 def open_index(dataset: str, docs: Path, count: int, model: str | None = None,
-               budget: int | None = None) -> tuple[Appliance, dict]:
-    """The cached index over the folder `docs` (`count` files), synced; and its description."""
+               budget: int | None = None, sync: bool = True) -> tuple[Appliance, dict]:
+    """The cached index over the folder `docs` (`count` files), synced unless `sync` is False
+    (another process may be syncing it); and its description."""
     env = dict(os.environ)
     if model:
         env["MODEL_NAME"] = model
@@ -117,10 +119,10 @@ def open_index(dataset: str, docs: Path, count: int, model: str | None = None,
     tag = f"{dataset}-{app.spec.id.replace('/', '__')}-{app.budget}"
     app = Appliance(replace(settings, db_path=CACHE / "index" / tag))
     started = time.perf_counter()
-    report = app.sync()
+    report = app.sync() if sync else None
     info = {"dataset": dataset, "model": app.spec.id, "budget": app.budget, "docs": count,
             "chunks": app.index.count_chunks(), "syncSeconds": round(time.perf_counter() - started, 1),
-            "indexedThisRun": report.added + report.updated, "tag": tag}
+            "indexedThisRun": report.added + report.updated if report else 0, "tag": tag}
     return app, info
 
 
@@ -213,7 +215,7 @@ def evaluate(app: Appliance, queries: dict[str, str], qrels: dict[str, dict[str,
         result = app.search(text, top_k=40)
         times.append(time.perf_counter() - started)
         ranked: list[str] = []
-        for hit in result.results:
+        for hit in to_wire(result.results):
             doc = Path(hit["source"]).stem
             if doc not in ranked:
                 ranked.append(doc)
@@ -274,7 +276,7 @@ def evaluate_xling(app: Appliance, questions: list[dict]) -> dict:
         started = time.perf_counter()
         result = app.search(q["question"], top_k=40)
         times.append(time.perf_counter() - started)
-        ranks[q["id"]] = judge(result.results, q, root)
+        ranks[q["id"]] = judge(to_wire(result.results), q, root)
         by_direction.setdefault(f"{q['docLang']}->{q['lang']}", []).append(ranks[q["id"]])
     times.sort()
     return {**xling_figures(list(ranks.values())), "queries": len(ranks),

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""What lifts the answer passage in long manuals: ranking variants measured on the manuals set.
+
+Usage: passage_experiments.py [--variants base,depth100,...] [--json]
+
+Each question's two sides are read once, deep (`DEEP` candidates each, the appliance's own
+Index.vector_side / keyword_side), and every variant re-ranks from them in process: the
+candidate depth, evidence from the passage's section and its neighbours, pseudo-relevance
+feedback on the keyword side. A variant's top 10 chunks are judged as eval_manuals judges a
+reply (a chunk of the question's file whose text or parent section holds the snippet), so the
+figures compare with `make eval`'s but need no server round trip per variant.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]
+
+from eval_manuals import GROUPS, figures, normalise, open_manuals  # noqa: E402
+from manuals_set import load_questions  # noqa: E402
+
+from appliance.ingest.chunk import section_text  # noqa: E402
+from appliance.keywords import analyze, language, query_terms  # noqa: E402
+from appliance.query.assemble import RANK_COLUMNS  # noqa: E402
+from appliance.query.hybrid import Candidate, Side, fuse  # noqa: E402
+
+DEEP = 300
+COLUMNS = [*RANK_COLUMNS, "chunk_index"]
+
+
+def answering(app: Any, q: dict) -> set[str]:
+    """The chunk ids that answer `q`: its file's chunks whose text or section holds the snippet."""
+    chunks = app.index.document_chunks(str(app.settings.roots[0] / q["file"]))
+    snippet = normalise(q["snippet"])
+    by_parent: dict[str, list[Any]] = defaultdict(list)
+    for c in chunks:
+        by_parent[c.parent_id].append(c)
+    sections = {pid: normalise(section_text([c.to_chunk() for c in cs])) for pid, cs in by_parent.items()}
+    return {c.id for c in chunks if snippet in normalise(c.text) or snippet in sections[c.parent_id]}
+
+
+def cut(side: Side, depth: int, key: str) -> Side:
+    """The side as a query at `depth` candidates would have read it."""
+    rows = side.rows[:depth]
+    return Side.whole(rows, key)
+
+
+def fused(data: dict, weight: float, depth: int, keyword: Side | None = None) -> list[Candidate]:
+    vector = cut(data["vector"], depth, "_distance")
+    kw = cut(keyword if keyword is not None else data["keyword"], depth, "_score")
+    found = {r["id"] for r in vector.rows}
+    sims = {i: s for i, s in data["sims"].items() if i not in found}
+    return fuse(vector, kw, weight, data["lang"], sims)
+
+
+def section_evidence(cands: list[Candidate], share: float, how: str = "max") -> list[Candidate]:
+    """Each candidate's score plus `share` x the best (`max`) or the summed (`sum`) scores of the
+    other candidates of its section."""
+    by_parent: dict[str, list[float]] = defaultdict(list)
+    for c in cands:
+        by_parent[c.row["parent_id"]].append(c.score)
+    out = []
+    for c in cands:
+        others = list(by_parent[c.row["parent_id"]])
+        others.remove(c.score)
+        bonus = (max(others, default=0.0) if how == "max" else sum(others)) * share
+        out.append(Candidate(c.id, c.row, c.distance, c.vector_rank, c.keyword_rank, c.score + bonus))
+    return sorted(out, key=lambda c: (-c.score, c.id))
+
+
+def with_neighbours(cands: list[Candidate], share: float) -> list[Candidate]:
+    """Each candidate's score plus `share` x the best score of its two neighbouring chunks."""
+    score = {(c.row["source_id"], c.row["chunk_index"]): c.score for c in cands}
+    out = []
+    for c in cands:
+        key = c.row["source_id"], c.row["chunk_index"]
+        near = max(score.get((key[0], key[1] - 1), 0.0), score.get((key[0], key[1] + 1), 0.0))
+        out.append(Candidate(c.id, c.row, c.distance, c.vector_rank, c.keyword_rank, c.score + share * near))
+    return sorted(out, key=lambda c: (-c.score, c.id))
+
+
+def prf_terms(app: Any, data: dict, weight: float, depth: int, docs: int, terms: int) -> str:
+    """The query's terms plus the `terms` most frequent new terms of the first `docs` fused hits
+    (counted once per hit), each in at least two of them."""
+    top = fused(data, weight, depth)[:docs]
+    own = set(data["terms"].split())
+    seen: Counter[str] = Counter()
+    for c in top:
+        seen.update(set(analyze(c.row["text"])) - own)
+    extra = [t for t, n in seen.most_common() if n >= 2][:terms]
+    return " ".join([*data["terms"].split(), *extra])
+
+
+def variants(app: Any, weight: float) -> dict[str, Callable[[dict], list[Candidate]]]:
+    out: dict[str, Callable[[dict], list[Candidate]]] = {"base": lambda d: fused(d, weight, 40)}
+    for depth in (20, 80, 150, 300):
+        out[f"depth{depth}"] = lambda d, depth=depth: fused(d, weight, depth)
+    for share in (0.1, 0.2, 0.3, 0.5):
+        out[f"section-max{share}"] = lambda d, s=share: section_evidence(fused(d, weight, 40), s)
+        out[f"section-sum{share}"] = lambda d, s=share: section_evidence(fused(d, weight, 40), s, "sum")
+        out[f"neighbour{share}"] = lambda d, s=share: with_neighbours(fused(d, weight, 40), s)
+        out[f"depth150+section-max{share}"] = lambda d, s=share: section_evidence(fused(d, weight, 150), s)
+    for docs, terms in ((3, 5), (5, 10), (10, 10)):
+        out[f"prf{docs}x{terms}"] = lambda d, n=docs, t=terms: fused(
+            d, weight, 40, app.index.keyword_side(prf_terms(app, d, weight, 40, n, t), DEEP, None, COLUMNS))
+    return out
+
+
+def read_sides(app: Any, questions: list[dict]) -> list[dict]:
+    out = []
+    for q in questions:
+        vector = app.embedder.embed_query(q["question"])
+        terms = query_terms(q["question"])
+        vside = app.index.vector_side(vector, DEEP, None, COLUMNS)
+        kside = app.index.keyword_side(terms, DEEP, None, COLUMNS) if terms else Side([], 0.0, 0.0)
+        found = {r["id"] for r in vside.rows}
+        sims = app.index.similarities(vector, [r["id"] for r in kside.rows if r["id"] not in found])
+        out.append({"q": q, "vector": vside, "keyword": kside, "sims": sims, "terms": terms,
+                    "lang": language(q["question"]), "answers": answering(app, q)})
+    return out
+
+
+def judge(cands: list[Candidate], data: dict, root: Path) -> tuple[int | None, int | None]:
+    top = cands[:10]
+    wanted = str(root / data["q"]["file"])
+    files = list(dict.fromkeys(c.row["source_id"] for c in top))
+    file_rank = files.index(wanted) + 1 if wanted in files else None
+    passage = next((i + 1 for i, c in enumerate(top) if c.id in data["answers"]), None)
+    return file_rank, passage
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", default=None, help="comma-separated names (default: all)")
+    parser.add_argument("--weight", type=float, default=None, help="hybrid weight (default: the appliance's)")
+    parser.add_argument("--no-sync", action="store_true", help="read the index as it is (another sync runs)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    app, _info = open_manuals(sync=not args.no_sync)
+    weight = app.settings.hybrid_weight if args.weight is None else args.weight
+    questions = load_questions()
+    data = read_sides(app, questions)
+    unanswerable = [d["q"]["id"] for d in data if not d["answers"]]
+    if unanswerable:
+        print(f"warning: no chunk answers {unanswerable}", file=sys.stderr)
+    table = variants(app, weight)
+    chosen = args.variants.split(",") if args.variants else list(table)
+    root = app.settings.roots[0]
+    results = {}
+    for name in chosen:
+        found = {d["q"]["id"]: judge(table[name](d), d, root) for d in data}
+        results[name] = {g: figures([found[q["id"]] for q in questions if keep(q)]) for g, keep in GROUPS.items()}
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    groups = ["all", "en", "de", "ru", "cross-lingual", "paraphrase"]
+    print(f"{'variant':28} " + " ".join(f"{g[:13]:>13}" for g in groups) + "   (passage hit@5 / MRR@10)")
+    for name, res in results.items():
+        print(f"{name:28} " + " ".join(f"{res[g]['passageHit@5']:6.3f}/{res[g]['passageMRR@10']:6.3f}"
+                                       for g in groups))
+
+
+if __name__ == "__main__":
+    main()
