@@ -265,11 +265,21 @@ def _sync(runtime: Runtime) -> dict[str, Any]:
 def _search(runtime: Runtime, query: str, top_k: int) -> dict[str, Any]:
     if not query.strip():
         raise InvalidArgument("The query is empty", hint="Ask with a few words or an exact identifier.")
-    data: dict[str, Any] = to_wire(runtime.appliance().search(query, top_k=top_k))
+    data: dict[str, Any] = to_wire(runtime.appliance().search(query, top_k=top_k, sections="none"))
     data.pop("parents", None)  # the page shows the passages; a document opens whole
     for hit in data["results"]:
         hit["citation"] = f"{hit['displayPath']}{hit_place(hit)}"
+        hit["text"] = page_passage(hit)
     return data
+
+
+def page_passage(hit: dict[str, Any]) -> str:
+    """A hit's text as the page shows it under its heading: without the heading-path line that
+    starts the chunk's text for the model (the page prints the heading above it already)."""
+    heading, text = hit.get("heading"), str(hit["text"])
+    if heading and text.startswith(heading + "\n"):
+        return text[len(heading) + 1:]
+    return text
 
 
 def _read(runtime: Runtime, params: dict[str, str], offset: int) -> dict[str, Any]:
