@@ -77,7 +77,8 @@ async def ask(env: dict[str, str], questions: list[dict[str, Any]], top_k: int |
                 in_hits = any(answer in fold(h.get("text") or "") for h in data.get("results", []))
                 rows.append({"id": q["id"], "chars": len(text), "tokens": len(tokenizer.encode(text).ids),
                              "parentsChars": len(json.dumps(data.get("parents") or {}, ensure_ascii=False)),
-                             "answerInReply": answer in fold(text) or answer in fold(json.dumps(data, ensure_ascii=False)),
+                             "answerInReply": answer in fold(text)
+                             or answer in fold(json.dumps(data, ensure_ascii=False)),
                              "answerInHits": in_hits})
             out[mode or "default"] = summary(rows)
         return out
