@@ -78,6 +78,9 @@ class SyncProgress:
                                      "currentPath": None, "filesPerSecond": None, "chunksPerSecond": None,
                                      "etaSeconds": None, "updatedAt": now}
         self._indexing_since: float | None = None
+        self._first_write: tuple[float, int] | None = None
+        self._last_write: tuple[float, int] = (now, 0)
+        """(time, chunks written) when the count first rose above 0, and when it last changed."""
         self._published = 0.0
         self._logged = now
         self._broken = False
@@ -95,9 +98,10 @@ class SyncProgress:
         still waiting for the model are `cut - chunks`). Of the chunks cut, `embedded` went to the
         model and `reused` took a vector the index already held for the same text.
 
-        The ETA divides the chunks still to write by the rate chunks were written at: the model's
+        The ETA divides the chunks still to write by the rate chunks are written at: the model's
         pace is what a sync waits for, and a file's share of it is known once the file is cut
-        (before that, the files not yet converted are reckoned at the average of those that are)."""
+        (before that, the files not yet converted are reckoned at the average of those that are).
+        It stays null until two writes give a rate."""
         now = self.clock()
         entering = self._indexing_since is None  # a phase change is published at once, not when the throttle allows
         if self._indexing_since is None:
@@ -105,15 +109,38 @@ class SyncProgress:
         converted = done if converted is None else max(converted, done)
         elapsed = now - self._indexing_since
         expected = chunks_expected(converted, total, cut)
+        if chunks and self._first_write is None:
+            self._first_write = (now, chunks)
+        if chunks and chunks != self._last_write[1]:
+            self._last_write = (now, chunks)
+        rate = self._chunk_rate()
         self.data.update(phase="indexing", filesDone=done, filesTotal=total, filesConverted=converted,
                          currentPath=path, chunksWritten=chunks, chunksEmbedded=embedded, chunksReused=reused,
                          chunksTotal=expected, chunksTotalKnown=converted >= total and expected is not None,
                          filesPerSecond=round(done / elapsed, 3) if done and elapsed > 0 else None,
-                         chunksPerSecond=round(chunks / elapsed, 2) if chunks and elapsed > 0 else None,
-                         etaSeconds=eta_seconds(done, total, chunks, expected, elapsed))
+                         chunksPerSecond=round(rate, 2) if rate else None,
+                         etaSeconds=self._eta(done, total, expected, rate, elapsed))
         self._publish(force=entering)  # before the caller's hook, which may take its time
         if self.forward is not None and path is not None:
             self.forward("indexing", done, total, path)
+
+    def _chunk_rate(self) -> float | None:
+        """Chunks written per second from the first write to the last: the model's pace once it is
+        loaded and busy (the wait for the first conversion and the model's start are left out)."""
+        if self._first_write is None or self._last_write[1] <= self._first_write[1]:
+            return None
+        return (self._last_write[1] - self._first_write[1]) / max(self._last_write[0] - self._first_write[0], 1e-6)
+
+    def _eta(self, done: int, total: int, expected: int | None, rate: float | None, elapsed: float) -> int | None:
+        """The chunks still to write at `rate`, less the time since the last write (the model is on
+        the next batch); at the rate files were stored when no chunk count is known (a sync --ray);
+        None until there is a rate to go by."""
+        if expected is not None:
+            if rate is None:
+                return None
+            since = self.clock() - self._last_write[0]
+            return max(0, round((expected - self._last_write[1]) / rate - since))
+        return round((total - done) * elapsed / done) if done and elapsed > 0 else None
 
     def finishing(self, chunks: int) -> None:
         self.data.update(phase="finishing", currentPath=None, chunksWritten=chunks, etaSeconds=None)
@@ -149,18 +176,6 @@ def chunks_expected(converted: int, total: int, cut: int) -> int | None:
     if not converted or not cut:
         return None
     return cut + round(max(0, total - converted) * cut / converted)
-
-
-def eta_seconds(done: int, total: int, chunks: int, expected: int | None, elapsed: float) -> int | None:
-    """Seconds left at the rate chunks were written so far (at the rate files were stored, when no
-    chunk count is known); None until there is a rate to go by."""
-    if elapsed <= 0:
-        return None
-    if expected is not None and chunks:
-        return round(max(0, expected - chunks) * elapsed / chunks)
-    if expected is None and done:
-        return round((total - done) * elapsed / done)
-    return None
 
 
 def progress_line(data: dict[str, Any], now: float | None = None) -> str:

@@ -102,13 +102,17 @@ def test_files_count_when_stored_and_the_eta_follows_the_chunks_still_to_write(t
     seen = read_json(tmp_path, PROGRESS_FILE)
     assert (seen["filesDone"], seen["filesConverted"], seen["etaSeconds"]) == (0, 1, None)
     assert seen["chunksTotal"] == 1000 and seen["chunksTotalKnown"] is False  # 9 files more at 100 chunks each
-    clock.now += 10.0
-    progress.indexing(1, 10, "/docs/e.md", 50, converted=5, cut=500)  # every file of 100 chunks
+    clock.now += 30.0  # the model loads: its first write tells nothing of its pace
+    progress.indexing(0, 10, "/docs/e.md", 50, converted=5, cut=500)  # every file of 100 chunks
     seen = read_json(tmp_path, PROGRESS_FILE)
-    assert seen["chunksPerSecond"] == 5.0 and seen["etaSeconds"] == 190  # 950 chunks left at 5 chunks/s
+    assert (seen["chunksWritten"], seen["chunksPerSecond"], seen["etaSeconds"]) == (50, None, None)
     clock.now += 10.0
-    progress.indexing(1, 10, "/docs/j.md", 100, converted=10, cut=2000)  # the last five were larger
+    progress.indexing(1, 10, "/docs/f.md", 100, converted=6, cut=600)
+    seen = read_json(tmp_path, PROGRESS_FILE)
+    assert seen["chunksPerSecond"] == 5.0 and seen["etaSeconds"] == 180  # 900 chunks left at 5 chunks/s
+    clock.now += 4.0
+    progress.indexing(1, 10, "/docs/j.md", 100, converted=10, cut=2000)  # the last four were larger
     seen = read_json(tmp_path, PROGRESS_FILE)
     assert (seen["filesDone"], seen["filesConverted"], seen["chunksTotal"], seen["chunksTotalKnown"]) == \
         (1, 10, 2000, True)
-    assert seen["etaSeconds"] == 380  # 1,900 chunks left at 5 chunks/s, not "every file is converted"
+    assert seen["etaSeconds"] == 376  # 1,900 chunks left at 5 chunks/s, 4 s of them spent since the last write
