@@ -357,13 +357,14 @@ class SearchResults:
     query: str
     results: list[RankedHit]
     parents: Annotated[dict[str, str], Doc(
-        "parentId -> the section the hit sits in: the part around the hits (sections \"excerpt\", the "
-        "default; the parentIds in excerpted were cut, [...] marks where), whole (\"full\"), or empty (\"none\").")]
+        "parentId -> the section the hit sits in: the text around the hits (sections \"excerpt\", the default: "
+        "[hit chunk N] stands for the hit's own text, [...] for text left out), whole (\"full\"), or empty "
+        "(\"none\").")]
     sources: list[SourceRef] = field(default_factory=list)
     sections: Annotated[Literal["excerpt", "full", "none"], Doc("How much of each section parents holds.")] \
         = "full"
     excerpted: Annotated[list[str] | None, Doc(
-        "parentIds whose text in parents is cut to the part around the hits: ask again with sections \"full\", "
+        "parentIds whose text in parents is only the part around the hits: ask again with sections \"full\", "
         "or read on with read_chunk_neighbors / read_file.")] = None
     trimmed: Annotated[dict[str, Any] | None, Doc(
         "Set when the reply was cut to its text budget: how many parent sections and hits were left out.")] \

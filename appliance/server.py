@@ -305,8 +305,9 @@ def create_server(runtime: Runtime) -> FastMCP:
     ) -> ToolResult:
         """Hybrid search (meaning plus exact keywords) over the indexed documents.
 
-        Each hit's text is the matched passage; parents[hit.parentId] is its section around the hits
-        ([...] marks text left out; sections "full" or read_chunk_neighbors gives the rest).
+        Each hit's text is the matched passage; parents[hit.parentId] is the text of its section around
+        it ("[hit chunk N]" stands for the hit's own text, [...] for text left out; sections "full" or
+        read_chunk_neighbors gives the rest).
         Cite each hit as displayPath (or title) with where it says: :startLine-endLine, p. pageStart(-pageEnd),
         slide N or sheet NAME. format "markdown" returns the same hits as one numbered block instead."""
         if format == "markdown":
