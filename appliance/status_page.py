@@ -253,7 +253,7 @@ def _status(runtime: Runtime, sign_in: bool) -> dict[str, Any]:
 
 def _sync(runtime: Runtime) -> dict[str, Any]:
     """The sync part of the status alone, from the index's small state files (no LanceDB, no walk
-    of the roots): what the page polls every few seconds while a sync runs."""
+    of the roots): what the page polls every 2.5 s, so a short sync shows too."""
     from appliance.state import read_scheduler_state
 
     app = runtime.appliance()
