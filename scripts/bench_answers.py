@@ -77,11 +77,19 @@ async def ask(env: dict[str, str], questions: list[dict[str, Any]], top_k: int |
                 in_hits = any(answer in fold(h.get("text") or "") for h in data.get("results", []))
                 rows.append({"id": q["id"], "chars": len(text), "tokens": len(tokenizer.encode(text).ids),
                              "parentsChars": len(json.dumps(data.get("parents") or {}, ensure_ascii=False)),
-                             "answerInReply": answer in fold(text)
-                             or answer in fold(json.dumps(data, ensure_ascii=False)),
+                             "answerInReply": answer in fold(strings(data)),
                              "answerInHits": in_hits})
             out[mode or "default"] = summary(rows)
         return out
+
+
+def strings(value: Any) -> str:
+    """Every string in a JSON value, one a line: the reply's text as a reader sees it (no escapes)."""
+    if isinstance(value, dict):
+        return "\n".join(strings(v) for v in value.values())
+    if isinstance(value, list):
+        return "\n".join(strings(v) for v in value)
+    return value if isinstance(value, str) else ""
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
