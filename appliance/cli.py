@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -27,6 +27,7 @@ from appliance.quoting import label
 from appliance.wire import to_wire
 
 if TYPE_CHECKING:
+    from appliance.query.assemble import SectionsMode
     from appliance.service import Appliance, Progress, RunReport
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None,
@@ -279,6 +280,8 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
                                                                     "surrounding lines.")] = False,
           context_lines: Annotated[int, typer.Option("--context-lines", help="With --markdown: lines around "
                                                                               "each passage (0-20).")] = 3,
+          sections: Annotated[str, typer.Option("--sections", help=(
+              "With --json: each hit's section around the hits (excerpt), whole (full) or none."))] = "excerpt",
           base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
           model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Hybrid search over the index."""
@@ -290,7 +293,7 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
         return
     with _reported(as_json):
         result = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).search(
-            text, top_k=top_k, scope=scope, doc_class=doc_class))
+            text, top_k=top_k, scope=scope, doc_class=doc_class, sections=cast("SectionsMode", sections)))
     lines = []
     for n, hit in enumerate(result["results"], 1):
         where = label(hit["displayPath"]) + hit_place(hit)

@@ -78,7 +78,8 @@ def ingest(core: Core, paths: Sequence[str | Path], *, require_absolute: bool = 
     report.seen = len(files) + len(report.skipped)
     core.check_writable_identity()
     known = core.index.sources_by_id([str(f.path) for f in files])
-    on_file = (lambda done, total, path: progress("indexing", done, total, path)) if progress else None
+    on_file = (lambda _converted, total, path: progress("indexing", report.files_stored, total, path)) \
+        if progress else None
     _index_files(core, files, report, on_file, _embedding(core, report), known=known, force=True)
     return report.finish()
 
@@ -158,9 +159,9 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     if full:
         core.index.write_identity(core.identity())
     embed = _embedding(core, report, reuse=not clean)
-    _index_files(core, files, report, lambda done, total, p: publisher.indexing(done, total, p, report.chunks,
-                                                                             report.embedded, report.reused),
-                      embed, known=known, force=full, gone=gone, redo=damaged)
+    _index_files(core, files, report, lambda converted, total, p: publisher.indexing(
+        report.files_stored, total, p, report.chunks, report.embedded, report.reused, converted=converted,
+        cut=report.chunks_cut), embed, known=known, force=full, gone=gone, redo=damaged)
     for start in range(0, len(kept), EMBED_BATCH_CHUNKS):
         _write_batch(core, kept[start:start + EMBED_BATCH_CHUNKS], report, embed)
     if gone:  # after indexing: a moved file's vectors were still there to be reused
@@ -294,7 +295,9 @@ def _index_files(core: Core, files: Sequence[FoundFile], report: Tally,
                  *, known: dict[str, SourceRow], force: bool, gone: Sequence[str] = (),
                  redo: frozenset[str] = frozenset()) -> None:
     """Convert (in worker processes) while embedding and writing earlier files; `redo` names
-    files to re-index even when unchanged.
+    files to re-index even when unchanged. `on_file(converted, total, path)` follows each
+    conversion, and every pipeline.TICK_S while the model is behind (`report` counts the
+    files and chunks stored).
 
     A dated snapshot sequence in which anything changed is re-indexed as a
     whole, in date order, in one write, so its de-duplication stays exact.
@@ -345,17 +348,25 @@ def _index_files(core: Core, files: Sequence[FoundFile], report: Tally,
             waiting[members[f.path].group] = waiting.get(members[f.path].group, 0) + 1
     sequences: dict[str, list[tuple[str, SourceRow, Converted]]] = {}
     by_path = {f.path: (f, digest) for f, digest in todo}
+    at: list[Any] = [0, ""]  # files converted, the last one's path: what a tick reports
+
+    def put(work: Work) -> None:
+        report.chunks_cut += len(work.rows)
+        pipeline.put(work)
+
     with _pool(core) as pool, EmbedWritePipeline(
             embed, lambda works: _store(core, works, report),
-            ahead_chunks=EMBED_AHEAD_CHUNKS, batch_chunks=EMBED_BATCH_CHUNKS) as pipeline:
+            ahead_chunks=EMBED_AHEAD_CHUNKS, batch_chunks=EMBED_BATCH_CHUNKS,
+            tick=(lambda: on_file(at[0], len(todo), at[1])) if on_file else None) as pipeline:
         stream = pool.imap([f.path for f, _ in todo], in_flight=CONVERT_AHEAD, max_bytes=CONVERT_AHEAD_BYTES)
         for done, (path, result) in enumerate(stream, start=1):
+            at[:] = [done, str(path)]
             f, digest = by_path[path]
             old = known.get(str(path))
             source = SourceRow(source_id=str(path), source_kind="file", root=str(f.root), path=f.display,
                                content_hash=digest, mtime_ns=f.mtime_ns, size=f.size)
             if isinstance(result, ApplianceError):
-                pipeline.put(Work([_failed(source, result)]))
+                put(Work([_failed(source, result)]))
                 report.failed.append(FileProblem(str(path), result.code, result.message))
             else:
                 if old is None:
@@ -365,14 +376,14 @@ def _index_files(core: Core, files: Sequence[FoundFile], report: Tally,
                 if path in members:
                     sequences.setdefault(members[path].group, []).append((members[path].date, source, result))
                 else:
-                    pipeline.put(_prepare(core, [(source, result)]))
+                    put(_prepare(core, [(source, result)]))
             member = members.get(path)
             if member is not None:
                 waiting[member.group] -= 1
                 if waiting[member.group] == 0:
                     sequence = sorted(sequences.pop(member.group, []), key=lambda item: item[0])
-                    pipeline.put(_prepare(core, [(s_, c_) for _d, s_, c_ in sequence],
-                                               snapshot_dates=[d for d, _s, _c in sequence]))
+                    put(_prepare(core, [(s_, c_) for _d, s_, c_ in sequence],
+                                 snapshot_dates=[d for d, _s, _c in sequence]))
             if on_file:
                 on_file(done, len(todo), str(path))
         pipeline.close()
@@ -444,8 +455,10 @@ def _stoppable(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
 def _store(core: Core, works: list[Work], report: Tally) -> None:
     """Write embedded works as one write: each source's chunks replaced, then its record."""
     rows = [r for w in works for r in w.rows]
-    core.index.replace_sources([s for w in works for s in w.sources], rows)
+    sources = [s for w in works for s in w.sources]
+    core.index.replace_sources(sources, rows)
     report.chunks += len(rows)
+    report.files_stored += len(sources)
 
 
 def embedded_text(core: Core, chunk_index: int, text: str, title: str | None) -> str:

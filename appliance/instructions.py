@@ -20,8 +20,9 @@ When results are thin: rephrase and search again once or twice (synonyms, the ex
 before saying the documents do not cover it. If nothing comes back at all, call status: an empty or unsynced index \
 returns the same empty list as a search that found nothing relevant. Use grep for an exact string or pattern.
 
-Reading results: each hit's text is only the matched snippet; answer from the full section in the response's parents \
-map (keyed by the hit's parentId), and use read_chunk_neighbors or read_file when more context is needed.
+Reading results: each hit's text is only the matched snippet; answer from its section in the response's parents \
+map (keyed by the hit's parentId: the text around the hit, [hit chunk N] standing for the hit itself), and use \
+read_chunk_neighbors, read_file or sections "full" when more context is needed.
 
 Citing: name every document an answer relies on by its displayPath or title, with where in it when the hit says: \
 startLine-endLine for text files, "p. pageStart" (or "pp. pageStart-pageEnd") for PDFs, "slide N" for \

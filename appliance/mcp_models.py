@@ -63,14 +63,20 @@ class SyncRunning(_Out):
     phase: Literal["scanning", "indexing", "finishing"] | None = Field(
         None, description="Null when the running sync publishes no progress (an older version).")
     filesSeen: int | None = Field(None, description="Files found so far while scanning.")
-    filesDone: int | None = Field(None, description="Files converted of filesTotal to (re-)index.")
-    filesTotal: int | None = None
+    filesDone: int | None = Field(None, description="Files of filesTotal whose chunks (or failure) are written.")
+    filesTotal: int | None = Field(None, description="Files this sync (re-)indexes.")
+    filesConverted: int | None = Field(None, description="Files converted and cut into chunks so far.")
     chunksWritten: int | None = Field(None, description="Chunks embedded and written so far.")
+    chunksTotal: int | None = Field(None, description=(
+        "Chunks the sync will write: exact once chunksTotalKnown, else estimated from the files converted."))
+    chunksTotalKnown: bool | None = Field(None, description="Every file is converted: chunksTotal is exact.")
+    chunksPerSecond: float | None = Field(None, description="Chunks written per second since indexing began.")
     chunksEmbedded: int | None = Field(None, description="Chunks sent to the embedding model so far.")
     chunksReused: int | None = Field(None, description="Chunks that reused a vector the index held for the same text.")
     currentPath: str | None = None
     filesPerSecond: float | None = None
-    etaSeconds: int | None = Field(None, description="Estimated seconds until every file is converted.")
+    etaSeconds: int | None = Field(None, description=(
+        "Estimated seconds until every chunk is written (chunks left / chunksPerSecond); null until known."))
     updatedAt: float | None = None
 
 
@@ -104,6 +110,7 @@ class _Record(BaseModel):
 
 FIELD_SHAPES: dict[tuple[type, str], Any] = {
     (results.SyncJob, "error"): ErrorInfo | None,
+    (results.SyncJob, "progress"): SyncRunning | None,
     (results.SyncActivity, "running"): SyncRunning | None,
     (results.Status, "sync_running"): SyncRunning | None,
     (results.RootList, "index_error"): ErrorInfo | None,

@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from appliance.store import SourceRow
 
 
+TICK_S = 0.5
+"""While put or close waits for the model, the caller's `tick` runs this often: the progress of
+the chunks being written is published while no file is converted."""
+
+
 @dataclass
 class Work:
     """Rows of some sources, to be embedded (`texts[i]` gives `rows[i]` its vector) and
@@ -41,6 +46,8 @@ class Work:
 class EmbedWritePipeline:
     """put(work) … close(): embeds in order on one thread, writes on another.
 
+    `tick()` is called on the caller's thread every TICK_S while put or close waits.
+
     `embed(texts)` returns one vector per text; `write(works)` stores several
     embedded works at once (the writer takes everything embedded since its last
     write). The first error of either thread stops both and is raised by the
@@ -51,8 +58,9 @@ class EmbedWritePipeline:
     """
 
     def __init__(self, embed: Callable[[list[str]], np.ndarray | Sequence[Any]],
-                 write: Callable[[list[Work]], None], *, ahead_chunks: int, batch_chunks: int) -> None:
-        self._embed, self._write = embed, write
+                 write: Callable[[list[Work]], None], *, ahead_chunks: int, batch_chunks: int,
+                 tick: Callable[[], None] | None = None) -> None:
+        self._embed, self._write, self._tick = embed, write, tick
         self._ahead, self._batch = ahead_chunks, batch_chunks
         self._cond = threading.Condition()
         self._to_embed: deque[Work] = deque()
@@ -67,21 +75,36 @@ class EmbedWritePipeline:
 
     def put(self, work: Work) -> None:
         """Queue work; blocks while `ahead_chunks` texts already wait (a larger work goes alone)."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._error is not None or self._stopping or not self._to_embed
-                                or self._waiting + len(work.texts) <= self._ahead)
-            self._raise()
-            self._to_embed.append(work)
-            self._waiting += len(work.texts)
-            self._cond.notify_all()
+        while True:
+            with self._cond:
+                if self._cond.wait_for(lambda: self._error is not None or self._stopping or not self._to_embed
+                                       or self._waiting + len(work.texts) <= self._ahead, self._tick_timeout()):
+                    self._raise()
+                    self._to_embed.append(work)
+                    self._waiting += len(work.texts)
+                    self._cond.notify_all()
+                    return
+            self._ticked()
 
     def close(self) -> None:
         """Wait until everything put is written; raise the first error of either thread."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
+        writer = self._threads[1]
+        while self._tick is not None and not self._stopping and writer.is_alive():
+            writer.join(TICK_S)
+            self._ticked()
         self._join()
         self._raise()
+
+    def _tick_timeout(self) -> float | None:
+        return TICK_S if self._tick is not None else None
+
+    def _ticked(self) -> None:
+        """The caller's `tick`, on the caller's thread, while it waits (progress keeps moving)."""
+        if self._tick is not None:
+            self._tick()
 
     def stop(self) -> None:
         """Abandon what waits for the model; the write in flight finishes (a stop hook)."""

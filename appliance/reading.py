@@ -168,7 +168,8 @@ def list_files(core: Core, *, scope: str | None = None, include_ignored: bool = 
     for s in known.values():
         if s.source_kind == "file":
             if under is None or Path(s.source_id).is_relative_to(under):
-                files.append(MissingFile(file_path=s.source_id, chunk_count=s.chunk_count))
+                files.append(MissingFile(file_path=s.source_id, display_path=s.path or s.source_id,
+                                         chunk_count=s.chunk_count))
         else:
             others.append(ItemState(source=s.source_id, source_kind=s.source_kind, title=s.title or None,
                                     chunk_count=s.chunk_count, ingested_at=s.ingested_at))

@@ -133,6 +133,10 @@ class Tally:
     chunks: int = 0
     embedded: int = 0
     reused: int = 0
+    files_stored: int = 0
+    """Files whose chunks (or failure record) are written: what progress counts as done."""
+    chunks_cut: int = 0
+    """Chunks cut from converted files, written or still waiting for the model."""
     started_at: float = field(default_factory=time.time)
     held_roots: list[HeldRoot] = field(default_factory=list)
 
@@ -163,6 +167,9 @@ class SyncJob:
     files_done: int
     files_total: int
     current_path: str | None = None
+    progress: Annotated[dict[str, Any] | None, Doc(
+        "While the job's sync runs: its chunks written of chunksTotal, rate and etaSeconds (as status shows).")] \
+        = None
     started_at: float
     finished_at: float | None = None
     elapsed_seconds: float
@@ -401,8 +408,16 @@ class SearchResults:
 
     query: str
     results: list[RankedHit]
-    parents: Annotated[dict[str, str], Doc("parentId -> the text of the section the hit sits in.")]
+    parents: Annotated[dict[str, str], Doc(
+        "parentId -> the section the hit sits in: the text around the hits (sections \"excerpt\", the default: "
+        "[hit chunk N] stands for the hit's own text, [...] for text left out), whole (\"full\"), or empty "
+        "(\"none\").")]
     sources: list[SourceRef] = field(default_factory=list)
+    sections: Annotated[Literal["excerpt", "full", "none"], Doc("How much of each section parents holds.")] \
+        = "full"
+    excerpted: Annotated[list[str] | None, Doc(
+        "parentIds whose text in parents is only the part around the hits: ask again with sections \"full\", "
+        "or read on with read_chunk_neighbors / read_file.")] = None
     trimmed: Annotated[dict[str, Any] | None, Doc(
         "Set when the reply was cut to its text budget: how many parent sections and hits were left out.")] \
         = field(default=None, metadata=_NULL_IN_TOOLS)
@@ -484,6 +499,7 @@ class MissingFile:
     """An indexed file no longer on disk."""
 
     file_path: str
+    display_path: Annotated[str, Doc("Path relative to its root, as it was indexed: use it in citations.")]
     state: Literal["missing"] = "missing"
     chunk_count: int
     reason: str = MISSING_REASON

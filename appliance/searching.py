@@ -4,13 +4,14 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import get_args
 
 from appliance.config import TOP_K_CAP
 from appliance.core import Core
 from appliance.errors import ApplianceError, InvalidArgument
 from appliance.ingest.discover import contained_root
 from appliance.keywords import language, query_terms
-from appliance.query.assemble import RANK_COLUMNS, assemble, within_budget
+from appliance.query.assemble import RANK_COLUMNS, SectionsMode, assemble, within_budget
 from appliance.query.distinct import collapse
 from appliance.query.filters import Filter
 from appliance.query.hybrid import Side, cap_distance, cap_files, fuse, group_cut
@@ -24,18 +25,21 @@ _KEYWORD_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="bm25")
 
 
 def search(core: Core, query: str, *, top_k: int = 10, scope: str | None = None,
-           doc_class: str | None = None) -> SearchResults:
-    """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse)."""
+           doc_class: str | None = None, sections: SectionsMode = "excerpt") -> SearchResults:
+    """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse);
+    `sections` says how much of each hit's section the answer carries (query.assemble)."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidArgument("The query is empty", hint="Ask with a few words or an exact identifier.")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidArgument(f"The query is {len(query)} characters; at most {MAX_QUERY_CHARS} are accepted")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise InvalidArgument(f"topK must be at least 1, not {top_k!r}")
+    if sections not in get_args(SectionsMode):
+        raise InvalidArgument(f"sections must be one of {', '.join(get_args(SectionsMode))}, not {sections!r}")
     top_k = min(top_k, TOP_K_CAP)
     core.require_identity()
     with core.index.query_view():  # the latest commit, and one version for every read of the query
-        return _search(core, query, top_k, scope, doc_class)
+        return _search(core, query, top_k, scope, doc_class, sections)
 
 
 CANDIDATES_PER_SIDE = 150
@@ -50,7 +54,8 @@ def candidate_depth(top_k: int) -> int:
     return max(top_k * 4, CANDIDATES_PER_SIDE)
 
 
-def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: str | None) -> SearchResults:
+def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: str | None,
+            sections: SectionsMode) -> SearchResults:
     where = _filters(core, scope, doc_class)
     fetch = candidate_depth(top_k)
     weight = core.settings.hybrid_weight
@@ -75,13 +80,13 @@ def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: st
         # Ranking reads a few narrow columns; the full rows of the hits come back with
         # their sections in one read, since every hit lies inside its own section.
         parents = sorted({h.row["parent_id"] for h in ranked})
-        sections = core.index.section_chunks(parents)
-        full = {chunk.id: chunk for chunk in sections}
+        chunks = core.index.section_chunks(parents)
+        full = {chunk.id: chunk for chunk in chunks}
         distinct = collapse([RankedChunk(full[h.id], h.distance, h.score) for h in ranked if h.id in full], top_k)
         if len(distinct.kept) >= top_k or width >= len(pool):
             break
         width *= 2
-    return within_budget(assemble(query, distinct.kept, sections, also_in=distinct.also_in))
+    return within_budget(assemble(query, distinct.kept, chunks, also_in=distinct.also_in, mode=sections))
 
 
 def _filters(core: Core, scope: str | None, doc_class: str | None) -> Filter | None:

@@ -36,6 +36,7 @@ from appliance.agent_hints import for_agents
 from appliance.errors import ApplianceError, ConfigError, InvalidArgument, UrlIngestDisabled
 from appliance.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_CHARS, READ_PAGE_CHARS
 from appliance.runtime import Runtime, result_text, tool_data
+from appliance.state import progress_line
 from appliance.stopping import Stopped
 from appliance.wire import to_wire
 
@@ -154,9 +155,11 @@ async def _follow(ctx: Context, job_id: str, call: Call) -> ToolResult:
         data = job.structured_content or {}
         if job.is_error or data.get("finishedAt") or anyio.current_time() >= deadline:
             return job
+        run = data.get("progress") or {}
         await ctx.report_progress(data["filesDone"], data["filesTotal"] or None,
-                                  f"{data['phase']} {data['filesDone']}/{data['filesTotal']} files"
-                                  + (f", at {data['currentPath']}" if data.get("currentPath") else "")
+                                  (progress_line(run) if run.get("phase") else
+                                   f"{data['phase']} {data['filesDone']}/{data['filesTotal']} files"
+                                   + (f", at {data['currentPath']}" if data.get("currentPath") else ""))
                                   + f" (jobId {job_id})")
         await anyio.sleep(PROGRESS_EVERY_S)
 
@@ -253,7 +256,8 @@ def create_server(runtime: Runtime) -> FastMCP:
             description="The jobId sync_start, ingest_data or ingest_url returned; omit it for the index's "
                         "sync activity.")] = None) -> ToolResult:
         """Progress of a background job (a sync, or a large ingest_data/ingest_url): phase,
-        filesDone/filesTotal, per-file failures, and final counts once phase is succeeded.
+        filesDone/filesTotal (files whose chunks are written), while a sync runs its progress (chunks
+        written of chunksTotal, rate, etaSeconds), per-file failures, and final counts once phase is succeeded.
 
         Without jobId: the sync running on this index now, whoever started it (the scheduler,
         another client, the CLI), with phase, files done/total, chunks written, rate and ETA;
@@ -315,10 +319,15 @@ def create_server(runtime: Runtime) -> FastMCP:
                 "with citations"))] = "json",
             contextLines: Annotated[int, Field(ge=0, le=20, description=(
                 "With format markdown: lines of a text file shown around each passage."))] = 3,
+            sections: Annotated[Literal["excerpt", "full", "none"], Field(description=(
+                "How much of each hit's section parents holds: excerpt (the part around the hits), full "
+                "(whole sections, a much longer reply) or none."))] = "excerpt",
     ) -> ToolResult:
         """Hybrid search (meaning plus exact keywords) over the indexed documents.
 
-        Each hit's text is the matched passage; answer from parents[hit.parentId], the whole section.
+        Each hit's text is the matched passage; parents[hit.parentId] is the text of its section around
+        it ("[hit chunk N]" stands for the hit's own text, [...] for text left out; sections "full" or
+        read_chunk_neighbors gives the rest).
         Cite each hit as displayPath (or title) with where it says: :startLine-endLine, p. pageStart(-pageEnd),
         slide N or sheet NAME. format "markdown" returns the same hits as one numbered block instead."""
         if format == "markdown":
@@ -327,7 +336,8 @@ def create_server(runtime: Runtime) -> FastMCP:
             if not answer.is_error:  # the block itself as the text a client shows
                 answer.content = [TextContent(type="text", text=(answer.structured_content or {})["markdown"])]
             return answer
-        return await call(m.SEARCH_RESULTS, lambda app: app.search(query, top_k=topK, scope=scope, doc_class=docClass))
+        return await call(m.SEARCH_RESULTS, lambda app: app.search(query, top_k=topK, scope=scope, doc_class=docClass,
+                                                                   sections=sections))
 
     @tool(READ_ONLY, m.NEIGHBORS)
     async def read_chunk_neighbors(

@@ -9,6 +9,8 @@ and the background jobs of the MCP server are started here.
 from __future__ import annotations
 
 import contextlib
+import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +20,7 @@ from appliance.errors import ApplianceError, NotFound
 from appliance.indexing import Progress
 from appliance.locking import lock_holder
 from appliance.paging import READ_PAGE_CHARS
+from appliance.query.assemble import SectionsMode
 from appliance.results import (
     Deleted,
     Document,
@@ -88,9 +91,10 @@ class Appliance(Core):
 
     # ---- reading ---------------------------------------------------------------
     def search(self, query: str, *, top_k: int = 10, scope: str | None = None,
-               doc_class: str | None = None) -> SearchResults:
-        """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse)."""
-        return searching.search(self, query, top_k=top_k, scope=scope, doc_class=doc_class)
+               doc_class: str | None = None, sections: SectionsMode = "excerpt") -> SearchResults:
+        """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse); `sections`:
+        each hit's section around the hits ("excerpt"), whole ("full") or left out ("none")."""
+        return searching.search(self, query, top_k=top_k, scope=scope, doc_class=doc_class, sections=sections)
 
     def gather(self, query: str, *, top_k: int = 10, scope: str | None = None, doc_class: str | None = None,
                context_lines: int = 3) -> SearchMarkdown:
@@ -164,9 +168,13 @@ class Appliance(Core):
         Without a job id: the sync running now on this index, whoever started it (the
         scheduler, another client, `minirag sync`), the last finished sync, and this
         process's recent jobs."""
-        if job_id is not None:
-            return self._jobs().get(job_id)
         db_path = self.settings.db_path
+        if job_id is not None:
+            job = self._jobs().get(job_id)
+            running = running_sync(db_path) if job.kind == "sync" and job.finished_at is None else None
+            if running is not None and running.get("pid") == os.getpid() and running.get("startedBy") == "mcp":
+                return replace(job, progress=running)  # the same figures status shows for this sync
+            return job
         return SyncActivity(running=running_sync(db_path), last_sync=read_last_sync(db_path),
                             jobs=list(self._jobs().recent()))
 

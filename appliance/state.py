@@ -65,8 +65,10 @@ class SyncProgress:
     """Publishes one sync's progress for every process sharing the index, and forwards it.
 
     Phases: scanning (walking the roots) → indexing (files converted, chunks embedded
-    and written) → finishing (index refresh). `forward` gets (phase, done, total, path),
-    the CLI's progress bar and the MCP job record take it.
+    and written) → finishing (index refresh). A file counts as done when its chunks are
+    written, not when it is converted: the model, not conversion, is what a sync waits for.
+    `forward` gets (phase, files done, total, path), the CLI's progress bar and the MCP job
+    record take it.
     """
 
     def __init__(self, db_path: Path, started_by: str, *, forward: Callable[[str, int, int, str], None] | None = None,
@@ -77,9 +79,14 @@ class SyncProgress:
         now = clock()
         self.data: dict[str, Any] = {"pid": os.getpid(), "startedBy": started_by, "startedAt": now,
                                      "phase": "scanning", "filesDone": 0, "filesTotal": 0, "filesSeen": 0,
-                                     "chunksWritten": 0, "chunksEmbedded": 0, "chunksReused": 0, "currentPath": None,
-                                     "filesPerSecond": None, "etaSeconds": None, "updatedAt": now}
+                                     "filesConverted": 0, "chunksWritten": 0, "chunksTotal": None,
+                                     "chunksTotalKnown": False, "chunksEmbedded": 0, "chunksReused": 0,
+                                     "currentPath": None, "filesPerSecond": None, "chunksPerSecond": None,
+                                     "etaSeconds": None, "updatedAt": now}
         self._indexing_since: float | None = None
+        self._first_write: tuple[float, int] | None = None
+        self._last_write: tuple[float, int] = (now, 0)
+        """(time, chunks written) when the count first rose above 0, and when it last changed."""
         self._published = 0.0
         self._logged = now
         self._broken = False
@@ -91,20 +98,55 @@ class SyncProgress:
             self.forward("scanning", seen, 0, "")
 
     def indexing(self, done: int, total: int, path: str | None, chunks: int, embedded: int = 0,
-                 reused: int = 0) -> None:
-        """`chunks` written so far; of the chunks cut, `embedded` went to the model and `reused`
-        took a vector the index already held for the same text."""
+                 reused: int = 0, *, converted: int | None = None, cut: int = 0) -> None:
+        """`done` of `total` files are stored (their chunks, or their failure, written), `chunks`
+        chunks written; `converted` files were converted and cut into `cut` chunks (the chunks
+        still waiting for the model are `cut - chunks`). Of the chunks cut, `embedded` went to the
+        model and `reused` took a vector the index already held for the same text.
+
+        The ETA divides the chunks still to write by the rate chunks are written at: the model's
+        pace is what a sync waits for, and a file's share of it is known once the file is cut
+        (before that, the files not yet converted are reckoned at the average of those that are).
+        It stays null until two writes give a rate."""
         now = self.clock()
         entering = self._indexing_since is None  # a phase change is published at once, not when the throttle allows
         if self._indexing_since is None:
             self._indexing_since = now
-        rate = done / (now - self._indexing_since) if done and now > self._indexing_since else None
-        self.data.update(phase="indexing", filesDone=done, filesTotal=total, currentPath=path, chunksWritten=chunks,
-                         chunksEmbedded=embedded, chunksReused=reused, filesPerSecond=round(rate, 3) if rate else None,
-                         etaSeconds=round((total - done) / rate) if rate and done >= 2 else None)
+        converted = done if converted is None else max(converted, done)
+        elapsed = now - self._indexing_since
+        expected = chunks_expected(converted, total, cut)
+        if chunks and self._first_write is None:
+            self._first_write = (now, chunks)
+        if chunks and chunks != self._last_write[1]:
+            self._last_write = (now, chunks)
+        rate = self._chunk_rate()
+        self.data.update(phase="indexing", filesDone=done, filesTotal=total, filesConverted=converted,
+                         currentPath=path, chunksWritten=chunks, chunksEmbedded=embedded, chunksReused=reused,
+                         chunksTotal=expected, chunksTotalKnown=converted >= total and expected is not None,
+                         filesPerSecond=round(done / elapsed, 3) if done and elapsed > 0 else None,
+                         chunksPerSecond=round(rate, 2) if rate else None,
+                         etaSeconds=self._eta(done, total, expected, rate, elapsed))
         self._publish(force=entering)  # before the caller's hook, which may take its time
         if self.forward is not None and path is not None:
             self.forward("indexing", done, total, path)
+
+    def _chunk_rate(self) -> float | None:
+        """Chunks written per second from the first write to the last: the model's pace once it is
+        loaded and busy (the wait for the first conversion and the model's start are left out)."""
+        if self._first_write is None or self._last_write[1] <= self._first_write[1]:
+            return None
+        return (self._last_write[1] - self._first_write[1]) / max(self._last_write[0] - self._first_write[0], 1e-6)
+
+    def _eta(self, done: int, total: int, expected: int | None, rate: float | None, elapsed: float) -> int | None:
+        """The chunks still to write at `rate`, less the time since the last write (the model is on
+        the next batch); at the rate files were stored when no chunk count is known (a sync --ray);
+        None until there is a rate to go by."""
+        if expected is not None:
+            if rate is None:
+                return None
+            since = self.clock() - self._last_write[0]
+            return max(0, round((expected - self._last_write[1]) / rate - since))
+        return round((total - done) * elapsed / done) if done and elapsed > 0 else None
 
     def finishing(self, chunks: int) -> None:
         self.data.update(phase="finishing", currentPath=None, chunksWritten=chunks, etaSeconds=None)
@@ -134,6 +176,14 @@ class SyncProgress:
         return True
 
 
+def chunks_expected(converted: int, total: int, cut: int) -> int | None:
+    """The chunks the whole sync will write: those cut so far, and for the files not yet converted
+    the average of the converted ones; None before any file gave a chunk."""
+    if not converted or not cut:
+        return None
+    return cut + round(max(0, total - converted) * cut / converted)
+
+
 def progress_line(data: dict[str, Any], now: float | None = None) -> str:
     """One human line for a running sync's progress record."""
     elapsed = (now or time.time()) - float(data.get("startedAt") or 0)
@@ -142,12 +192,17 @@ def progress_line(data: dict[str, Any], now: float | None = None) -> str:
     if data.get("phase") == "finishing":
         return f"sync ({data.get('startedBy')}): finishing, {data.get('chunksWritten', 0):,} chunks written"
     done, total = int(data.get("filesDone") or 0), int(data.get("filesTotal") or 0)
-    parts = [f"sync ({data.get('startedBy')}): {done:,}/{total:,} files"
-             + (f" ({100 * done // total}%)" if total else ""),
-             f"{data.get('chunksWritten', 0):,} chunks written"]
+    written, expected = int(data.get("chunksWritten") or 0), data.get("chunksTotal")
+    converted = int(data.get("filesConverted") or done)
+    parts = [f"sync ({data.get('startedBy')}): {done:,}/{total:,} files stored"
+             + (f" ({converted:,} converted)" if converted > done else ""),
+             f"{written:,}" + (f"/{'' if data.get('chunksTotalKnown') else '~'}{expected:,}" if expected else "")
+             + " chunks written" + (f" ({100 * written // expected}%)" if expected else "")]
     if data.get("chunksReused"):
         parts.append(f"{data['chunksReused']:,} reused without the model")
-    if data.get("filesPerSecond"):
+    if data.get("chunksPerSecond"):
+        parts.append(f"{data['chunksPerSecond']:.1f} chunks/s")
+    elif data.get("filesPerSecond"):
         parts.append(f"{data['filesPerSecond']:.2f} files/s")
     if data.get("etaSeconds") is not None:
         eta = int(data["etaSeconds"])

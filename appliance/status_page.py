@@ -260,7 +260,7 @@ def _status(runtime: Runtime, sign_in: bool) -> dict[str, Any]:
 
 def _sync(runtime: Runtime) -> dict[str, Any]:
     """The sync part of the status alone, from the index's small state files (no LanceDB, no walk
-    of the roots): what the page polls every few seconds while a sync runs."""
+    of the roots): what the page polls every 2.5 s, so a short sync shows too."""
     from appliance.state import read_scheduler_state
 
     app = runtime.appliance()
@@ -272,11 +272,21 @@ def _sync(runtime: Runtime) -> dict[str, Any]:
 def _search(runtime: Runtime, query: str, top_k: int) -> dict[str, Any]:
     if not query.strip():
         raise InvalidArgument("The query is empty", hint="Ask with a few words or an exact identifier.")
-    data: dict[str, Any] = to_wire(runtime.appliance().search(query, top_k=top_k))
+    data: dict[str, Any] = to_wire(runtime.appliance().search(query, top_k=top_k, sections="none"))
     data.pop("parents", None)  # the page shows the passages; a document opens whole
     for hit in data["results"]:
         hit["citation"] = f"{label(hit['displayPath'])}{hit_place(hit)}"
+        hit["text"] = page_passage(hit)
     return data
+
+
+def page_passage(hit: dict[str, Any]) -> str:
+    """A hit's text as the page shows it under its heading: without the heading-path line that
+    starts the chunk's text for the model (the page prints the heading above it already)."""
+    heading, text = hit.get("heading"), str(hit["text"])
+    if heading and text.startswith(heading + "\n"):
+        return text[len(heading) + 1:]
+    return text
 
 
 def _read(runtime: Runtime, params: dict[str, str], offset: int) -> dict[str, Any]:

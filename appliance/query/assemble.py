@@ -4,13 +4,18 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from appliance.ingest.chunk import section_text
 from appliance.paging import REPLY_BUDGET_CHARS, json_chars
-from appliance.records import RankedChunk, StoredChunk
+from appliance.records import Chunk, RankedChunk, StoredChunk
 from appliance.results import RankedHit, SearchResults, SourceRef
 
+SectionsMode = Literal["excerpt", "full", "none"]
+EXCERPT_CONTEXT_CHARS = 300
+"""Characters of a section kept either side of its hits in the default reply (sections "excerpt").
+On the 69 questions of scripts/bench_answers.py the answer stayed in 49 replies of median 19.3 K
+characters (hits repeated in their sections, 400 either side: 49, 26.7 K; whole sections: 52, 44.0 K)."""
 RANK_COLUMNS = ["id", "source_id", "parent_id", "text"]
 """What the two ranked lists read: enough to fuse (text: the passage's language), group and cap by source."""
 
@@ -71,17 +76,24 @@ _TRIMMED_NOTE_CHARS = 400
 
 
 def assemble(query: str, hits: Sequence[RankedChunk], sections: Sequence[StoredChunk], *,
-             also_in: dict[str, list[dict[str, Any]]] | None = None) -> SearchResults:
-    """Hits in fused order; `parents` maps each parentId to its section text once (from `sections`,
-    the chunks of the hits' sections); a hit whose passage was also found elsewhere names those
-    places in `alsoIn`."""
+             also_in: dict[str, list[dict[str, Any]]] | None = None, mode: SectionsMode = "excerpt") -> SearchResults:
+    """Hits in fused order; `parents` maps each parentId once to its section (from `sections`, the
+    chunks of the hits' sections): whole (`mode` "full"), only the part around its hits ("excerpt",
+    `excerpted` names those cut) or not at all ("none"); a hit whose passage was also found elsewhere
+    names those places in `alsoIn`."""
     by_parent: dict[str, list[StoredChunk]] = defaultdict(list)
     for chunk in sections:
         by_parent[chunk.parent_id].append(chunk)
-    parents = {}
+    wanted = {h.chunk.parent_id for h in hits}
+    parents, excerpted = {}, []
     for pid, chunks in by_parent.items():
+        if pid not in wanted or mode == "none":
+            continue
         chunks.sort(key=lambda c: c.chunk_index)
-        parents[pid] = section_text([c.to_chunk() for c in chunks])
+        around = {h.chunk.chunk_index for h in hits if h.chunk.parent_id == pid} if mode == "excerpt" else None
+        parents[pid], cut = section_excerpt([c.to_chunk() for c in chunks], around)
+        if cut:
+            excerpted.append(pid)
     results, sources, seen = [], [], set()
     for hit in hits:
         chunk = hit.chunk
@@ -91,6 +103,34 @@ def assemble(query: str, hits: Sequence[RankedChunk], sections: Sequence[StoredC
             seen.add(chunk.source_id)
             sources.append(SourceRef(source=chunk.source_id, display_path=chunk.path, title=chunk.title or None,
                                      source_kind=chunk.source_kind))
-    wanted = {h.chunk.parent_id for h in hits}
-    return SearchResults(query=query, results=results, parents={k: v for k, v in parents.items() if k in wanted},
-                         sources=sources)
+    return SearchResults(query=query, results=results, parents=parents, sources=sources, sections=mode,
+                         excerpted=sorted(excerpted) if mode == "excerpt" else None)
+
+
+def section_excerpt(chunks: Sequence[Chunk], around: set[int] | None,
+                    context: int = EXCERPT_CONTEXT_CHARS) -> tuple[str, bool]:
+    """(The section's text, whether it was cut): whole when `around` is None; else its label and the
+    stretch from `context` characters before the first chunk numbered in `around` to `context` after
+    the last, cut at a word boundary and marked with [...] where text is left out. The hits' own
+    chunks are not repeated (their text is in the reply's results): "[hit chunk N]" stands in for each."""
+    whole = section_text(chunks)
+    if around is None:
+        return whole, False
+    ordered = sorted(chunks, key=lambda c: c.index)
+    inside = [i for i, c in enumerate(ordered) if c.index in around]
+    if not inside:
+        return whole, False
+    parts = [f"[hit chunk {c.index}]\n\n" if c.index in around else c.body for c in ordered]
+    starts = [sum(len(p) for p in parts[:i]) for i in range(len(parts) + 1)]
+    raw = "".join(parts)
+    lo, hi = starts[inside[0]] - context, starts[inside[-1] + 1] + context
+    body = "".join(c.body for c in ordered).strip()
+    head = whole[:len(whole) - len(body)] if whole.endswith(body) else ""
+    if lo > 0:
+        space = raw.find(" ", lo, lo + 40)
+        lo = space + 1 if space >= 0 else lo
+    if hi < len(raw):
+        space = raw.rfind(" ", hi - 40, hi)
+        hi = space if space > 0 else hi
+    text = raw[max(lo, 0):min(hi, len(raw))].strip()
+    return head + ("[...] " if lo > 0 else "") + text + (" [...]" if hi < len(raw) else ""), True

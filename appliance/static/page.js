@@ -5,8 +5,8 @@
 "use strict";
 
 (function () {
-  var POLL_SYNCING_MS = 2000;  // while a sync runs
-  var POLL_IDLE_MS = 15000;    // otherwise: a scheduled sync shows up within this
+  var POLL_SYNC_MS = 2500;     // the sync part (/api/sync, small state files): a sync shows within this
+  var POLL_FULL_MS = 15000;    // the whole status (index counts) when no sync runs
   var REQUEST_TIMEOUT_MS = 150000;
   var MAX_ROWS = 200;          // failures listed per sync; the rest are counted
   var pollTimer = null;
@@ -121,12 +121,20 @@
     box.appendChild(el("p", "Sync running (" + phase + ", started by " + (run.startedBy || "?") + ", pid " + (run.pid || "?") + ")", "running"));
     var bar = el("progress");
     bar.id = "sync-progress";
-    if (run.filesTotal) { bar.max = run.filesTotal; bar.value = run.filesDone || 0; }
+    // Chunks written is what a sync waits for (the model); files only while no chunk count is known.
+    if (run.chunksTotal) { bar.max = run.chunksTotal; bar.value = Math.min(run.chunksWritten || 0, run.chunksTotal); }
+    else if (run.filesTotal) { bar.max = run.filesTotal; bar.value = run.filesDone || 0; }
     box.appendChild(bar);
+    var converted = run.filesConverted || 0;
     var facts = phase === "scanning" ? num(run.filesSeen) + " files seen" :
-      num(run.filesDone) + " / " + num(run.filesTotal) + " files, " + num(run.chunksWritten) + " chunks written" +
+      num(run.filesDone) + " / " + num(run.filesTotal) + " files stored" +
+      (converted > (run.filesDone || 0) ? " (" + num(converted) + " converted)" : "") + ", " +
+      num(run.chunksWritten) + (run.chunksTotal ? " / " + (run.chunksTotalKnown ? "" : "~") + num(run.chunksTotal) : "") +
+      " chunks written" +
       (run.chunksReused ? " (" + num(run.chunksReused) + " reused without the model)" : "") +
-      (run.etaSeconds !== null && run.etaSeconds !== undefined ? ", about " + fmtDuration(run.etaSeconds) + " left" : "");
+      (run.chunksPerSecond ? ", " + run.chunksPerSecond.toFixed(1) + " chunks/s" : "") +
+      (run.etaSeconds !== null && run.etaSeconds !== undefined ? ", about " + fmtDuration(run.etaSeconds) + " left" :
+        phase === "indexing" ? ", estimating the time left" : "");
     box.appendChild(el("p", facts));
     if (run.currentPath) box.appendChild(el("p", "At " + label(run.currentPath), "path"));
   }
@@ -199,13 +207,14 @@
     box.appendChild(dl);
   }
 
-  // The whole status every POLL_IDLE_MS; while a sync runs, its progress (/api/sync: cheap) in between.
+  // The sync part (/api/sync: cheap) every POLL_SYNC_MS, so even a sync of a few seconds shows;
+  // the whole status every POLL_FULL_MS, and at once when a sync ends.
   var lastFull = 0;
   var wasSyncing = false;
 
   function refreshStatus() {
     clearTimeout(pollTimer);
-    var full = Date.now() - lastFull >= POLL_IDLE_MS;
+    var full = Date.now() - lastFull >= POLL_FULL_MS;
     return getJSON(full ? "/api/status" : "/api/sync").then(function (answer) {
       var syncing = false;
       if (answer.ok) {
@@ -226,7 +235,7 @@
       } else {
         showError($("page-error"), answer.error);
       }
-      pollTimer = setTimeout(refreshStatus, syncing ? POLL_SYNCING_MS : Math.max(0, POLL_IDLE_MS - (Date.now() - lastFull)));
+      pollTimer = setTimeout(refreshStatus, POLL_SYNC_MS);
     });
   }
 

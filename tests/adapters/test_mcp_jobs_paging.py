@@ -430,7 +430,7 @@ def test_search_and_grep_replies_stay_within_the_budget_as_the_client_receives_t
                                 for k in range(4))
         (docs / f"manual{n}.md").write_text(f"# Manual {n}\n\n{sections}\n", encoding="utf-8")
     wait_for(server, ok(server, "sync_start", {}))
-    for name, args in (("query_documents", {"query": "valve seal torque spec", "topK": 100}),
+    for name, args in (("query_documents", {"query": "valve seal torque spec", "topK": 100, "sections": "full"}),
                        ("grep", {"pattern": "torque", "maxResults": 500})):
         result = call(server, name, args)
         assert not result.is_error, result.structured_content

@@ -225,9 +225,8 @@ def test_page_in_a_real_browser(served: dict[str, Any], browser: Any) -> None:
                 time.sleep(0.6)  # SyncProgress publishes at most every 0.5 s
                 progress.indexing(done, 10, str(docs / path), chunks)
 
-            publish(3, "manual/flux.md", 7)
-            driver.refresh()
-            wait_for(driver, text_of("sync-running", "3 / 10 files"), message="running sync not shown")
+            publish(3, "manual/flux.md", 7)  # no reload: the page polls the sync every 2.5 s, idle or not
+            wait_for(driver, text_of("sync-running", "3 / 10 files"), timeout=8, message="running sync not shown")
             assert "started by scheduler" in driver.find_element(By.ID, "sync-running").text
             wait_for(driver, text_of("scheduler-next", "(in 10 min)"))
             assert "partial" in driver.find_element(By.ID, "scheduler").text

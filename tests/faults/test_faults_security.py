@@ -267,7 +267,7 @@ def test_inside_paths_work_and_a_sync_skips_every_escaping_link(layout: Layout, 
     report = app.sync()
     indexed = sorted(s.source_id for s in app.index.source_rows())
     assert indexed == [str(layout.docs / n) for n in ("a.md", "inner-link.md", "sub/b.md")], report.to_dict()
-    found = app.search("TOPSECRET_PAYLOAD_9931 secret lives outside the root")
+    found = app.search("TOPSECRET_PAYLOAD_9931 secret lives outside the root", sections="full")
     wire = to_wire(found)  # its hits and sections; the query echoed back holds the word, of course
     assert found.results and SECRET not in json.dumps([wire["results"], wire["parents"]])
     a = str(layout.docs / "a.md")

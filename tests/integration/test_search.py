@@ -99,7 +99,7 @@ def test_row_added_after_fts_index_is_found_by_keyword(make_app, corpus: Path) -
 
 
 def test_response_carries_parents_sources_and_lines(synced: SimpleNamespace) -> None:
-    result = synced.app.search("billing maintenance window", top_k=2)
+    result = synced.app.search("billing maintenance window", top_k=2, sections="full")
     hit = result.results[0]
     assert hit.parent_id in result.parents
     assert EN_PASSAGE[:40] in result.parents[hit.parent_id]
