@@ -17,6 +17,8 @@ from functools import lru_cache
 
 import Stemmer
 
+from appliance import compounds, dictionaries
+
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CYRILLIC = re.compile(r"[\u0400-\u04ff]")
 _LATIN = re.compile(r"[a-zßäöüà-ÿ]")
@@ -24,6 +26,7 @@ MAX_TOKEN_CHARS = 40
 """LanceDB drops longer tokens; we cut them so a long identifier still matches by its prefix."""
 
 _STEMMERS = {lang: Stemmer.Stemmer(lang) for lang in ("english", "german", "russian")}
+_STEMMER_OF = {"en": _STEMMERS["english"], "de": _STEMMERS["german"], "ru": _STEMMERS["russian"]}
 
 # Function words carry no topic. Under rank fusion a document that shares only
 # "the" or "und" with a query would still earn a keyword rank and outrank a
@@ -41,6 +44,7 @@ aber als am an auch auf aus bei bin bis bist da damit dann das dass dem den denn
 dieser dieses doch dort du durch ein eine einem einen einer eines er es etwas für hat hatte ich ihr ihre im
 in ist ja jede jedem jeden jeder kann kein keine man mich mir mit muss nach nicht noch nun nur ob oder ohne
 sich sie sind so soll über um und uns unter vom von vor war waren was weil wenn wer wie wir wird wo zu zum zur
+wann wurde wurden werden worden haben hatten sein seine seinen seiner seinem ihrem ihren
 """,
     "ru": """
 а без более бы был была были было быть в вам вас весь во вот все всего всех вы где да даже для до его ее
@@ -60,7 +64,25 @@ def _terms(word: str) -> tuple[str, ...]:
         stems = {_STEMMERS["russian"].stemWord(word)}
     else:
         stems = {_STEMMERS["english"].stemWord(word), _STEMMERS["german"].stemWord(word)}
-    return tuple(sorted(s for s in stems if s))
+    return tuple(sorted(s for s in stems if s)) + tuple(stem(part, "de") for part in compound_parts(word))
+
+
+def clear_cache() -> None:
+    """Forget cached analyses (the active dictionaries changed)."""
+    _terms.cache_clear()
+
+
+def compound_parts(word: str) -> tuple[str, ...]:
+    """The parts of `word` when it is a German compound (appliance.compounds), else ()."""
+    found = dictionaries.active()
+    if found is None or found.knows(stem(word, "en"), "en"):
+        return ()
+    return compounds.parts(word)
+
+
+def stem(word: str, lang: str) -> str:
+    """`word` (lower-cased, ё folded) stemmed as a word of `lang` ("en", "de" or "ru")."""
+    return str(_STEMMER_OF[lang].stemWord(word))
 
 
 def analyze(text: str) -> list[str]:

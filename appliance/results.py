@@ -313,6 +313,11 @@ class _Ranking:
     score: float | None = None
     distance: float | None = None
     """None when only the keyword side found the passage."""
+    explain: Annotated[dict[str, Any] | None, Doc(
+        "With explain: vectorRank and keywordRank (1-based among that side's candidates; null where the side "
+        "did not find the passage) and `matched`, the query terms the passage holds, each with its kind: the "
+        "query's own word, a translation (with its dictionary and language pair) or a compound part.")] \
+        = field(default=None, metadata=_ABSENT)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,11 +5,13 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from appliance import crosslingual
 from appliance.config import TOP_K_CAP
 from appliance.core import Core
 from appliance.errors import ApplianceError, InvalidArgument
+from appliance.explaining import explained
 from appliance.ingest.discover import contained_root
-from appliance.keywords import language, query_terms
+from appliance.keywords import language
 from appliance.query.assemble import RANK_COLUMNS, assemble, within_budget
 from appliance.query.distinct import collapse
 from appliance.query.filters import Filter
@@ -24,8 +26,9 @@ _KEYWORD_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="bm25")
 
 
 def search(core: Core, query: str, *, top_k: int = 10, scope: str | None = None,
-           doc_class: str | None = None) -> SearchResults:
-    """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse)."""
+           doc_class: str | None = None, explain: bool = False) -> SearchResults:
+    """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse);
+    `explain` adds to each hit why it came back (explaining.explain)."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidArgument("The query is empty", hint="Ask with a few words or an exact identifier.")
     if len(query) > MAX_QUERY_CHARS:
@@ -35,23 +38,26 @@ def search(core: Core, query: str, *, top_k: int = 10, scope: str | None = None,
     top_k = min(top_k, TOP_K_CAP)
     core.require_identity()
     with core.index.query_view():  # the latest commit, and one version for every read of the query
-        return _search(core, query, top_k, scope, doc_class)
+        return _search(core, query, top_k, scope, doc_class, explain)
 
 
-def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: str | None) -> SearchResults:
+def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: str | None,
+            explain: bool = False) -> SearchResults:
     where = _filters(core, scope, doc_class)
     fetch = max(top_k * 4, 40)
     weight = core.settings.hybrid_weight
     keyword_future = None
+    keywords = crosslingual.build(query)
     if weight > 0.0:
-        keyword_future = _KEYWORD_POOL.submit(core.index.keyword_side, query_terms(query), fetch, where,
+        keyword_future = _KEYWORD_POOL.submit(core.index.keyword_side, keywords.fts(), fetch, where,
                                               RANK_COLUMNS)
     vector = core.embedder.embed_query(query)
     vector_side = core.index.vector_side(vector, fetch, where, RANK_COLUMNS)
     keyword_side = keyword_future.result() if keyword_future else Side([], 0.0, 0.0)
     found = {row["id"] for row in vector_side.rows}
     similarity = core.index.similarities(vector, [r["id"] for r in keyword_side.rows if r["id"] not in found])
-    fused = fuse(vector_side, keyword_side, weight, language(query), similarity)
+    own = language(query)
+    fused = fuse(vector_side, keyword_side, weight, {own, *keywords.translated_into} if own else None, similarity)
     fused = cap_distance(fused, core.settings.max_distance)
     fused = group_cut(fused, core.settings.grouping)
     # Twice the hits asked for, so near-identical passages can collapse and still leave top_k distinct ones.
@@ -62,7 +68,10 @@ def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: st
     sections = core.index.section_chunks(parents)
     full = {chunk.id: chunk for chunk in sections}
     distinct = collapse([RankedChunk(full[h.id], h.distance, h.score) for h in ranked if h.id in full], top_k)
-    return within_budget(assemble(query, distinct.kept, sections, also_in=distinct.also_in))
+    answer = assemble(query, distinct.kept, sections, also_in=distinct.also_in)
+    if explain:
+        answer = explained(answer, distinct.kept, {c.id: c for c in fused}, keywords)
+    return within_budget(answer)
 
 
 def _filters(core: Core, scope: str | None, doc_class: str | None) -> Filter | None:

@@ -295,6 +295,9 @@ def create_server(runtime: Runtime) -> FastMCP:
                 "with citations"))] = "json",
             contextLines: Annotated[int, Field(ge=0, le=20, description=(
                 "With format markdown: lines of a text file shown around each passage."))] = 3,
+            explain: Annotated[bool, Field(description=(
+                "With format json: add to each hit its rank on the vector and the keyword side and the "
+                "query terms it matched (own words, translations, compound parts)."))] = False,
     ) -> ToolResult:
         """Hybrid search (meaning plus exact keywords) over the indexed documents.
 
@@ -307,7 +310,8 @@ def create_server(runtime: Runtime) -> FastMCP:
             if not answer.is_error:  # the block itself as the text a client shows
                 answer.content = [TextContent(type="text", text=(answer.structured_content or {})["markdown"])]
             return answer
-        return await call(m.SEARCH_RESULTS, lambda app: app.search(query, top_k=topK, scope=scope, doc_class=docClass))
+        return await call(m.SEARCH_RESULTS, lambda app: app.search(query, top_k=topK, scope=scope, doc_class=docClass,
+                                                                   explain=explain))
 
     @tool(READ_ONLY, m.NEIGHBORS)
     async def read_chunk_neighbors(

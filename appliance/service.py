@@ -73,9 +73,10 @@ class Appliance(Core):
 
     # ---- reading ---------------------------------------------------------------
     def search(self, query: str, *, top_k: int = 10, scope: str | None = None,
-               doc_class: str | None = None) -> SearchResults:
-        """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse)."""
-        return searching.search(self, query, top_k=top_k, scope=scope, doc_class=doc_class)
+               doc_class: str | None = None, explain: bool = False) -> SearchResults:
+        """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse);
+        `explain` adds each hit's rank on each side and the query terms it matched."""
+        return searching.search(self, query, top_k=top_k, scope=scope, doc_class=doc_class, explain=explain)
 
     def gather(self, query: str, *, top_k: int = 10, scope: str | None = None, doc_class: str | None = None,
                context_lines: int = 3) -> SearchMarkdown:
