@@ -29,7 +29,8 @@ def status(core: Core) -> Status:
                   sync_running=running_sync(core.settings.db_path),
                   scheduler=read_scheduler_state(core.settings.db_path),
                   last_sync=read_last_sync(core.settings.db_path),
-                  ignore_problems=ignore_problems(core.settings.roots))  # rules files that could not be applied
+                  ignore_problems=ignore_problems(core.settings.roots),  # rules files that could not be applied
+                  dictionaries=core.dictionaries.describe())
 
 
 def _index_health(core: Core) -> IndexHealth:

@@ -244,6 +244,10 @@ class Status:
     scheduler: dict[str, Any] | None
     last_sync: Annotated[dict[str, Any] | None, Doc("The last finished sync's report.")]
     ignore_problems: list[Any]
+    dictionaries: Annotated[dict[str, Any] | None, Doc(
+        "The cross-language dictionaries: loaded (with their language pairs), or unavailable with the error and "
+        "how to bake them (search then runs without translation and compound splitting).")] \
+        = field(default=None, metadata=_ABSENT)
 
 
 @dataclass(frozen=True, kw_only=True)
