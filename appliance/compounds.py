@@ -23,10 +23,9 @@ LINKS = ("", "s", "es", "n", "en", "e", "er")
 MAX_PARTS = 4
 
 
-def parts(word: str) -> tuple[str, ...]:
-    """The parts of a lower-case German compound, or () when `word` is not one (or no lexicon is loaded)."""
-    lexicon = dictionaries.active()
-    if lexicon is None or len(word) < MIN_WORD or not word.isalpha():
+def parts(word: str, lexicon: dictionaries.Dictionaries) -> tuple[str, ...]:
+    """The parts of a lower-case German compound, or () when `word` is not one."""
+    if len(word) < MIN_WORD or not word.isalpha():
         return ()
     return _parts(lexicon, word)
 
@@ -63,8 +62,3 @@ def _best(lexicon: dictionaries.Dictionaries, word: str, budget: int,
         return None
     # the fewest parts (Kühlmittel|pumpe, not Kühl|mittel|pumpe), then the geometric mean of their counts
     return max(candidates, key=lambda c: (-len(c[1]), c[0] / len(c[1])))
-
-
-def clear_cache() -> None:
-    _parts.cache_clear()
-    _best.cache_clear()

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 from appliance import dictionaries
 from appliance.dictionaries import SOURCES, Dictionaries
-from appliance.keywords import STOP_WORDS, analyze, compound_parts, language, query_terms, stem
+from appliance.keywords import analyze, compound_parts, language, query_terms
+from appliance.stemming import STOP_WORDS, stem
 
 LANGUAGES = ("en", "de", "ru")
 MAX_TARGETS = 3

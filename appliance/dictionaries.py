@@ -20,12 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from appliance.errors import ApplianceError, ModelCorrupt
+from appliance.models.dictionaries import LEXICON, PAIRS
 
 log = logging.getLogger(__name__)
 
-PAIRS = ("de-en", "en-de", "en-ru", "ru-en", "de-ru", "ru-de")
-"""Every direction a bake writes, source language first."""
-LEXICON = "de-words.tsv"
 DICTIONARY_ID = "debian/xling-dictionaries"
 """The manifest id of the baked dictionaries."""
 SOURCES = {"de-en": "Ding (trans-de-en)", "en-de": "Ding (trans-de-en)", "en-ru": "Müller (mueller7-dict)",
@@ -166,9 +164,7 @@ def activate(models_dir: Path) -> State:
                 log.warning("%s; keyword search runs without translation", error.message)
                 state = State(None, error)
             _STATES[directory] = state
-        if _ACTIVE is not state:
-            _ACTIVE = state
-            _clear_caches()
+        _ACTIVE = state
         return state
 
 
@@ -184,12 +180,3 @@ def forget() -> None:
     with _LOCK:
         _STATES.clear()
         _ACTIVE = None
-        _clear_caches()
-
-
-def _clear_caches() -> None:
-    """Analyses cached under other dictionaries (or none) no longer hold."""
-    from appliance import compounds, keywords
-
-    keywords.clear_cache()
-    compounds.clear_cache()
