@@ -10,15 +10,13 @@ chunk keeps its score and its order relative to every other chunk with or withou
 BM25 cannot compare a passage in another language than the query's: it shares no
 words with it, so an absent or low BM25 score says nothing there. For such a passage
 BM25 abstains and the vector score stands alone, instead of sinking it below every
-same-language passage that shares a word with the question — unless the query's
-keywords were translated into the passage's language (appliance.crosslingual): then
-BM25 speaks for it too. Chosen over weighted RRF and other rules by
+same-language passage that shares a word with the question. Chosen over weighted RRF and other rules by
 scripts/fusion_experiments.py (README, "Retrieval quality").
 """
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +63,7 @@ def raw(row: dict[str, Any], key: str) -> float:
     return 1.0 - float(row[key]) if key == "_distance" else float(row[key])
 
 
-def fuse(vector: Side, keyword: Side, weight: float, query_languages: Collection[str] | None = None,
+def fuse(vector: Side, keyword: Side, weight: float, query_language: str | None = None,
          similarity: Mapping[str, float] | None = None) -> list[Candidate]:
     """score = (1 - w) * v + w * b (see the module docstring), each side scaled by its Side.
 
@@ -73,9 +71,8 @@ def fuse(vector: Side, keyword: Side, weight: float, query_languages: Collection
     so a chunk's score does not depend on the filter: a filter only hides chunks. A
     chunk found by one side only scores 0 on the other: it lies below that side's
     whole-index candidates (it is not among the filtered ones, which are at least as deep).
-    When `query_languages` is given (the query's language, and those its keywords were
-    translated into: appliance.crosslingual) and a row's `text` is clearly in none of
-    them (keywords.language), its score is v alone. w = 0 is the vector order, w = 1 the
+    When `query_language` is given and a row's `text` is clearly in another language
+    (keywords.language), its score is v alone. w = 0 is the vector order, w = 1 the
     keyword order (no abstaining there). Ties go to the more similar chunk (`similarity`
     by id, for chunks only BM25 found; the vector side's own value otherwise), then by id.
     """
@@ -87,13 +84,12 @@ def fuse(vector: Side, keyword: Side, weight: float, query_languages: Collection
     for rank, row in enumerate(keyword.rows):
         if row["id"] not in merged:
             merged[row["id"]] = Candidate(row["id"], row, None, None, rank, 0.0)
-    abstain = bool(query_languages) and weight < 1.0
+    abstain = query_language is not None and weight < 1.0
     fused: list[Candidate] = []
     sims: dict[str, float] = {}
     for c in merged.values():
         keyword_rank, b = keyword_ranks.get(c.id, (None, 0.0))
-        other = abstain and (lang := language(c.row.get("text") or "")) is not None \
-            and lang not in (query_languages or ())
+        other = abstain and (lang := language(c.row.get("text") or "")) is not None and lang != query_language
         fused.append(Candidate(c.id, c.row, c.distance, c.vector_rank, keyword_rank,
                                c.score if other else (1.0 - weight) * c.score + weight * b))
         own = 1.0 - c.distance if c.distance is not None else float("-inf")
