@@ -97,9 +97,10 @@ class KeywordQuery:
         return [m for s in self.sets for m in s.members if m.term == term]
 
 
-def build(query: str, dicts: Dictionaries | None = None) -> KeywordQuery:
-    """The keyword query for `query`, translated with `dicts` (default: the active dictionaries)."""
-    dicts = dicts if dicts is not None else dictionaries.active()
+def build(query: str, dicts: Dictionaries | None = None, *, translate: bool = True) -> KeywordQuery:
+    """The keyword query for `query`, translated with `dicts` (default: the active dictionaries) unless
+    not `translate` (its own words and compound parts only)."""
+    dicts = (dicts if dicts is not None else dictionaries.active()) if translate else None
     plain = query_terms(query)
     hint = language(query) or _vote(query, dicts)
     sets: list[TermSet] = []

@@ -47,10 +47,14 @@ def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: st
     fetch = max(top_k * 4, 40)
     weight = core.settings.hybrid_weight
     keyword_future = None
-    keywords = crosslingual.build(query)
+    # Translations only where the keyword side orders the hits alone: fused, BM25 abstains on passages in
+    # other languages anyway, and their translated scores only shrank the scale of the question's own
+    # language (XQuAD-R multi, German and Russian questions: -0.013 nDCG@10; README)
+    alone = weight >= 1.0
+    keywords = crosslingual.build(query, translate=alone)
     if weight > 0.0:
-        keyword_future = _KEYWORD_POOL.submit(core.index.keyword_side, keywords.fts(), fetch, where,
-                                              RANK_COLUMNS)
+        terms = keywords.fts() if alone else keywords.plain
+        keyword_future = _KEYWORD_POOL.submit(core.index.keyword_side, terms, fetch, where, RANK_COLUMNS)
     vector = core.embedder.embed_query(query)
     vector_side = core.index.vector_side(vector, fetch, where, RANK_COLUMNS)
     keyword_side = keyword_future.result() if keyword_future else Side([], 0.0, 0.0)

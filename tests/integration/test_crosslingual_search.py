@@ -91,3 +91,14 @@ def test_bad_queries_answer(keyword_app: Any) -> None:
 def test_status_names_the_dictionaries(keyword_app: Any) -> None:
     described = keyword_app.status().dictionaries
     assert described["state"] == "loaded" and "de-en" in described["pairs"]
+
+
+def test_the_default_ranking_searches_the_questions_own_words(tmp_path: Path, make_app: Callable[..., Any]) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "pump.md").write_text(PASSAGES["pump.md"], encoding="utf-8")
+    app = make_app(docs)
+    app.sync()
+    hit = app.search("Wie tauscht man die Pumpe?", top_k=1, explain=True).results[0]
+    assert hit.explain["vectorRank"] == 1
+    assert "translation" not in _kinds(hit)  # fused, BM25 abstains across languages: nothing translated
