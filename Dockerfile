@@ -47,12 +47,14 @@ RUN /opt/minirag/bin/pip uninstall -y -q pip \
     && sh /build/strip-libs.sh /opt/minirag/lib/python3.11/site-packages
 
 # ---------------------------------------------------------------------------
-# models: the baked embedding model, verified against models/manifest.toml with
+# models: the baked embedding model and dictionaries, verified against models/manifest.toml with
 # the same code the application loads it with.
 FROM wheels AS models
 ARG MODEL_DIR
 COPY models/baked/manifest.toml /models/manifest.toml
 COPY models/baked/${MODEL_DIR}/ /models/${MODEL_DIR}/
+# the cross-language dictionaries (13 MB of sorted text lookups, README "Cross-language keyword search")
+COPY models/baked/debian__xling-dictionaries/ /models/debian__xling-dictionaries/
 # A corrupt or half-baked model fails the build here, not the first query. Then make
 # the files read-only for everyone (directories 555, files 444); COPY keeps the modes.
 RUN /opt/minirag/bin/minirag models verify --models-dir /models && chmod -R a-w /models

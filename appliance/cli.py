@@ -282,6 +282,8 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
                                                                               "each passage (0-20).")] = 3,
           sections: Annotated[str, typer.Option("--sections", help=(
               "With --json: each hit's section around the hits (excerpt), whole (full) or none."))] = "excerpt",
+          explain: Annotated[bool, typer.Option("--explain", help="Show each hit's rank on the vector and keyword "
+                                                                  "side and the query terms it matched.")] = False,
           base_dir: BaseDir = None, db_path: DbPath = None, models_dir: ModelsDir = None,
           model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Hybrid search over the index."""
@@ -293,7 +295,8 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
         return
     with _reported(as_json):
         result = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).search(
-            text, top_k=top_k, scope=scope, doc_class=doc_class, sections=cast("SectionsMode", sections)))
+            text, top_k=top_k, scope=scope, doc_class=doc_class, sections=cast("SectionsMode", sections),
+            explain=explain))
     lines = []
     for n, hit in enumerate(result["results"], 1):
         where = label(hit["displayPath"]) + hit_place(hit)
@@ -301,7 +304,23 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
         lines.append(f"{n:2}. {where}  [chunk {hit['chunkIndex']}, distance {dist}]"
                      + (f"  — {label(hit['title'])}" if hit.get("title") else ""))
         lines.append("    " + label(" ".join(hit["text"].split())[:300]))
+        if hit.get("explain"):
+            lines.append("    " + explain_line(hit["explain"]))
     _emit(result, as_json, "\n".join(lines) or "no results")
+
+
+def explain_line(explain: dict[str, Any]) -> str:
+    """`--explain` in one line: both sides' ranks and the matched terms with where each came from."""
+    def side(rank: int | None) -> str:
+        return "-" if rank is None else str(rank)
+
+    terms = []
+    for m in explain["matched"]:
+        origin = {"query": "", "compound": f" (part of {m.get('compound')})",
+                  "translation": f" ({m.get('pair')}, {m.get('dictionary')})"}[m["kind"]]
+        terms.append(f"{m['term']}{'' if m['term'] == m['word'] else ' <- ' + m['word']}{origin}")
+    return (f"why: vector rank {side(explain['vectorRank'])}, keyword rank {side(explain['keywordRank'])}; "
+            f"matched: {', '.join(terms) or 'none'}")
 
 
 @app.command()

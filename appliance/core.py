@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from appliance import dictionaries
 from appliance.config import Settings
 from appliance.embed import Embedder, load_spec
 from appliance.errors import ConfigError, IndexMismatch, InvalidArgument
@@ -38,6 +39,8 @@ class Core:
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         self.index = Index(settings.db_path, self.spec.dim)
+        self.dictionaries = dictionaries.activate(settings.models_dir)
+        """The cross-language dictionaries, or why there are none (search then runs without translation)."""
         self._untrusted: ConvertPool | None = None
         self._untrusted_lock = threading.Lock()
 

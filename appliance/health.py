@@ -41,7 +41,8 @@ def status(core: Core) -> Status:
                   chunk_token_budget=budget, index=index, index_error=index_error,
                   sync_running=running, scheduler=scheduler, last_sync=last,
                   ignore_problems=ignore_problems(core.settings.roots),  # rules files that could not be applied
-                  first_sync=first_sync(core, scheduler) if pending else None)
+                  first_sync=first_sync(core, scheduler) if pending else None,
+                  dictionaries=core.dictionaries.describe())
 
 
 def first_sync(core: Core, scheduler: dict[str, Any] | None, now: float | None = None) -> FirstSync:

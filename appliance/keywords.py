@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-import Stemmer
+from appliance import compounds, dictionaries
+from appliance.stemming import STEMMERS, STOP_WORDS, STOP_WORDS_BY_LANGUAGE, stem
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CYRILLIC = re.compile(r"[\u0400-\u04ff]")
@@ -23,44 +24,34 @@ _LATIN = re.compile(r"[a-zßäöüà-ÿ]")
 MAX_TOKEN_CHARS = 40
 """LanceDB drops longer tokens; we cut them so a long identifier still matches by its prefix."""
 
-_STEMMERS = {lang: Stemmer.Stemmer(lang) for lang in ("english", "german", "russian")}
-
-# Function words carry no topic. Under rank fusion a document that shares only
-# "the" or "und" with a query would still earn a keyword rank and outrank a
-# better cross-language match, so they are dropped on both sides.
-STOP_WORDS_BY_LANGUAGE = {lang: frozenset(words.replace("ё", "е").split()) for lang, words in {
-    "en": """
-a about above after again all also am an and any are as at be been before being below between both but by
-can could did do does doing down during each few for from further had has have having he her here hers him
-his how i if in into is it its itself just me more most my no nor not of off on once only or other our out
-over own same she should so some such than that the their them then there these they this those through to
-too under until up very was we were what when where which while who whom why will with would you your
-""",
-    "de": """
-aber als am an auch auf aus bei bin bis bist da damit dann das dass dem den denn der des die dies diese
-dieser dieses doch dort du durch ein eine einem einen einer eines er es etwas für hat hatte ich ihr ihre im
-in ist ja jede jedem jeden jeder kann kein keine man mich mir mit muss nach nicht noch nun nur ob oder ohne
-sich sie sind so soll über um und uns unter vom von vor war waren was weil wenn wer wie wir wird wo zu zum zur
-""",
-    "ru": """
-а без более бы был была были было быть в вам вас весь во вот все всего всех вы где да даже для до его ее
-ей ему если есть еще же за здесь и из или им их к как ко когда кто ли либо мне может мы на над надо наш не
-него нее нет ни них но ну о об однако он она они оно от очень по под при с со так также такой там те тем
-то того тоже той только том ты у уже хотя чего чей чем что чтобы чье чья эта эти это я
-"""}.items()}
-STOP_WORDS = frozenset().union(*STOP_WORDS_BY_LANGUAGE.values())
 _EN_STOP_WORDS, _DE_STOP_WORDS = STOP_WORDS_BY_LANGUAGE["en"], STOP_WORDS_BY_LANGUAGE["de"]
 
 
-@lru_cache(maxsize=200_000)
 def _terms(word: str) -> tuple[str, ...]:
+    return _cached_terms(word, dictionaries.active())
+
+
+@lru_cache(maxsize=200_000)
+def _cached_terms(word: str, lexicon: dictionaries.Dictionaries | None) -> tuple[str, ...]:
+    """The word's stems, and its compound parts' under `lexicon` (part of the key: the parts depend on it)."""
     if word.isdigit() or not (_CYRILLIC.search(word) or _LATIN.search(word)):
         return (word,)
     if _CYRILLIC.search(word):
-        stems = {_STEMMERS["russian"].stemWord(word)}
+        stems = {STEMMERS["russian"].stemWord(word)}
     else:
-        stems = {_STEMMERS["english"].stemWord(word), _STEMMERS["german"].stemWord(word)}
-    return tuple(sorted(s for s in stems if s))
+        stems = {STEMMERS["english"].stemWord(word), STEMMERS["german"].stemWord(word)}
+    return tuple(sorted(s for s in stems if s)) + tuple(stem(part, "de") for part in _parts(word, lexicon))
+
+
+def compound_parts(word: str) -> tuple[str, ...]:
+    """The parts of `word` when it is a German compound (appliance.compounds), else ()."""
+    return _parts(word, dictionaries.active())
+
+
+def _parts(word: str, lexicon: dictionaries.Dictionaries | None) -> tuple[str, ...]:
+    if lexicon is None or lexicon.knows(stem(word, "en"), "en"):
+        return ()
+    return compounds.parts(word, lexicon)
 
 
 def analyze(text: str) -> list[str]:

@@ -303,6 +303,10 @@ class Status:
     first_sync: Annotated[FirstSync | None, Doc(
         "Set while the index is empty or was never synced whole and no sync runs: when the first sync "
         "starts, or how to start one.")] = field(default=None, metadata=_NULL_IN_TOOLS)
+    dictionaries: Annotated[dict[str, Any] | None, Doc(
+        "The cross-language dictionaries: loaded (with their language pairs), or unavailable with the error and "
+        "how to bake them (search then runs without translation and compound splitting).")] \
+        = field(default=None, metadata=_ABSENT)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -372,6 +376,11 @@ class _Ranking:
     score: float | None = None
     distance: float | None = None
     """None when only the keyword side found the passage."""
+    explain: Annotated[dict[str, Any] | None, Doc(
+        "With explain: vectorRank and keywordRank (1-based among that side's candidates; null where the side "
+        "did not find the passage) and `matched`, the query terms the passage holds, each with its kind: the "
+        "query's own word, a translation (with its dictionary and language pair) or a compound part.")] \
+        = field(default=None, metadata=_ABSENT)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -322,6 +322,9 @@ def create_server(runtime: Runtime) -> FastMCP:
             sections: Annotated[Literal["excerpt", "full", "none"], Field(description=(
                 "How much of each hit's section parents holds: excerpt (the part around the hits), full "
                 "(whole sections, a much longer reply) or none."))] = "excerpt",
+            explain: Annotated[bool, Field(description=(
+                "With format json: add to each hit its rank on the vector and the keyword side and the "
+                "query terms it matched (own words, translations, compound parts)."))] = False,
     ) -> ToolResult:
         """Hybrid search (meaning plus exact keywords) over the indexed documents.
 
@@ -337,7 +340,7 @@ def create_server(runtime: Runtime) -> FastMCP:
                 answer.content = [TextContent(type="text", text=(answer.structured_content or {})["markdown"])]
             return answer
         return await call(m.SEARCH_RESULTS, lambda app: app.search(query, top_k=topK, scope=scope, doc_class=docClass,
-                                                                   sections=sections))
+                                                                   sections=sections, explain=explain))
 
     @tool(READ_ONLY, m.NEIGHBORS)
     async def read_chunk_neighbors(

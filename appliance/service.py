@@ -91,10 +91,13 @@ class Appliance(Core):
 
     # ---- reading ---------------------------------------------------------------
     def search(self, query: str, *, top_k: int = 10, scope: str | None = None,
-               doc_class: str | None = None, sections: SectionsMode = "excerpt") -> SearchResults:
+               doc_class: str | None = None, sections: SectionsMode = "excerpt",
+               explain: bool = False) -> SearchResults:
         """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse); `sections`:
-        each hit's section around the hits ("excerpt"), whole ("full") or left out ("none")."""
-        return searching.search(self, query, top_k=top_k, scope=scope, doc_class=doc_class, sections=sections)
+        each hit's section around the hits ("excerpt"), whole ("full") or left out ("none"); `explain` adds
+        each hit's rank on each side and the query terms it matched."""
+        return searching.search(self, query, top_k=top_k, scope=scope, doc_class=doc_class, sections=sections,
+                                explain=explain)
 
     def gather(self, query: str, *, top_k: int = 10, scope: str | None = None, doc_class: str | None = None,
                context_lines: int = 3) -> SearchMarkdown:

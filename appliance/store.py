@@ -18,7 +18,7 @@ import random
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
@@ -33,6 +33,7 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
     import lancedb
     import pyarrow as pa
     from lancedb.index import FTS, BTree, IvfHnswSq
+    from lancedb.query import BooleanQuery, FullTextOperator, MatchQuery, Occur
     from lancedb.table import Table
 
 from appliance import native_memory, replica as replica_module, stopping
@@ -369,14 +370,24 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
     return sorted(rows, key=lambda r: (r["_distance"], r["id"]))[:limit]
 
 
-def _bm25(chunks, terms: str, limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
+def _fts_query(terms: str | Mapping[str, float]) -> str | BooleanQuery:
+    """A plain OR query of terms, or one of weighted terms (the cross-language synonym sets, appliance.crosslingual)."""
+    if isinstance(terms, str):
+        return terms
+    return BooleanQuery([(Occur.SHOULD, MatchQuery(term, FTS_COLUMN, boost=boost, fuzziness=0, max_expansions=50,
+                                                   operator=FullTextOperator.OR, prefix_length=0,
+                                                   document_granularity=None))
+                         for term, boost in sorted(terms.items())])
+
+
+def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
           columns: list[str], replica: Replica | None = None) -> list[dict[str, Any]]:
     """LanceDB's best BM25 matches, ties by id. With a `replica` that serves `columns`, the search returns only
     each match's address and score and the replica gives the rest (at 100,000 chunks BM25 takes half the
     time it takes when it reads the matches' columns off disk), unless it does not hold some match's
     address (a row written or moved since it was read): then as without."""
     def search() -> Any:
-        query = chunks.search(terms, query_type="fts", fts_columns=FTS_COLUMN)
+        query = chunks.search(_fts_query(terms), query_type="fts", fts_columns=FTS_COLUMN)
         return query.where(filter_sql(where), prefilter=True) if where is not None else query
 
     rows = None
@@ -822,8 +833,10 @@ class Index:
         return Replica.from_arrow(version, table)
 
     @_guarded
-    def keyword_side(self, terms: str, limit: int, where: Filter | None, columns: list[str]) -> Side:
+    def keyword_side(self, terms: str | Mapping[str, float], limit: int, where: Filter | None,
+                     columns: list[str]) -> Side:
         """The `limit` best BM25 matches of `terms` inside `where`, best first (ties by id), with `_score`.
+        `terms` is a space-separated OR query, or weighted terms (term -> boost).
 
         BM25's statistics (document frequencies, average length) are the whole index's,
         whatever the filter: LanceDB's prefilter only hides rows, so a chunk's score is

@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from appliance.config import load_settings  # noqa: E402
+from appliance.results import RankedHit  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
 from appliance.wire import to_wire  # noqa: E402
 
@@ -215,8 +216,8 @@ def evaluate(app: Appliance, queries: dict[str, str], qrels: dict[str, dict[str,
         result = app.search(text, top_k=40)
         times.append(time.perf_counter() - started)
         ranked: list[str] = []
-        for hit in to_wire(result.results):
-            doc = Path(hit["source"]).stem
+        for hit in result.results:
+            doc = Path(hit.source).stem
             if doc not in ranked:
                 ranked.append(doc)
         n, r = ndcg_recall(ranked, qrels[qid])
@@ -232,14 +233,14 @@ def normalise(text: str) -> str:
     return " ".join(text.split())
 
 
-def hit_files(hit: dict, root: Path) -> list[str]:
+def hit_files(hit: RankedHit, root: Path) -> list[str]:
     """The corpus paths one hit stands for: its own file and every file its passage was also found in
     (a passage found in several copies is one hit, the copies listed in alsoIn)."""
-    sources = [hit["source"], *(w["source"] for w in hit.get("alsoIn", []))]
+    sources = [hit.source, *(w["source"] for w in hit.also_in or [])]
     return [str(Path(s).relative_to(root)) for s in sources]
 
 
-def judge(hits: list[dict], question: dict, root: Path) -> tuple[int | None, int | None]:
+def judge(hits: list[RankedHit], question: dict, root: Path) -> tuple[int | None, int | None]:
     """The 1-based rank of the answering document among the distinct files of `hits` (its copies in
     `alsoFiles` count as the same document), and the rank of the first hit of that document whose
     text holds the answer."""
@@ -248,7 +249,7 @@ def judge(hits: list[dict], question: dict, root: Path) -> tuple[int | None, int
     file_rank = ranked.index("=answer") + 1 if "=answer" in ranked else None
     answer = normalise(question["answer"])
     passage_rank = next((i + 1 for i, hit in enumerate(hits)
-                         if answering & set(hit_files(hit, root)) and answer in normalise(hit["text"])), None)
+                         if answering & set(hit_files(hit, root)) and answer in normalise(hit.text)), None)
     return file_rank, passage_rank
 
 

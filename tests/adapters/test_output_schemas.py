@@ -28,6 +28,7 @@ def _calls(docs: Path) -> list[tuple[str, dict[str, Any]]]:
         ("ingest_data", {"source": "big", "content": big_note("BIG_TOKEN_22", 4 * THRESHOLD)}),
         ("ingest_url", {"url": "https://example.org/page"}),
         ("query_documents", {"query": "flux controller calibration"}),
+        ("query_documents", {"query": "Kalibrierung des Flussreglers", "explain": True}),
         ("query_documents", {"query": "flux", "format": "markdown"}), ("query_documents", {"query": "x", "topK": 0}),
         ("read_file", {"filePath": notes}), ("read_file", {"filePath": notes, "startLine": 1, "endLine": 2}),
         ("read_file", {"source": "small"}), ("read_file", {"filePath": str(docs / "nope.md")}),

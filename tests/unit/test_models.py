@@ -60,7 +60,7 @@ def test_checked_in_manifest_parses():
     assert manifest.spec("intfloat/multilingual-e5-small-fp32").source["quantize"] == "none"
     assert set(e5.files) == set(BAKED_FILES)
     assert e5.dir_name == "intfloat__multilingual-e5-small"
-    assert manifest.default_ids() == [e5.id]
+    assert manifest.default_ids() == [e5.id, "debian/xling-dictionaries"]
 
 
 def test_unknown_model_id_lists_known_ones():

@@ -1,0 +1,104 @@
+"""Cross-language keyword search end to end: real model index, the keyword side alone (weight 1.0)."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PASSAGES = {
+    "pump.md": "# Cooling system\n\nTo replace the coolant pump, drain the coolant first, then unbolt the pump "
+               "from the engine block.\n",
+    "garden.md": "# Gardening\n\nRoses need sunlight and regular watering during the summer months.\n",
+    "network.md": "# Network\n\nThe router assigns addresses to every device on the local network.\n",
+    "bread.md": "# Baking\n\nKnead the dough for ten minutes and let it rise in a warm place.\n",
+    "wartung.md": "# Wartung\n\nDie Kühlmittelpumpe muss alle 100000 Kilometer geprüft werden.\n",
+    "teile.md": "# Teile\n\nDie Pumpe für das Kühlmittel sitzt hinter dem Zahnriemen.\n",
+}
+
+
+ENGLISH = ("pump.md", "garden.md", "network.md", "bread.md")
+
+
+@pytest.fixture
+def keyword_app(tmp_path: Path, make_app: Callable[..., Any]) -> Iterator[Any]:
+    """Every passage indexed, searched by the keyword side alone."""
+    yield _indexed(tmp_path, make_app, PASSAGES)
+
+
+@pytest.fixture
+def english_app(tmp_path: Path, make_app: Callable[..., Any]) -> Iterator[Any]:
+    """The English passages only, searched by the keyword side alone."""
+    yield _indexed(tmp_path, make_app, {name: PASSAGES[name] for name in ENGLISH})
+
+
+def _indexed(tmp_path: Path, make_app: Callable[..., Any], passages: dict[str, str]) -> Any:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in passages.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    app = make_app(docs, RAG_HYBRID_WEIGHT="1.0")
+    app.sync()
+    return app
+
+
+def _first(app: Any, query: str, explain: bool = True) -> Any:
+    return app.search(query, top_k=3, explain=explain).results[0]
+
+
+def _kinds(hit: Any) -> set[str]:
+    return {m["kind"] for m in hit.explain["matched"]}
+
+
+@pytest.mark.parametrize("question", ["Wie tauscht man die Kühlmittelpumpe aus?", "Как заменить насос?"])
+def test_a_german_or_russian_question_finds_the_english_passage_by_its_words(english_app: Any,
+                                                                            question: str) -> None:
+    hit = _first(english_app, question)
+    assert hit.display_path == "pump.md"
+    assert hit.explain["keywordRank"] == 1
+    translations = [m for m in hit.explain["matched"] if m["kind"] == "translation"]
+    assert translations and all(m["pair"].endswith("-en") and m["dictionary"] for m in translations)
+    assert "pump" in {m["term"] for m in translations}
+
+
+def test_a_compound_meets_its_parts_and_back(keyword_app: Any) -> None:
+    hits = keyword_app.search("Pumpe Kühlmittel", top_k=6, explain=True).results
+    compound = next(h for h in hits if h.display_path == "wartung.md")
+    assert compound.explain["keywordRank"] is not None  # its parts were indexed beside it
+    parts = keyword_app.search("Kühlmittelpumpe", top_k=6, explain=True).results
+    teile = next(h for h in parts if h.display_path == "teile.md")
+    assert teile.explain["keywordRank"] is not None and "compound" in _kinds(teile)
+    assert {m["compound"] for m in teile.explain["matched"] if m["kind"] == "compound"} == {"kühlmittelpumpe"}
+
+
+def test_explain_gives_both_ranks_and_is_absent_unless_asked(keyword_app: Any) -> None:
+    hit = _first(keyword_app, "coolant pump")
+    assert hit.explain["vectorRank"] >= 1 and hit.explain["keywordRank"] == 1
+    assert {"term": "coolant", "kind": "query", "word": "coolant"} in hit.explain["matched"]
+    assert _first(keyword_app, "coolant pump", explain=False).explain is None
+    stop_word = keyword_app.search("die", top_k=3, explain=True).results
+    assert stop_word and all(h.explain["keywordRank"] is None and h.explain["matched"] == [] for h in stop_word)
+
+
+def test_bad_queries_answer(keyword_app: Any) -> None:
+    assert keyword_app.search("pompe de refroidissement", top_k=3).results  # French: no dictionary, no error
+    assert _first(keyword_app, "pump насос Pumpe").display_path in {"pump.md", "teile.md"}
+    long_query = " ".join(["Pumpe", "ab"] * 1000)  # 2,000 words within the 4,000-character limit
+    assert keyword_app.search(long_query[:4000], top_k=3).results
+
+
+def test_status_names_the_dictionaries(keyword_app: Any) -> None:
+    described = keyword_app.status().dictionaries
+    assert described["state"] == "loaded" and "de-en" in described["pairs"]
+
+
+def test_the_default_ranking_searches_the_questions_own_words(tmp_path: Path, make_app: Callable[..., Any]) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "pump.md").write_text(PASSAGES["pump.md"], encoding="utf-8")
+    app = make_app(docs)
+    app.sync()
+    hit = app.search("Wie tauscht man die Pumpe?", top_k=1, explain=True).results[0]
+    assert hit.explain["vectorRank"] == 1
+    assert "translation" not in _kinds(hit)  # fused, BM25 abstains across languages: nothing translated
