@@ -109,6 +109,9 @@
     });
     (s.ignoreProblems || []).forEach(function (p) { problems.push("ignore rules not applied, " + p.skipped + " left out: " + p.reason); });
     if (s.ocrHint) problems.push("OCR: " + s.ocrHint);
+    var dict = s.dictionaries;
+    if (dict && dict.state === "unavailable" && dict.error)
+      problems.push("dictionaries: " + dict.error.message + (dict.error.hint ? " (" + dict.error.hint + ")" : "") + "; " + dict.effect);
     problems.forEach(function (text) { warnings.appendChild(el("li", label(text))); });
   }
 
@@ -116,7 +119,12 @@
     var box = $("sync-running");
     clear(box);
     var run = s.syncRunning;
-    if (!run) { box.appendChild(el("p", "No sync is running.", "muted")); return; }
+    if (!run) {
+      box.appendChild(el("p", "No sync is running.", "muted"));
+      // firstSync comes with the whole status (every POLL_FULL_MS), not with /api/sync
+      if (firstSync) box.appendChild(el("p", "First sync: " + label(firstSync.message), "pending"));
+      return;
+    }
     var phase = run.phase || "running";
     box.appendChild(el("p", "Sync running (" + phase + ", started by " + (run.startedBy || "?") + ", pid " + (run.pid || "?") + ")", "running"));
     var bar = el("progress");
@@ -211,6 +219,7 @@
   // the whole status every POLL_FULL_MS, and at once when a sync ends.
   var lastFull = 0;
   var wasSyncing = false;
+  var firstSync = null;
 
   function refreshStatus() {
     clearTimeout(pollTimer);
@@ -223,6 +232,7 @@
         if (full) {
           lastFull = Date.now();
           renderIndex(s);
+          firstSync = s.firstSync || null;
           $("logout-form").hidden = !s.signInRequired;
         }
         renderRunning(s);
