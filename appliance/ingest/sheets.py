@@ -51,9 +51,13 @@ def tidy_table(lines: list[str]) -> list[str]:
 
 
 def tidy_workbook(markdown: str) -> str:
-    """markitdown's workbook Markdown (`## Sheet` then its table, per sheet) with every sheet tidied;
-    a sheet with no cell left is dropped."""
-    parts = []
+    """markitdown's workbook Markdown (`## Sheet` then its table, per sheet) with every sheet tidied.
+    A sheet with no cell left is dropped, and so is one holding only a header whose columns all head
+    another sheet that has rows (an empty template of it): those rows carry the same words, and the
+    short chunk of bare column names outranked them (tests/integration/test_sheet_ranking.py)."""
+    parts: list[str] = []
+    bare: dict[int, set[str]] = {}  # part index -> the columns of a sheet that is a header alone
+    headers: list[set[str]] = []  # the columns of each sheet with rows
     for part in _SHEET.split(markdown):
         if not part.startswith("## "):
             parts.append(part)
@@ -64,5 +68,13 @@ def tidy_workbook(markdown: str) -> str:
         tidy = tidy_table(table) if len(table) >= 2 else []
         if not tidy and not other:
             continue
+        grid = [line for line in tidy if line.startswith("|")]  # the header, its |---| rule, the rows
+        if grid:
+            columns = {c.casefold() for c in _cells(grid[0])}
+            if len(grid) > 2:
+                headers.append(columns)
+            elif len(tidy) == 2 and not other:
+                bare[len(parts)] = columns
         parts.append("\n".join([heading, *other, *tidy]) + "\n\n")
-    return "".join(parts).rstrip("\n") + "\n"
+    drop = {i for i, columns in bare.items() if any(columns <= h for h in headers)}
+    return "".join(p for i, p in enumerate(parts) if i not in drop).rstrip("\n") + "\n"

@@ -69,3 +69,24 @@ def test_chunks_of_different_sheet_parts_no_longer_collapse_as_one_passage(share
         collapsing = [(i, j) for i in range(len(bodies)) for j in range(i + 1, len(bodies))
                       if same_passage(bodies[i], bodies[j])]
         assert collapsing == [], rel
+
+
+
+def test_an_empty_template_of_a_sheet_with_rows_goes_and_other_header_only_sheets_stay(tmp_path: Path) -> None:
+    """A header alone whose columns head a sheet with rows says nothing those rows don't, and its short chunk
+    outranked them (tests/integration/test_sheet_ranking.py); a header of its own columns (an import form)
+    is what its sheet says, so it stays."""
+    from openpyxl import Workbook
+
+    book = Workbook()
+    book.active.title = "Template"
+    book.active.append(("Part number", "Price"))
+    book.create_sheet("Import form").append(("Part number", "Quantity", "Cost centre"))
+    prices = book.create_sheet("Prices")
+    prices.append(("Part number", "Supplier", "Price"))
+    prices.append(("KX-4471", "Brandt GmbH", "12.50 EUR"))
+    book.save(tmp_path / "prices.xlsx")
+    md = to_markdown(tmp_path / "prices.xlsx", ocr=None, max_file_size=1 << 24).markdown
+    assert "Template" not in md and "| Part number | Price |" not in md
+    assert "## Import form\n| Part number | Quantity | Cost centre |\n| --- | --- | --- |\n" in md
+    assert "| Part number | Supplier | Price |\n| --- | --- | --- |\n| KX-4471 | Brandt GmbH | 12.50 EUR |" in md
