@@ -48,7 +48,7 @@ EOF
 
 echo "== tools/list" >&2
 inspect "$work/list.json" --method tools/list
-check "$work/list.json" 'len(d["tools"]) == 13 and {"query_documents", "status", "grep", "list_roots"} <= {t["name"] for t in d["tools"]}'
+check "$work/list.json" 'len(d["tools"]) == 14 and {"query_documents", "status", "grep", "list_roots"} <= {t["name"] for t in d["tools"]}'
 check "$work/list.json" 'all(t.get("outputSchema", {}).get("type") == "object" for t in d["tools"])'
 
 echo "== tools/call status" >&2

@@ -14,7 +14,7 @@ from appliance.instructions import MAX_INSTRUCTIONS_CHARS, POLICY, build_instruc
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 TOOLS = {"sync_start", "sync_status", "ingest_file", "ingest_data", "ingest_url", "query_documents",
-         "read_chunk_neighbors", "read_file", "list_files", "delete_file", "status", "grep", "list_roots"}
+         "read_chunk_neighbors", "read_file", "list_files", "delete_file", "status", "grep", "list_roots", "sync_cancel"}
 
 
 def test_instructions_fit_the_budget_with_the_longest_operator_line() -> None:

@@ -22,13 +22,14 @@ def _calls(docs: Path) -> list[tuple[str, dict[str, Any]]]:
     return [
         ("status", {}), ("list_roots", {}), ("list_files", {"limit": 1}), ("list_files", {}),
         ("sync_start", {}),
-        ("sync_status", {}), ("sync_status", {"jobId": "nope"}),
+        ("sync_status", {}), ("sync_status", {"jobId": "nope"}), ("sync_cancel", {"jobId": "nope"}),
         ("ingest_file", {"filePath": notes}), ("ingest_file", {"filePath": deck}),
         ("ingest_data", {"source": "small", "content": "# Small\n\nSMALL_TOKEN_11 here.\n"}),
         ("ingest_data", {"source": "big", "content": big_note("BIG_TOKEN_22", 4 * THRESHOLD)}),
         ("ingest_url", {"url": "https://example.org/page"}),
         ("query_documents", {"query": "flux controller calibration"}),
         ("query_documents", {"query": "Kalibrierung des Flussreglers", "explain": True}),
+        ("query_documents", {"query": "flux controller", "sections": "full"}),
         ("query_documents", {"query": "flux", "format": "markdown"}), ("query_documents", {"query": "x", "topK": 0}),
         ("read_file", {"filePath": notes}), ("read_file", {"filePath": notes, "startLine": 1, "endLine": 2}),
         ("read_file", {"source": "small"}), ("read_file", {"filePath": str(docs / "nope.md")}),
@@ -64,7 +65,7 @@ def test_every_tool_result_validates_against_its_output_schema(tmp_path: Path) -
         data = result if isinstance(result, dict) else result.structured_content
         jsonschema.validate(data, schema)  # raises, naming the property, when a result and its schema disagree
         answers.append((name, data))
-    assert len({name for name, _data in answers}) == 13  # every tool
+    assert len({name for name, _data in answers}) == 14  # every tool
     assert any(data.get("error") for _name, data in answers) and any(data.get("trimmed", 0) is None
                                                                       for _name, data in answers)
     failed = [data for name, data in answers if name in ("sync_status", "ingest_file") and

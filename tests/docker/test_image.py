@@ -129,7 +129,7 @@ def cold_start(image: str, mounts: list[str], env: dict[str, str] | None = None)
         init = mcp.initialize()
         assert init["result"]["serverInfo"]["name"] == "minirag", init
         figures = {"initialize": time.monotonic() - mcp.started}
-        assert len(mcp.request("tools/list")["result"]["tools"]) == 13
+        assert len(mcp.request("tools/list")["result"]["tools"]) == 14
         figures["toolsList"] = time.monotonic() - mcp.started
         hits = mcp.tool("query_documents", {"query": COLD_QUERY[0], "topK": 3})
         figures["firstQuery"] = time.monotonic() - mcp.started
