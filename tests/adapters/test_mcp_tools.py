@@ -165,9 +165,11 @@ def test_sync_job_runs_in_the_background(session: Any, server_env: dict[str, str
             break
         time.sleep(0.5)
     assert job["phase"] == "succeeded", job
-    assert job["counts"]["seen"] == 4 and job["failures"] == []
+    # 4 indexed and the folder private/, which .indexignore leaves out: seen and named, not indexed
+    assert job["counts"]["seen"] == 5 and job["counts"]["skippedCount"] == 1 and job["failures"] == []
     activity = session.ok("sync_status", {})  # no jobId: the index's sync activity, whoever started it
-    assert activity["running"] is None and activity["lastSync"]["seen"] == 4
+    assert activity["running"] is None and activity["lastSync"]["seen"] == 5
+    assert [(f["code"], Path(f["path"]).name) for f in activity["lastSync"]["skipped"]] == [("ignored", "private")]
     assert activity["jobs"][0]["jobId"] == job["jobId"] and activity["jobs"][0]["phase"] == "succeeded"
     with sync_lock(Path(server_env["DB_PATH"])):  # a sync of another process, e.g. the scheduler's
         assert session.ok("sync_status", {})["running"]["pid"] == os.getpid()
