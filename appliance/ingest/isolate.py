@@ -368,13 +368,7 @@ class ConvertPool:
         except BaseException:
             self._turns.drop(ticket)
             raise
-        self._start_workers()
-        w = self._turns.take(ticket)
-        if w is None:
-            if self._aborted:
-                raise stopping.stopped_error()
-            raise RuntimeError("ConvertPool is closed")
-        return self._run(w, str(path), str(path))
+        return self._run(self._worker_for(ticket), str(path), str(path))
 
     def convert_data(self, content: str, fmt: str, *, title: str | None, label: str) -> Converted:
         """`convert.convert_data` in a worker (ingest_data's content); `label` names it in errors."""
@@ -389,13 +383,17 @@ class ConvertPool:
         if self._closed:
             self._turns.drop(ticket)
             raise RuntimeError("ConvertPool is closed")
+        return self._run(self._worker_for(ticket), task, label)
+
+    def _worker_for(self, ticket: int) -> _Worker:
+        """The worker whose turn `ticket` is (starting the workers first if none runs yet)."""
         self._start_workers()
         w = self._turns.take(ticket)
         if w is None:
             if self._aborted:
                 raise stopping.stopped_error()
             raise RuntimeError("ConvertPool is closed")
-        return self._run(w, task, label)
+        return w
 
     def _decode(self, path: Path) -> Converted:
         if self._closed:

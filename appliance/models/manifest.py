@@ -30,8 +30,25 @@ def default_cache_dir() -> Path:
     return checkout_dir() / ".cache"
 
 
+class _Bakeable:
+    """What every manifest entry has: an id that names its baked directory, and a source kind."""
+
+    __slots__ = ()
+    id: str
+    source: dict[str, Any]
+
+    @property
+    def dir_name(self) -> str:
+        """The baked directory's name under MODELS_DIR (`/` becomes `__`)."""
+        return self.id.replace("/", "__")
+
+    @property
+    def source_kind(self) -> str:
+        return str(self.source["kind"])
+
+
 @dataclass(frozen=True, slots=True)
-class ModelSpec:
+class ModelSpec(_Bakeable):
     """One manifest entry: what the embedder needs to know and how to bake the files."""
 
     id: str
@@ -47,18 +64,10 @@ class ModelSpec:
     bake_by_default: bool = False
     description: str = ""
 
-    @property
-    def dir_name(self) -> str:
-        """The baked directory's name under MODELS_DIR (`/` becomes `__`)."""
-        return self.id.replace("/", "__")
-
-    @property
-    def source_kind(self) -> str:
-        return str(self.source["kind"])
 
 
 @dataclass(frozen=True, slots=True)
-class DictionarySpec:
+class DictionarySpec(_Bakeable):
     """One `[[dictionary]]` entry: baked lookups for cross-language keyword search (not an embedding model)."""
 
     id: str
@@ -68,13 +77,6 @@ class DictionarySpec:
     bake_by_default: bool = False
     description: str = ""
 
-    @property
-    def dir_name(self) -> str:
-        return self.id.replace("/", "__")
-
-    @property
-    def source_kind(self) -> str:
-        return str(self.source["kind"])
 
 
 Bakeable = ModelSpec | DictionarySpec
