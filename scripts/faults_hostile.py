@@ -65,11 +65,11 @@ from appliance.ingest.isolate import STARTUP_TIMEOUT_S
 times = {}
 original = isolate.ConvertPool._run
 
-def timed(self, worker, path):
+def timed(self, worker, task, path):
     worker.wait_ready(STARTUP_TIMEOUT_S)  # a respawn's imports are not the file's time
     start = time.monotonic()
     try:
-        return original(self, worker, path)
+        return original(self, worker, task, path)
     finally:
         times[os.fsencode(path).decode("utf-8", "backslashreplace")] = time.monotonic() - start
 

@@ -422,6 +422,9 @@ class ConvertPool:
         except (OSError, ValueError) as exc:
             self._retire(w, replace=True, kill=True)
             raise WorkerCrashed(f"{path}: the converter process was gone before the file was sent") from exc
+        except Exception as exc:  # a task that cannot be sent (pickling): the worker is fine, and goes back
+            self._turns.put(w)
+            raise ConversionFailed(f"{path}: could not be handed to a converter: {type(exc).__name__}: {exc}") from exc
         w.tasks += 1
         deadline = time.monotonic() + self.timeout_s
         while True:
