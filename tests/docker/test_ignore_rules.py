@@ -42,13 +42,16 @@ def test_gitignored_secret_is_never_indexed(image: str, repo: Path, volume: str)
     mounts = [f"{repo}:/docs:ro", f"{volume}:/index"]
     run = docker_run(image, "sync", "--json", mounts=mounts)
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["skippedCount"] == 0
+    report = json.loads(run.stdout)  # the ignored folder and file are left out, and named with the rule
+    assert sorted((f["path"], f["code"]) for f in report["skipped"]) == [
+        ("/docs/laptop.local.md", "ignored"), ("/docs/secret", "ignored")]
 
     listed = docker_run(image, "list", "--ignored", "--json", mounts=mounts)
     assert listed.returncode == 0, listed.stderr
     files = {f["filePath"]: f for f in json.loads(listed.stdout)["files"]}
     assert "/docs/secret/creds.md" not in files  # an ignored directory is not even entered
-    assert files["/docs/secret"] == {"filePath": "/docs/secret", "state": "ignored", "reason": "ignored by .gitignore"}
+    assert files["/docs/secret"] == {"filePath": "/docs/secret", "displayPath": "secret", "state": "ignored",
+                                     "reason": "ignored by .gitignore"}
     assert files["/docs/laptop.local.md"]["reason"] == "ignored by .git/info/exclude"
     assert files["/docs/backup-policy.md"]["state"] == "indexed"
 
