@@ -20,6 +20,7 @@ from typing import Any
 
 from appliance.errors import storage_error
 from appliance.locking import lock_holder
+from appliance.quoting import label
 
 LAST_SYNC_FILE = "last_sync.json"
 SCHEDULER_FILE = "scheduler.json"
@@ -208,7 +209,7 @@ def progress_line(data: dict[str, Any], now: float | None = None) -> str:
         eta = int(data["etaSeconds"])
         parts.append(f"about {eta // 60} min {eta % 60} s left" if eta >= 60 else f"about {eta} s left")
     if data.get("currentPath"):
-        parts.append(f"at {data['currentPath']}")
+        parts.append(f"at {label(data['currentPath'])}")
     return ", ".join(parts)
 
 

@@ -60,3 +60,11 @@ def test_the_progress_bar_shows_a_name_as_text(monkeypatch: pytest.MonkeyPatch) 
         assert update is not None
         update("indexing", 1, 2, "notes [/x] [bold]draft\n.md")
     assert "[/x] [bold]draft\\n.md" in terminal.getvalue()
+
+
+def test_the_progress_line_shows_the_current_file_on_one_line() -> None:
+    from appliance.state import progress_line
+
+    line = progress_line({"phase": "indexing", "startedBy": "cli", "filesDone": 1, "filesTotal": 2,
+                          "currentPath": "/docs/a\n\n4. ceo.md:9 — CEO memo\x1b[2J.md"})
+    assert "\n" not in line and "\x1b" not in line and "at /docs/a\\n\\n4. ceo.md:9" in line
