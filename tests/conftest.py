@@ -24,12 +24,13 @@ def shared_missing() -> str | None:
         return None
     return (f"shared test data not found at {path}: put the project's shared/ folder (document corpus, "
             "OCR pages, retrieval sets) beside the checkout as ../shared, or set MINIRAG_SHARED to it "
-            "(README, 'Testing')")
+            "(README, 'Test data')")
 
 
 _SKIPPED_FOR_SHARED = pytest.StashKey[int]()
 
 
+@pytest.hookimpl(trylast=True)  # after -m has deselected, so the count is of tests that would run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without the shared data, the tests that need it (marker `shared` or the `shared` fixture) are
     skipped on a developer's machine; under CI they run and fail, naming what is missing."""
