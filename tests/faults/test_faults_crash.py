@@ -78,18 +78,18 @@ def small(lab, embedder, tmp_path):  # type: ignore[no-untyped-def]
     return docs, checker, reference
 
 
-def test_ingest_killed_after_deleting_old_chunks_is_repaired_by_sync(small, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    # Before the fix the source row still said "indexed, N chunks" while its chunks were
-    # gone, and every later sync called the file unchanged: it stayed unsearchable.
+def test_ingest_killed_while_replacing_its_chunks_leaves_the_old_ones_whole(small, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # A source's chunks are replaced by one merge (appliance/swap.py). Before, the old chunks were
+    # deleted in one commit and the new ones added in another, and a process killed between them
+    # left the file unsearchable until a sync repaired it; now there is no such moment to be killed in.
     docs, checker, reference = small
     with monkeypatch.context() as patch:
-        _kill_at(patch, "chunks", "add")
+        _kill_at(patch, "chunks", "merge_insert")
         with pytest.raises(Killed):
             checker.fresh().ingest([docs / "doc1.md"])
-    status = to_wire(checker.fresh().status())
-    assert "minirag sync" in status["index"]["consistencyWarning"]
-    report = checker.fresh().sync()
-    assert report.updated == 1
+    assert checker.differences(reference) == []  # the old chunks, all of them, still there
+    assert to_wire(checker.fresh().status())["index"].get("consistencyWarning") is None
+    checker.fresh().sync()
     assert checker.differences(reference) == []
 
 
