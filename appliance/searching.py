@@ -12,7 +12,7 @@ from appliance.core import Core
 from appliance.errors import ApplianceError, InvalidArgument
 from appliance.explaining import explained
 from appliance.ingest.discover import contained_root
-from appliance.keywords import language
+from appliance.keywords import language, query_terms
 from appliance.query.assemble import RANK_COLUMNS, SectionsMode, assemble, within_budget
 from appliance.query.distinct import collapse
 from appliance.query.filters import Filter
@@ -67,9 +67,11 @@ def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: st
     # other languages anyway, and their translated scores only shrank the scale of the question's own
     # language (XQuAD-R multi, German and Russian questions: -0.013 nDCG@10; README)
     alone = weight >= 1.0
-    keywords = crosslingual.build(query, translate=alone)
+    # The term sets (translations, compound parts) serve only a keyword-alone ranking and explain;
+    # the fused default searches the plain terms, so it does not build them.
+    keywords = crosslingual.build(query, translate=alone) if alone or explain else None
     if weight > 0.0:
-        terms = keywords.fts() if alone else keywords.plain
+        terms = keywords.fts() if keywords is not None and alone else query_terms(query)
         keyword_future = _KEYWORD_POOL.submit(core.index.keyword_side, terms, fetch, where, RANK_COLUMNS)
     vector = core.embedder.embed_query(query)
     vector_side = core.index.vector_side(vector, fetch, where, RANK_COLUMNS)
@@ -97,7 +99,7 @@ def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: st
             break
         width *= 2
     answer = assemble(query, distinct.kept, chunks, also_in=distinct.also_in, mode=sections)
-    if explain:
+    if keywords is not None and explain:
         answer = explained(answer, distinct.kept, {c.id: c for c in fused}, keywords)
     return within_budget(answer)
 
