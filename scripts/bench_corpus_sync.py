@@ -72,7 +72,7 @@ class RssSampler:
             self.peak_tree_mb = max(self.peak_tree_mb, sum(_rss_kb(p) for p in _tree(me)) // 1024)
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         self._thread.start()
         return self
 

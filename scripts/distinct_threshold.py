@@ -16,7 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 SHARED = Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared"))
-from appliance.query.distinct import shingles, MIN_SHINGLES
+from appliance.query.distinct import MIN_SHINGLES, shingles
+
 docs = [json.loads(l) for l in open(SHARED / "eval/retrieval/scifact/corpus.jsonl", encoding="utf-8")]
 random.seed(1)
 docs = random.sample(docs, 3000)

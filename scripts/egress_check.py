@@ -141,7 +141,7 @@ def serve_dns_udp(log: Log, stop: threading.Event, addr: tuple[str, int] = DNS_A
     while not stop.is_set():
         try:
             msg, peer = s.recvfrom(4096)
-        except socket.timeout:
+        except TimeoutError:
             continue
         reply = _log_query(log, msg, "udp")
         if reply:
@@ -227,7 +227,7 @@ def serve_tcp(log: Log, stop: threading.Event, family: int, addr: tuple, handler
     while not stop.is_set():
         try:
             conn, peer = s.accept()
-        except socket.timeout:
+        except TimeoutError:
             continue
         threading.Thread(target=handler, args=(log, conn, peer), daemon=True).start()
     s.close()
@@ -255,7 +255,7 @@ def sniff_lo(log: Log, stop: threading.Event, ready: threading.Event) -> None:
     while not stop.is_set():
         try:
             frame, addr = s.recvfrom(65535)
-        except socket.timeout:
+        except TimeoutError:
             continue
         if addr[2] != socket.PACKET_OUTGOING:  # each packet on lo is seen going out and coming in
             continue

@@ -49,9 +49,9 @@ from appliance.wire import to_wire  # noqa: E402
 
 SUPPORTED = {".md", ".txt", ".pdf", ".docx", ".pptx", ".xlsx", ".xls", ".html", ".htm", ".csv", ".epub",
              ".ipynb", ".json"}
-WORDS = ("harbour lantern meadow copper violin orbit basalt ferry quartz glacier ledger turbine invoice "
-         "schedule backup replica river bridge tunnel signal archive река мост город ветер поле "
-         "Haus Brücke Wald Stadt Fluss").split()
+WORDS = ["harbour", "lantern", "meadow", "copper", "violin", "orbit", "basalt", "ferry", "quartz", "glacier", "ledger",
+         "turbine", "invoice", "schedule", "backup", "replica", "river", "bridge", "tunnel", "signal", "archive",
+         "река", "мост", "город", "ветер", "поле", "Haus", "Brücke", "Wald", "Stadt", "Fluss"]
 QUERIES = ["how often are backups verified", "FAULTKEY_0003", "Когда обновляются индексы?",
            "Brücke über den Fluss", "invoice total amount", "table of contents"]
 TINY_BUDGET = "128"

@@ -32,18 +32,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 MINIRAG = str(Path(sys.executable).with_name("minirag"))
 
-WORDS = ("calibration controller network vacation policy invoice budget release schedule backup "
-         "server cluster latency throughput migration database replica storage quota license "
-         "printer firmware update security audit password rotation certificate renewal contract "
-         "supplier warehouse shipment delivery customer support ticket escalation meeting agenda "
-         "minutes decision roadmap milestone deadline estimate risk mitigation incident outage").split()
+WORDS = ["calibration", "controller", "network", "vacation", "policy", "invoice", "budget", "release", "schedule",
+         "backup", "server", "cluster", "latency", "throughput", "migration", "database", "replica", "storage", "quota",
+         "license", "printer", "firmware", "update", "security", "audit", "password", "rotation", "certificate",
+         "renewal", "contract", "supplier", "warehouse", "shipment", "delivery", "customer", "support", "ticket",
+         "escalation", "meeting", "agenda", "minutes", "decision", "roadmap", "milestone", "deadline", "estimate",
+         "risk", "mitigation", "incident", "outage"]
 QUERIES = ["How often are backups rotated?", "certificate renewal deadline", "warehouse shipment delays",
            "who approves the budget", "incident escalation policy", "firmware update for printers",
            "database replica latency", "contract with the supplier", "roadmap milestones", "ERR_NET_12",

@@ -33,13 +33,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scripts.faults_crash import Checker, Lab, QUERIES, make_lab, minirag_cmd, run, wait_gone  # noqa: E402
+from scripts.faults_crash import QUERIES, Checker, Lab, make_lab, minirag_cmd, run, wait_gone  # noqa: E402
 
 NAMESPACE_FLAG = "MINIRAG_FAULTS_PRIVATE_MOUNTS"
 

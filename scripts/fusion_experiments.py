@@ -20,15 +20,15 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import eval_retrieval as ev  # noqa: E402
+import eval_retrieval as ev
 
-from appliance.keywords import analyze, language, query_terms  # noqa: E402
-from appliance.query import hybrid  # noqa: E402
-from appliance.query.assemble import RANK_COLUMNS  # noqa: E402
+from appliance.keywords import analyze, language, query_terms
+from appliance.query import hybrid
+from appliance.query.assemble import RANK_COLUMNS
 
 Hit = list  # [chunk id, document id, raw value]
 Query = dict  # {"text", "terms", "v": [Hit], "k": [Hit]}

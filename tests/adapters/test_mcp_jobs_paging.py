@@ -12,18 +12,19 @@ import hashlib
 import random
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
 from fastmcp import Client
 
+from appliance import server as server_module
 from appliance.config import DEFAULT_MODEL, load_settings, read_environment
 from appliance.embed import load_spec
-from appliance import server as server_module
-from appliance.server import Runtime, create_server
 from appliance.ingest import fetch
+from appliance.server import Runtime, create_server
 from appliance.service import Appliance
 from tests.fixtures.http_fakes import PUBLIC_IP, FakeResolver, page, public  # noqa: F401  (public: a fixture)
 

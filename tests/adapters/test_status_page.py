@@ -19,8 +19,9 @@ import shutil
 import subprocess
 import time
 import urllib.parse
+from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 

@@ -9,8 +9,9 @@ import ipaddress
 import os
 import re
 import socket
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings, strategies as st

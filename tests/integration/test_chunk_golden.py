@@ -8,8 +8,8 @@ with the multilingual-e5 tokenizer itself.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 

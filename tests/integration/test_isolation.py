@@ -41,7 +41,7 @@ class PeakRss:
                     self.peak_kb = max(self.peak_kb, _rss_kb(kid))
             time.sleep(0.05)
 
-    def __enter__(self) -> "PeakRss":
+    def __enter__(self) -> PeakRss:
         self._t.start()
         return self
 

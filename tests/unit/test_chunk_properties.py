@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from appliance.ingest.chunk import (
     CODE_BLOCK_BUDGETS,

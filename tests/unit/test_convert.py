@@ -30,11 +30,11 @@ def convert(path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_extension_sets() -> None:
-    assert SUPPORTED_EXTENSIONS == {
+    assert {
         ".md", ".markdown", ".txt", ".pdf", ".docx", ".pptx", ".xlsx", ".xls",
         ".html", ".htm", ".csv", ".epub", ".ipynb", ".json",
-    }
-    assert IMAGE_EXTENSIONS == {".png", ".jpg", ".jpeg", ".tiff", ".tif", ".bmp", ".webp"}
+    } == SUPPORTED_EXTENSIONS
+    assert {".png", ".jpg", ".jpeg", ".tiff", ".tif", ".bmp", ".webp"} == IMAGE_EXTENSIONS
     assert not SUPPORTED_EXTENSIONS & IMAGE_EXTENSIONS
     assert accepted_extensions(None) == SUPPORTED_EXTENSIONS
     assert accepted_extensions(OcrConfig(tesseract_cmd="/nonexistent/tesseract")) == SUPPORTED_EXTENSIONS
@@ -214,9 +214,8 @@ PLACED = [
 
 
 def test_pdf_words_placed_without_spaces_stay_separate(tmp_path: Path) -> None:
-    from tests.fixtures.pdf_writer import write_pdf
-
     from appliance.ingest.convert import glued_share
+    from tests.fixtures.pdf_writer import write_pdf
 
     pdf = write_pdf(tmp_path / "placed.pdf", [PLACED, ["Second page words stay apart too."]])
     c = convert(pdf)
@@ -231,9 +230,9 @@ def test_pdf_placed_words_are_glued_by_markitdown(tmp_path: Path) -> None:
     """The failure the pdfium path exists for, reproduced: if markitdown stops gluing, re-measure."""
     from markitdown import StreamInfo
     from markitdown.converters import PdfConverter
-    from tests.fixtures.pdf_writer import write_pdf
 
     from appliance.ingest.convert import glued_share
+    from tests.fixtures.pdf_writer import write_pdf
 
     pdf = write_pdf(tmp_path / "placed.pdf", [PLACED])
     with open(pdf, "rb") as fh:
@@ -314,9 +313,8 @@ def test_garbled_pdf_page_without_ocr_is_left_out_and_named(tmp_path: Path) -> N
     metadata (shown by the file listing) names it."""
     from dataclasses import replace
 
-    from tests.fixtures.pdf_writer import GARBLED_LINE, write_pdf
-
     from appliance.ingest.convert import pages_left_without_ocr
+    from tests.fixtures.pdf_writer import GARBLED_LINE, write_pdf
 
     pdf = write_pdf(tmp_path / "amtsblatt.pdf", [["Plain words on the first page."], [GARBLED_LINE] * 3])
     no_tesseract = replace(OcrConfig(), min_chars_per_page=1, tesseract_cmd="/nonexistent/tesseract")

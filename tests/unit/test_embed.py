@@ -11,7 +11,7 @@ from appliance.embed import Embedder, load_spec
 from appliance.errors import ConfigError, ModelCorrupt, ModelMissing
 from tests.fixtures.tiny_model import write_tiny_model
 
-WORDS = "the cat sits on the mat dogs bark at night search finds passages in documents".split()
+WORDS = ["the", "cat", "sits", "on", "the", "mat", "dogs", "bark", "at", "night", "search", "finds", "passages", "in", "documents"]
 
 
 @pytest.fixture(scope="module")

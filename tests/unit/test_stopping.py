@@ -43,7 +43,7 @@ def test_stop_abandons_queued_work_but_finishes_the_write_in_flight() -> None:
         time.sleep(1.0)  # the write in flight
         written.extend(len(w.rows) for w in works)
 
-    threading.Thread(target=lambda: writing.wait(30) and time.sleep(0.2) or stopping.request("test")).start()
+    threading.Thread(target=lambda: (writing.wait(30) and time.sleep(0.2)) or stopping.request("test")).start()
     started = time.monotonic()
     with pytest.raises(stopping.Stopped):
         with EmbedWritePipeline(embed, write, ahead_chunks=8, batch_chunks=4) as pipeline:
