@@ -90,7 +90,7 @@ def retrieval_quality(embedder, n_queries: int) -> dict:
     vectors = embedder.embed_queries([q["text"] for q in queries])
     ids = [d["_id"] for d in corpus]
     hits1, rr = 0, 0.0
-    for q, v in zip(queries, vectors):
+    for q, v in zip(queries, vectors, strict=True):
         ranked = [ids[i] for i in np.argsort(-(passages @ v))[:10]]
         hits1 += ranked[0] in relevant[q["_id"]]
         rr += next((1 / (r + 1) for r, d in enumerate(ranked) if d in relevant[q["_id"]]), 0.0)

@@ -63,7 +63,7 @@ def write_long_pdf(path: Path, docs: list[tuple[str, str]]) -> None:
     for n in range(0, len(docs), 2):
         lines: list[str] = []
         for title, text in docs[n:n + 2]:
-            lines += textwrap.wrap(title, LINE_CHARS) + [""] + textwrap.wrap(text, LINE_CHARS) + [""]
+            lines += [*textwrap.wrap(title, LINE_CHARS), "", *textwrap.wrap(text, LINE_CHARS), ""]
         pages.append(lines[:60])
     write_pdf(path, pages)
 
@@ -161,7 +161,8 @@ def main() -> int:
     from tests.conftest import shared_path
 
     models_dir = Path(os.environ.get("MODELS_DIR", ROOT / "models" / "baked"))
-    revision = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True, check=False,
+    revision = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              check=False,
                               text=True).stdout.strip() or "not a git checkout"
     log = (lambda line: print(line, file=sys.stderr)) if args.json else print
     with tempfile.TemporaryDirectory() as tmp:

@@ -27,8 +27,8 @@ over two sample documents, `minirag query`, `minirag status`. `--serve` then run
 `tools/call query_documents`, `--hold` seconds idle (a server lives long: what a
 library does a while after start-up shows), then stdin is closed. The children get a fresh HOME and
 XDG_CACHE_HOME (as a new container has) and run there, so `-m appliance` is the
-code that PYTHONPATH (or the installed package) names, not the current directory's; and neither CI markers nor the offline
-switches of the caller's environment (`--keep-env` keeps them). After the command ends the namespace is
+code that PYTHONPATH (or the installed package) names, not the current directory's; and neither CI markers
+nor the offline switches of the caller's environment (`--keep-env` keeps them). After the command ends the namespace is
 watched `--linger` seconds more.
 
 Prints the counts, the names asked and every connection; `--json` prints one JSON

@@ -400,11 +400,11 @@ def _nested_zip(depth: int, inner: bytes) -> bytes:
 
 def _zeros_zip(size: int) -> bytes:
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
-        with zf.open("zeros.bin", "w", force_zip64=True) as fh:
-            block = b"\x00" * MiB
-            for _ in range(size // MiB):
-                fh.write(block)
+    with (zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf,
+          zf.open("zeros.bin", "w", force_zip64=True) as fh):
+        block = b"\x00" * MiB
+        for _ in range(size // MiB):
+            fh.write(block)
     return buf.getvalue()
 
 

@@ -12,6 +12,10 @@ from appliance.models.manifest import default_models_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Fixtures shared by tests in several folders, registered here rather than imported into each test
+# module (an imported fixture reads as an unused name that the test's parameter then shadows).
+pytest_plugins = ["tests.fixtures.http_fakes"]
+
 
 def shared_path() -> Path:
     return Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared"))

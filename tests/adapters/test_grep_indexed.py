@@ -122,7 +122,8 @@ def test_grep_finds_a_phrase_in_every_format_with_a_place_to_open(indexed: tuple
     bold = only(ok(server, "grep", {"pattern": "pump PRESSURE limit"}))  # the Markdown is "pump **PRESSURE** limit"
     assert bold["displayPath"] == "reports/plan.docx" and bold["chunkIndex"] == docx["chunkIndex"]
     sheet = only(ok(server, "grep", {"pattern": "staff_code_7001"}))
-    assert (sheet["displayPath"], sheet["sheet"], sheet["line"]) == ("reports/budget.xlsx", "Staff", "| Ann | STAFF_CODE_7001 |")
+    assert (sheet["displayPath"], sheet["sheet"], sheet["line"]) == \
+        ("reports/budget.xlsx", "Staff", "| Ann | STAFF_CODE_7001 |")
     slide = only(ok(server, "grep", {"pattern": "SLIDE_TOKEN_5150"}))
     assert (slide["displayPath"], slide["slide"]) == ("reports/deck.pptx", 2)
     text = ok(server, "grep", {"pattern": "VALVE_CODE_3301"})["matches"]
@@ -130,7 +131,8 @@ def test_grep_finds_a_phrase_in_every_format_with_a_place_to_open(indexed: tuple
     assert only(ok(server, "grep", {"pattern": "JSON_KEY_5522"}))["lineNumber"] == 3
     assert only(ok(server, "grep", {"pattern": "CSV_CODE_1234"}))["line"] == "| bob | CSV_CODE_1234 |"
     data = only(ok(server, "grep", {"pattern": "DATA_TOKEN_9090"}))
-    assert (data["source"], data["sourceKind"], data["filePath"], data["lineNumber"]) == ("meeting-notes", "data", None, 4)
+    assert (data["source"], data["sourceKind"], data["filePath"], data["lineNumber"]) == \
+        ("meeting-notes", "data", None, 4)
     regex = ok(server, "grep", {"pattern": r"[A-Z]+_(CODE|TOKEN)_\d{4}", "regex": True, "caseSensitive": True})
     assert regex["matchCount"] == 6 and regex["stopped"] is None
     assert regex["documentsSearched"] == regex["documentsIndexed"] == 9 and regex["filesSearched"] == 8
@@ -187,7 +189,8 @@ def test_grep_says_what_it_did_not_search(tmp_path: Path) -> None:
     assert app.ingest([str(docs / "broken.docx")]).failed  # fails to convert: a failed row, no text
     (docs / "b.md").write_text("# B\n\nTOKEN_B changed, longer now\n", "utf-8")
     out = to_wire(app.grep("TOKEN"))
-    assert [m["displayPath"] for m in out["matches"]] == ["a.md", "b.md"] and out["matches"][1]["line"] == "TOKEN_B in b"
+    assert [m["displayPath"] for m in out["matches"]] == ["a.md", "b.md"]
+    assert out["matches"][1]["line"] == "TOKEN_B in b"
     assert (out["documentsSearched"], out["documentsIndexed"]) == (2, 2)
     assert (out["unindexedFiles"], out["failedFiles"], out["staleFiles"]) == (1, 1, 1)
     assert "2 file(s) under the roots have no indexed text and were not searched" in out["note"]

@@ -26,7 +26,7 @@ from appliance.embed import load_spec
 from appliance.ingest import fetch
 from appliance.server import Runtime, create_server
 from appliance.service import Appliance
-from tests.fixtures.http_fakes import PUBLIC_IP, FakeResolver, page, public  # noqa: F401  (public: a fixture)
+from tests.fixtures.http_fakes import PUBLIC_IP, FakeResolver, page
 
 ROOT = Path(__file__).resolve().parents[2]
 THRESHOLD = 2000
@@ -377,7 +377,8 @@ def test_error_hints_over_mcp_name_mcp_tools(tmp_path: Path) -> None:
 
 def test_read_chunk_neighbors_stays_within_max_chars_and_counts_what_it_left_out(tmp_path: Path) -> None:
     server, _docs = serve(tmp_path)
-    wait_for(server, ok(server, "ingest_data", {"source": "long-notes", "content": big_note("FLANGE_77", 20 * THRESHOLD)}))
+    content = big_note("FLANGE_77", 20 * THRESHOLD)
+    wait_for(server, ok(server, "ingest_data", {"source": "long-notes", "content": content}))
     default = ok(server, "read_chunk_neighbors", {"source": "long-notes", "chunkIndex": 3, "before": 3, "after": 50})
     assert sum(len(c["text"]) for c in default["chunks"]) <= 20_000 and default["omittedAfter"] > 0
     whole = ok(server, "read_chunk_neighbors", {"source": "long-notes", "chunkIndex": 3, "before": 3, "after": 50,
@@ -425,7 +426,8 @@ def test_search_and_grep_replies_stay_within_the_budget_as_the_client_receives_t
 
     server, docs = serve(tmp_path)
     rng = random.Random(7)
-    vocabulary = [f"{a}{b}" for a in ("val", "sel", "tor", "gas", "pum", "fil") for b in ("ve", "al", "que", "ket", "p", "ter")]
+    vocabulary = [f"{a}{b}" for a in ("val", "sel", "tor", "gas", "pum", "fil")
+                  for b in ("ve", "al", "que", "ket", "p", "ter")]
     for n in range(40):  # 40 files of distinct long sections: topK 100 with parents would be several 100 KB
         sections = "\n\n".join(f"## Part {k}\n\n" + " ".join(rng.choice(vocabulary) for _ in range(400)) + " torque"
                                 for k in range(4))

@@ -33,15 +33,13 @@ from appliance.ingest import fetch
 from appliance.server import Runtime, create_server
 from appliance.service import Appliance
 from appliance.wire import to_wire
-from tests.fixtures.http_fakes import (  # noqa: F401  (public, internal: fixtures)
+from tests.fixtures.http_fakes import (
     BAD_URLS,
     PRIVATE_IP,
     PUBLIC_IP,
     REFUSED,
     FakeResolver,
-    internal,
     page,
-    public,
     redirect,
     refused_names_resolver,
 )

@@ -50,7 +50,7 @@ def _writer(db: str, name: str, rounds: int, queue: mp.Queue[tuple[str, int, str
                 index.refresh_indexes(fold_now=True)  # compaction and index updates: the writes that lose races
             if r % 5 == 4:
                 index.delete_sources([f"{name}-{r - 1}"])
-    except Exception as exc:  # reported to the parent, which fails the test with it
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the test with it
         error = f"{type(exc).__name__}: {exc}"
     queue.put((name, index.conflicts_retried, error))
 
@@ -79,7 +79,8 @@ def test_a_commit_conflict_is_busy_never_corrupt() -> None:
     named = storage_error(exc, "the index at /index")
     assert isinstance(named, IndexBusy) and not isinstance(named, IndexCorrupt)
     assert "sync --clean" not in (named.hint or "")
-    assert isinstance(storage_error(RuntimeError("lance error: Not found: chunks.lance/data/x.lance"), "x"), IndexCorrupt)
+    missing = RuntimeError("lance error: Not found: chunks.lance/data/x.lance")
+    assert isinstance(storage_error(missing, "x"), IndexCorrupt)
 
 
 @pytest.mark.slow  # three writer processes

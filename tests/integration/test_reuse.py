@@ -93,7 +93,8 @@ def test_editing_one_paragraph_embeds_only_the_chunks_that_changed(tmp_path: Pat
     assert first.chunks_embedded == len(embedder.passages) == first.chunks > 20 and first.chunks_reused == 0
 
     embedder.passages.clear()
-    doc.write_text(note("pressure", sections=20).replace("Section 7 explains", "Section 7, revised in May, explains", 1))
+    revised = note("pressure", sections=20).replace("Section 7 explains", "Section 7, revised in May, explains", 1)
+    doc.write_text(revised)
     second = app.sync()
     after = rows(app)
     changed = [r for r in after if r["embed_key"] not in before]
@@ -272,7 +273,8 @@ def test_a_writer_in_another_process_during_a_reusing_sync_loses_nothing(tmp_pat
     assert all(stored[t] == v for t, v in vectors_by_text(app).items() if t in stored)
     sources = {s.source_id for s in app.index.source_rows()}
     items = {f"item-{n}" for n in range(12) if n % 4 != 2}
-    assert sources == items | {str(p) for p in (docs / "renamed").iterdir()} | {str(p) for p in (docs / "aa-new").iterdir()}
+    moved = {str(p) for p in (docs / "renamed").iterdir()} | {str(p) for p in (docs / "aa-new").iterdir()}
+    assert sources == items | moved
     counts = app.index.chunk_counts()
     assert all(counts.get(s.source_id) == s.chunk_count for s in app.index.source_rows())
 
