@@ -7,7 +7,7 @@ Without --with-scans the corpus's scans (its `ocr/` folder and image files) are
 left out, so the figures describe conversion overlapping embedding; with it,
 OCR is included. Measured inside one process around `Appliance.sync()`:
 
-* embedding-busy share: seconds spent inside `Embedder.embed_passages` during
+* embedding-busy share: seconds spent inside `OnnxEmbedder.embed_passages` during
   the sync divided by the sync's wall time (conversion in the worker process
   should overlap embedding, so this approaches 1);
 * ratio to the raw rate: the sync's chunks/s against `embed_passages` on the

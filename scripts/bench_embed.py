@@ -101,10 +101,10 @@ def retrieval_quality(embedder, n_queries: int) -> dict:
 def worker(model_id: str, models_dir: Path, threads: int, per_size: int, out_npz: Path, quality: int = 0) -> dict:
     import numpy as np
 
-    from appliance.embed import Embedder, load_spec
+    from appliance.embed import OnnxEmbedder, load_spec
 
     base = _rss_mb()
-    embedder = Embedder(load_spec(model_id), models_dir, threads=threads)
+    embedder = OnnxEmbedder(load_spec(model_id), models_dir, threads=threads)
     passages = build_passages(embedder, per_size)
     start = time.perf_counter()
     embedder.load()

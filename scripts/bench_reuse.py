@@ -77,7 +77,7 @@ class Measure:
 
     def __init__(self, work: Path, name: str, models_dir: Path) -> None:
         from appliance.config import DEFAULT_MODEL, load_settings
-        from appliance.embed import Embedder, load_spec
+        from appliance.embed import OnnxEmbedder, load_spec
         from appliance.service import Appliance
 
         self.docs = work / name / "docs"
@@ -86,7 +86,7 @@ class Measure:
                                   "MODELS_DIR": str(models_dir)})
         counter = self
 
-        class Counting(Embedder):
+        class Counting(OnnxEmbedder):
             def embed_passages(self, texts: Any) -> Any:
                 counter.embedded += len(texts)
                 return super().embed_passages(texts)

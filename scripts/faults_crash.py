@@ -205,7 +205,7 @@ class Checker:
 
     def __init__(self, env: dict[str, str], embedder=None) -> None:  # type: ignore[no-untyped-def]
         from appliance.config import load_settings
-        from appliance.embed import Embedder
+        from appliance.embed import OnnxEmbedder
         from appliance.models.manifest import load_manifest
 
         self.settings = load_settings(env)
@@ -215,7 +215,7 @@ class Checker:
         manifest = env.get("MODELS_MANIFEST")  # read here, so this process's own environment stays as it is
         manifest_path = Path(manifest) if manifest else None
         spec = load_manifest(manifest_path, self.settings.models_dir).spec(self.settings.model_name)
-        self.embedder = Embedder(spec, self.settings.models_dir, threads=self.settings.embed_threads)
+        self.embedder = OnnxEmbedder(spec, self.settings.models_dir, threads=self.settings.embed_threads)
         self.embedder.load()
 
     def fresh(self, db: Path | None = None):  # type: ignore[no-untyped-def]
