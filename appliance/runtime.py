@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from appliance.config import Environment, Settings
+from appliance.config import Environment, Settings, read_environment
 from appliance.errors import ApplianceError, ConfigError
 from appliance.instructions import build_instructions
 from appliance.wire import to_wire
@@ -39,6 +39,14 @@ class Runtime:
         self._warming = False
         self.warmed = threading.Event()
         """Set once the warm-up has finished, whether or not it succeeded."""
+
+    @classmethod
+    def serving(cls, app: Appliance, environment: Environment | None = None) -> Runtime:
+        """A runtime over an Appliance built elsewhere (a test's fake model, an evaluation script's index):
+        its settings are the app's; `environment` is what else a server reads (default: nothing set)."""
+        runtime = cls(environment if environment is not None else read_environment({}))
+        runtime._settings, runtime._appliance = app.settings, app
+        return runtime
 
     def settings(self) -> Settings:
         """The settings in effect; a broken configuration raises the same ConfigError every time."""

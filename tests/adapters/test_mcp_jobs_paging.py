@@ -8,96 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import random
 import re
-import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from fastmcp import Client
 
 from appliance import server as server_module
-from appliance.config import DEFAULT_MODEL, load_settings, read_environment
-from appliance.embed import load_spec
 from appliance.ingest import fetch
-from appliance.server import Runtime, create_server
-from appliance.service import Appliance
 from tests.fixtures.http_fakes import PUBLIC_IP, FakeResolver, page
-
-ROOT = Path(__file__).resolve().parents[2]
-THRESHOLD = 2000
-
-
-class HashEmbedder:
-    """Bag of hashed words, L2-normalised: same text, same vector; shared words, nearby vectors."""
-
-    def __init__(self) -> None:
-        self.spec = load_spec(DEFAULT_MODEL, ROOT / "models" / "baked")
-        self.window = self.spec.max_seq_length - 2
-
-    def count_tokens(self, text: str) -> int:
-        return len(re.findall(r"\w+|[^\w\s]", text))
-
-    def _vector(self, text: str) -> np.ndarray:
-        out = np.zeros(self.spec.dim, dtype=np.float32)
-        for word in re.findall(r"\w+", text.lower()) or ["empty"]:
-            out[int(hashlib.blake2b(word.encode(), digest_size=4).hexdigest(), 16) % self.spec.dim] += 1.0
-        return out / np.linalg.norm(out)
-
-    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([self._vector(t) for t in texts]) if texts else np.zeros((0, self.spec.dim), np.float32)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._vector(text)
-
-    def load(self) -> None:
-        pass
-
-
-def serve(tmp_path: Path, embedder: Any = None, **env: str) -> tuple[Any, Path]:
-    """(an MCP server over tmp_path/docs with the given settings, the docs root)."""
-    docs = tmp_path / "docs"
-    docs.mkdir(exist_ok=True)
-    settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "db"),
-                              "MODELS_DIR": str(ROOT / "models" / "baked"),
-                              "INGEST_FOREGROUND_MAX_BYTES": str(THRESHOLD), **env})
-    runtime = Runtime(read_environment({}))
-    runtime._settings = settings
-    runtime._appliance = Appliance(settings, embedder=embedder or HashEmbedder())
-    return create_server(runtime), docs
-
-
-def call(server: Any, name: str, args: dict[str, Any] | None = None) -> Any:
-    async def run() -> Any:
-        async with Client(server) as client:
-            return await client.call_tool(name, args or {}, raise_on_error=False)
-
-    return asyncio.run(run())
-
-
-def ok(server: Any, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-    result = call(server, name, args)
-    assert not result.is_error, result.structured_content
-    return result.structured_content
-
-
-def error(server: Any, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-    result = call(server, name, args)
-    assert result.is_error, result.structured_content
-    return result.structured_content["error"]
-
-
-def wait_for(server: Any, job: dict[str, Any], timeout: float = 300) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while job["phase"] not in ("succeeded", "failed", "cancelled"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.1)
-        job = ok(server, "sync_status", {"jobId": job["jobId"]})
-    return job
+from tests.fixtures.mcp_calls import THRESHOLD, big_note, call, error, ok, serve, wait_for
 
 
 def read_all(server: Any, args: dict[str, Any]) -> str:
@@ -108,11 +30,6 @@ def read_all(server: Any, args: dict[str, Any]) -> str:
         doc = ok(server, "read_file", {**args, "offset": doc["nextOffset"], "revision": doc["revision"]})
         parts.append(doc["content"])
     return "".join(parts)
-
-
-def big_note(marker: str, size: int) -> str:
-    para = f"# Notes\n\nThe gearbox code {marker} means the left flange is loose. " + "Filler words about tea. " * 20
-    return (para * (size // len(para) + 1))[:size]
 
 
 # ------------------------------------------------------------------ bounded ingest_data
