@@ -25,7 +25,7 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 
 install: $(VENV)/.installed ## create .venv with the locked dependencies (hash-checked)
 
-lint: install ## ruff (rules in pyproject.toml) over appliance/, tests/ and scripts/; mypy --strict over appliance/
+lint: install ## ruff (rules in pyproject.toml) over appliance/, tests/ and scripts/; mypy --strict over appliance/ and tests/fixtures/
 	$(VENV)/bin/ruff check appliance tests scripts
 	$(VENV)/bin/mypy
 
