@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from appliance.config import Environment, Settings, read_environment
+from appliance.config import Environment, Settings
 from appliance.errors import ApplianceError, ConfigError
 from appliance.instructions import build_instructions
 from appliance.wire import to_wire
@@ -41,10 +41,10 @@ class Runtime:
         """Set once the warm-up has finished, whether or not it succeeded."""
 
     @classmethod
-    def serving(cls, app: Appliance, environment: Environment | None = None) -> Runtime:
+    def serving(cls, app: Appliance, environment: Environment) -> Runtime:
         """A runtime over an Appliance built elsewhere (a test's fake model, an evaluation script's index):
-        its settings are the app's; `environment` is what else a server reads (default: nothing set)."""
-        runtime = cls(environment if environment is not None else read_environment({}))
+        its settings are the app's; `environment` is what else the server reads."""
+        runtime = cls(environment)
         runtime._settings, runtime._appliance = app.settings, app
         return runtime
 

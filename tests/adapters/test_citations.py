@@ -11,7 +11,7 @@ import pytest
 from fastmcp import Client
 
 from appliance.citations import hit_place
-from appliance.config import load_settings
+from appliance.config import load_settings, read_environment
 from appliance.runtime import Runtime
 from appliance.server import create_server
 from appliance.service import Appliance
@@ -46,7 +46,7 @@ def app_and_server(tmp_path_factory: pytest.TempPathFactory) -> tuple[Appliance,
     app = Appliance(settings, embedder=HashEmbedder())
     report = app.sync()
     assert report.added == 3, report
-    return app, create_server(Runtime.serving(app))
+    return app, create_server(Runtime.serving(app, read_environment({})))
 
 
 def _mcp(server: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:

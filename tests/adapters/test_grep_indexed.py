@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from appliance.config import load_settings
+from appliance.config import load_settings, read_environment
 from appliance.runtime import Runtime
 from appliance.server import create_server
 from appliance.service import Appliance
@@ -104,7 +104,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path, Applia
     report = app.sync()
     assert report.failed == [] and report.added == 8, report.to_dict()
     app.ingest_data("meeting-notes", "# Meeting\n\nwe talked\nDATA_TOKEN_9090 decided\n")
-    return create_server(Runtime.serving(app)), base, app
+    return create_server(Runtime.serving(app, read_environment({}))), base, app
 
 
 def only(out: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from appliance.config import load_settings
+from appliance.config import load_settings, read_environment
 from appliance.ingest import convert, fetch
 from appliance.runtime import Runtime
 from appliance.server import create_server
@@ -102,7 +102,7 @@ def serve_app(tmp_path: Path, **env: str) -> tuple[Any, Appliance]:
     settings = load_settings({"BASE_DIR": str(tmp_path / "docs"), "DB_PATH": str(tmp_path / "db"),
                               "MODELS_DIR": str(MODELS_DIR), "INGEST_FOREGROUND_MAX_BYTES": str(THRESHOLD), **env})
     app = Appliance(settings, embedder=HashEmbedder())
-    return create_server(Runtime.serving(app)), app
+    return create_server(Runtime.serving(app, read_environment({}))), app
 
 
 def _running(server: Any, job: dict[str, Any]) -> dict[str, Any]:
