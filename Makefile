@@ -25,8 +25,8 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 
 install: $(VENV)/.installed ## create .venv with the locked dependencies (hash-checked)
 
-lint: install ## ruff (rules in pyproject.toml) and mypy --strict over appliance/
-	$(VENV)/bin/ruff check appliance
+lint: install ## ruff (rules in pyproject.toml) over appliance/, tests/ and scripts/; mypy --strict over appliance/ and tests/fixtures/
+	$(VENV)/bin/ruff check appliance tests scripts
 	$(VENV)/bin/mypy
 
 models: install ## bake the embedding models into models/baked (cached; verified)

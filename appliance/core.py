@@ -8,7 +8,7 @@ from pathlib import Path
 
 from appliance import dictionaries
 from appliance.config import Settings
-from appliance.embed import Embedder, load_spec
+from appliance.embed import Embedder, OnnxEmbedder, load_spec
 from appliance.errors import ConfigError, IndexMismatch, InvalidArgument
 from appliance.ingest import formats
 from appliance.ingest.chunk import SCHEME_VERSION
@@ -63,8 +63,8 @@ class Core:
         if self._embedder is None:
             with self._embedder_lock:
                 if self._embedder is None:
-                    self._embedder = Embedder(self.spec, self.settings.models_dir,
-                                              threads=self.settings.embed_threads)
+                    self._embedder = OnnxEmbedder(self.spec, self.settings.models_dir,
+                                                  threads=self.settings.embed_threads)
         return self._embedder
 
     @property

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from fastembed import TextEmbedding
     from tokenizers import Tokenizer
 
-__all__ = ["Embedder", "load_spec"]
+__all__ = ["Embedder", "OnnxEmbedder", "load_spec"]
 
 DEFAULT_TOKEN_BUDGET = 512
 """Padded tokens per batch. On CPU a bigger batch buys no speed and costs memory: at 4,096 the
@@ -117,7 +117,31 @@ def _register(spec: ModelSpec) -> str:
     return alias
 
 
-class Embedder:
+class Embedder(Protocol):
+    """What indexing and search ask of an embedder: OnnxEmbedder, or a deterministic fake in plumbing tests."""
+
+    @property
+    def spec(self) -> ModelSpec:
+        """The model's id, dimensions, window and prefixes (what the index's identity records)."""
+
+    @property
+    def window(self) -> int:
+        """The most text tokens one passage may have (a chunk's ceiling)."""
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of text, untruncated, as the model counts them."""
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), dim) float32, L2-normalised."""
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """(dim,) float32, L2-normalised."""
+
+    def load(self) -> None:
+        """Load the model now instead of at first use."""
+
+
+class OnnxEmbedder:
     """Embeds passages and queries with one baked model; safe to share between threads."""
 
     def __init__(self, spec: ModelSpec, models_dir: Path, threads: int | None = None, *,

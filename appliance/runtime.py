@@ -40,6 +40,14 @@ class Runtime:
         self.warmed = threading.Event()
         """Set once the warm-up has finished, whether or not it succeeded."""
 
+    @classmethod
+    def serving(cls, app: Appliance, environment: Environment) -> Runtime:
+        """A runtime over an Appliance built elsewhere (a test's fake model, an evaluation script's index):
+        its settings are the app's; `environment` is what else the server reads."""
+        runtime = cls(environment)
+        runtime._settings, runtime._appliance = app.settings, app
+        return runtime
+
     def settings(self) -> Settings:
         """The settings in effect; a broken configuration raises the same ConfigError every time."""
         if self._settings is None and self._settings_error is None:

@@ -90,7 +90,8 @@ def main() -> None:
         print(f"{name:16} +{at['wall'] - previous['wall']:5.2f} s wall, +{at['cpu'] - previous['cpu']:5.2f} s CPU"
               f"  (at {at['wall']:5.2f} s)")
         previous = at
-    print(f"imported once the tools were declared: {', '.join(out['importedAfterTools']) or 'none of ' + ', '.join(HEAVY)}")
+    late = ', '.join(out['importedAfterTools']) or 'none of ' + ', '.join(HEAVY)
+    print(f"imported once the tools were declared: {late}")
     print(f"median of {len(runs)} run(s); load average {out['loadAverage']} on {out['cpus']} CPUs")
 
 

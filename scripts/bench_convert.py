@@ -12,6 +12,7 @@ tesseract children.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -35,7 +36,8 @@ from appliance.ingest.ocr import OcrConfig, ocr_pdf_pages, ocr_status  # noqa: E
 OCR_PAGES = [
     ("rus", "ocr/aleph/russian_scan_derived.pdf", "ocr/aleph/russian.gt.txt"),
     ("rus", "ocr/easydict/ocr-ru-poetry-11_derived.pdf", "ocr/easydict/ocr-ru-poetry-11.gt.txt"),
-    ("deu", "ocr/kreuzberg-german/image_only_german_pdf.pdf", "ocr/kreuzberg-german/image_only_german_pdf.page1.gt.txt"),
+    ("deu", "ocr/kreuzberg-german/image_only_german_pdf.pdf",
+     "ocr/kreuzberg-german/image_only_german_pdf.page1.gt.txt"),
 ]
 
 
@@ -62,10 +64,8 @@ def _tree(pid: int) -> list[int]:
         except OSError:
             continue
         for task in tasks:
-            try:
+            with contextlib.suppress(OSError):  # the thread ended
                 todo.extend(int(x) for x in (task / "children").read_text().split())
-            except OSError:
-                pass  # the thread ended
     return out
 
 
@@ -187,7 +187,8 @@ def main() -> int:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return 0
     c = result["corpus"]
-    print(f"{c['converted']}/{c['files']} files converted in {c['wall_s']} s with {c['workers']} workers ({result['ocr']})")
+    print(f"{c['converted']}/{c['files']} files converted in {c['wall_s']} s with {c['workers']} workers "
+          f"({result['ocr']})")
     print(f"{'ext':8} {'files':>5} {'mean s':>8} {'max s':>8}  slowest")
     for ext, r in c["per_extension"].items():
         print(f"{ext:8} {r['files']:>5} {r['mean_s']:>8.3f} {r['max_s']:>8.3f}  {r['slowest']}")

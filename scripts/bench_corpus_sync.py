@@ -7,7 +7,7 @@ Without --with-scans the corpus's scans (its `ocr/` folder and image files) are
 left out, so the figures describe conversion overlapping embedding; with it,
 OCR is included. Measured inside one process around `Appliance.sync()`:
 
-* embedding-busy share: seconds spent inside `Embedder.embed_passages` during
+* embedding-busy share: seconds spent inside `OnnxEmbedder.embed_passages` during
   the sync divided by the sync's wall time (conversion in the worker process
   should overlap embedding, so this approaches 1);
 * ratio to the raw rate: the sync's chunks/s against `embed_passages` on the
@@ -20,6 +20,7 @@ OCR is included. Measured inside one process around `Appliance.sync()`:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -72,7 +73,7 @@ class RssSampler:
             self.peak_tree_mb = max(self.peak_tree_mb, sum(_rss_kb(p) for p in _tree(me)) // 1024)
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         self._thread.start()
         return self
 
@@ -96,7 +97,8 @@ def main() -> None:
     try:
         docs = work / "docs"
         files = copy_corpus(args.corpus, docs, args.with_scans)
-        app = Appliance(load_settings({"CONVERT_WORKERS": str(args.workers)}, base_dirs=[str(docs)], db_path=str(work / "index")))
+        app = Appliance(load_settings({"CONVERT_WORKERS": str(args.workers)}, base_dirs=[str(docs)],
+                                      db_path=str(work / "index")))
         app.embedder.load()
         calls: list[tuple[float, float]] = []
         embed = app.embedder.embed_passages
@@ -176,7 +178,7 @@ def idle_report(calls: list[tuple[float, float]], start: float, end: float, long
     if not calls:
         return {"beforeFirst": round(end - start, 1), "afterLast": 0.0, "between": 0.0, "longestGaps": []}
     calls = sorted(calls)
-    gaps = [(b - a_end, a_end) for (_a, a_end), (b, _e) in zip(calls, calls[1:]) if b > a_end]
+    gaps = [(b - a_end, a_end) for (_a, a_end), (b, _e) in itertools.pairwise(calls) if b > a_end]
     top = sorted(gaps, reverse=True)[:longest]
     return {"beforeFirst": round(calls[0][0] - start, 1), "afterLast": round(end - calls[-1][1], 1),
             "between": round(sum(g for g, _ in gaps), 1),

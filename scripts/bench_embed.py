@@ -90,7 +90,7 @@ def retrieval_quality(embedder, n_queries: int) -> dict:
     vectors = embedder.embed_queries([q["text"] for q in queries])
     ids = [d["_id"] for d in corpus]
     hits1, rr = 0, 0.0
-    for q, v in zip(queries, vectors):
+    for q, v in zip(queries, vectors, strict=True):
         ranked = [ids[i] for i in np.argsort(-(passages @ v))[:10]]
         hits1 += ranked[0] in relevant[q["_id"]]
         rr += next((1 / (r + 1) for r, d in enumerate(ranked) if d in relevant[q["_id"]]), 0.0)
@@ -101,10 +101,10 @@ def retrieval_quality(embedder, n_queries: int) -> dict:
 def worker(model_id: str, models_dir: Path, threads: int, per_size: int, out_npz: Path, quality: int = 0) -> dict:
     import numpy as np
 
-    from appliance.embed import Embedder, load_spec
+    from appliance.embed import OnnxEmbedder, load_spec
 
     base = _rss_mb()
-    embedder = Embedder(load_spec(model_id), models_dir, threads=threads)
+    embedder = OnnxEmbedder(load_spec(model_id), models_dir, threads=threads)
     passages = build_passages(embedder, per_size)
     start = time.perf_counter()
     embedder.load()

@@ -151,7 +151,8 @@ def main() -> None:
     for key, label in (("initializeSeconds", "initialize"), ("toolsListSeconds", "tools/list"),
                        ("firstQuerySeconds", "first query")):
         runs = ", ".join(f"{run[key]:.2f}" for run in cold)
-        print(f"{label:15} {figures[key]:.3f} s from process start" + (f" (median; runs {runs})" if len(cold) > 1 else ""))
+        median = f" (median; runs {runs})" if len(cold) > 1 else ""
+        print(f"{label:15} {figures[key]:.3f} s from process start{median}")
     for side in ("stdioQueryMs", "inProcessQueryMs"):
         print(f"{side:15} p50 {figures[side]['p50']} ms, p95 {figures[side]['p95']} ms over {args.queries} queries")
     print(f"load average    {figures['loadAverage']:.1f} on {figures['cpus']} CPUs")

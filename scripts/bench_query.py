@@ -62,7 +62,8 @@ def main() -> None:
     times.sort()
     out = {"model": app.spec.id, "chunks": app.index.count_chunks(), "queries": len(times),
            "p50_ms": round(1000 * times[len(times) // 2], 2), "p95_ms": round(1000 * times[int(len(times) * 0.95)], 2),
-           "max_ms": round(1000 * times[-1], 2), "rss_before_mb": round(rss_start, 1), "rss_after_mb": round(rss_mb(), 1),
+           "max_ms": round(1000 * times[-1], 2), "rss_before_mb": round(rss_start, 1),
+           "rss_after_mb": round(rss_mb(), 1),
            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
     if args.json:
         print(json.dumps(out, indent=2))

@@ -72,7 +72,8 @@ async def measure(env: dict[str, str], docs: Path, calls: int) -> dict[str, Any]
         hits: list[dict[str, Any]] = []
         for query in ("the", "configuration and installation", "Übersicht", "документ"):
             for fmt in ("json", "markdown"):
-                args = {"query": query, "topK": 100, "format": fmt} | ({"contextLines": 20} if fmt == "markdown" else {})
+                context = {"contextLines": 20} if fmt == "markdown" else {}
+                args = {"query": query, "topK": 100, "format": fmt} | context
                 size, found = await call("query_documents", args)
                 keep("query_documents", size, args)
                 hits = found.get("results") or hits

@@ -23,8 +23,9 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = 300
@@ -62,7 +63,7 @@ def write_long_pdf(path: Path, docs: list[tuple[str, str]]) -> None:
     for n in range(0, len(docs), 2):
         lines: list[str] = []
         for title, text in docs[n:n + 2]:
-            lines += textwrap.wrap(title, LINE_CHARS) + [""] + textwrap.wrap(text, LINE_CHARS) + [""]
+            lines += [*textwrap.wrap(title, LINE_CHARS), "", *textwrap.wrap(text, LINE_CHARS), ""]
         pages.append(lines[:60])
     write_pdf(path, pages)
 
@@ -76,7 +77,7 @@ class Measure:
 
     def __init__(self, work: Path, name: str, models_dir: Path) -> None:
         from appliance.config import DEFAULT_MODEL, load_settings
-        from appliance.embed import Embedder, load_spec
+        from appliance.embed import OnnxEmbedder, load_spec
         from appliance.service import Appliance
 
         self.docs = work / name / "docs"
@@ -85,7 +86,7 @@ class Measure:
                                   "MODELS_DIR": str(models_dir)})
         counter = self
 
-        class Counting(Embedder):
+        class Counting(OnnxEmbedder):
             def embed_passages(self, texts: Any) -> Any:
                 counter.embedded += len(texts)
                 return super().embed_passages(texts)
@@ -160,7 +161,8 @@ def main() -> int:
     from tests.conftest import shared_path
 
     models_dir = Path(os.environ.get("MODELS_DIR", ROOT / "models" / "baked"))
-    revision = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True, check=False,
+    revision = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              check=False,
                               text=True).stdout.strip() or "not a git checkout"
     log = (lambda line: print(line, file=sys.stderr)) if args.json else print
     with tempfile.TemporaryDirectory() as tmp:

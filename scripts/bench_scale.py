@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from appliance.config import DEFAULT_MODEL, load_settings  # noqa: E402
-from appliance.embed import Embedder, load_spec  # noqa: E402
+from appliance.embed import OnnxEmbedder, load_spec  # noqa: E402
 from appliance.ingest.chunk import SCHEME_VERSION  # noqa: E402
 from appliance.keywords import analyze, query_terms  # noqa: E402
 from appliance.query.assemble import RANK_COLUMNS  # noqa: E402
@@ -141,7 +141,7 @@ def real_vectors(corpus: Corpus, texts: list[str], log: Any) -> tuple[np.ndarray
         data = np.load(path)
         return data["sample"], data["queries"]
     log(f"embedding {SAMPLE} sample passages and {len(texts)} queries with {spec.id} (cached in {path})")
-    embedder = Embedder(spec, models_dir())
+    embedder = OnnxEmbedder(spec, models_dir())
     rng = np.random.default_rng(11)
     sample = embedder.embed_passages([corpus.passage(rng, 6)[1] for _ in range(SAMPLE)])
     query_vectors = np.stack([embedder.embed_query(t) for t in texts])  # one at a time, as search embeds
@@ -287,7 +287,7 @@ def serve(index_path: Path, docs: Path, queries_file: Path, out_file: Path) -> N
 
 
 # ---- syncing files with the real pipeline -----------------------------------------------------
-class SyntheticEmbedder(Embedder):
+class SyntheticEmbedder(OnnxEmbedder):
     """The real tokenizer cuts the chunks; a vector is drawn from a hash of its text (the model never runs)."""
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:

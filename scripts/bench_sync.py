@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 from appliance.config import load_settings  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
 
-WORDS = ("harbour lantern meadow copper violin orbit basalt ferry quartz glacier ledger turbine "
-         "река мост город ветер поле Haus Brücke Wald Stadt Fluss").split()
+WORDS = ["harbour", "lantern", "meadow", "copper", "violin", "orbit", "basalt", "ferry", "quartz", "glacier", "ledger",
+         "turbine", "река", "мост", "город", "ветер", "поле", "Haus", "Brücke", "Wald", "Stadt", "Fluss"]
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ re-read per commit would have read (the table's size at each refresh).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -36,7 +37,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         docs, index = Path(tmp) / "docs", Path(tmp) / "index"
         docs.mkdir()
-        for _, line in zip(range(args.files), corpus):
+        for line in itertools.islice(corpus, args.files):
             doc = json.loads(line)
             (docs / f"{doc['_id']}.md").write_text(f"# {doc['title']}\n\n{doc['text']}\n", "utf-8")
         app = Appliance(load_settings(dict(os.environ) | {"BASE_DIR": str(docs), "DB_PATH": str(index)}))

@@ -40,7 +40,7 @@ def percentile(values: list[int], q: float) -> float:
     if not values:
         return 0.0
     ordered = sorted(values)
-    return float(ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))])
+    return float(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))])
 
 
 def main(argv: list[str] | None = None) -> int:

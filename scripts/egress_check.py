@@ -27,8 +27,8 @@ over two sample documents, `minirag query`, `minirag status`. `--serve` then run
 `tools/call query_documents`, `--hold` seconds idle (a server lives long: what a
 library does a while after start-up shows), then stdin is closed. The children get a fresh HOME and
 XDG_CACHE_HOME (as a new container has) and run there, so `-m appliance` is the
-code that PYTHONPATH (or the installed package) names, not the current directory's; and neither CI markers nor the offline
-switches of the caller's environment (`--keep-env` keeps them). After the command ends the namespace is
+code that PYTHONPATH (or the installed package) names, not the current directory's; and neither CI markers
+nor the offline switches of the caller's environment (`--keep-env` keeps them). After the command ends the namespace is
 watched `--linger` seconds more.
 
 Prints the counts, the names asked and every connection; `--json` prints one JSON
@@ -141,7 +141,7 @@ def serve_dns_udp(log: Log, stop: threading.Event, addr: tuple[str, int] = DNS_A
     while not stop.is_set():
         try:
             msg, peer = s.recvfrom(4096)
-        except socket.timeout:
+        except TimeoutError:
             continue
         reply = _log_query(log, msg, "udp")
         if reply:
@@ -227,7 +227,7 @@ def serve_tcp(log: Log, stop: threading.Event, family: int, addr: tuple, handler
     while not stop.is_set():
         try:
             conn, peer = s.accept()
-        except socket.timeout:
+        except TimeoutError:
             continue
         threading.Thread(target=handler, args=(log, conn, peer), daemon=True).start()
     s.close()
@@ -255,7 +255,7 @@ def sniff_lo(log: Log, stop: threading.Event, ready: threading.Event) -> None:
     while not stop.is_set():
         try:
             frame, addr = s.recvfrom(65535)
-        except socket.timeout:
+        except TimeoutError:
             continue
         if addr[2] != socket.PACKET_OUTGOING:  # each packet on lo is seen going out and coming in
             continue

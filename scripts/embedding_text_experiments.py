@@ -81,10 +81,10 @@ class VectorCache:
 
     def get(self, texts: list[str]) -> np.ndarray:
         keys = [hashlib.sha1(t.encode()).hexdigest() for t in texts]
-        missing = sorted({k: t for k, t in zip(keys, texts) if k not in self.vectors}.items())
+        missing = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in self.vectors}.items())
         for start in range(0, len(missing), 256):
             part = missing[start:start + 256]
-            for (k, _), v in zip(part, self.embed([t for _, t in part])):
+            for (k, _), v in zip(part, self.embed([t for _, t in part]), strict=True):
                 self.vectors[k] = v
         if missing:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -127,7 +127,7 @@ def run(dataset: str, app: Appliance, names: list[str], max_queries: int | None,
             n, r = ndcg_recall(list(best), qrels[qid])
             ndcgs.append(n)
             recalls.append(r)
-        changed = sum(1 for t, (_, _, text, _) in zip(texts, chunks) if t != text)
+        changed = sum(1 for t, (_, _, text, _) in zip(texts, chunks, strict=True) if t != text)
         out[name] = {"nDCG@10": round(sum(ndcgs) / len(ndcgs), 4),
                      "Recall@10": round(sum(recalls) / len(recalls), 4),
                      "chunksChanged": changed, "chunks": len(chunks),

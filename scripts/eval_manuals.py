@@ -102,10 +102,7 @@ def ask_all(app: Any, questions: Sequence[dict], top_k: int) -> tuple[dict[str, 
     from appliance.runtime import Runtime
     from appliance.server import create_server
 
-    runtime = Runtime(read_environment({}))
-    runtime._settings = app.settings
-    runtime._appliance = app
-    server = create_server(runtime)
+    server = create_server(Runtime.serving(app, read_environment({})))
     root = app.settings.roots[0]
 
     async def run() -> tuple[dict[str, tuple[int | None, int | None]], list[float]]:

@@ -26,6 +26,7 @@ included). Nothing from the shared folder is written anywhere but a temp dir.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -49,9 +50,9 @@ from appliance.wire import to_wire  # noqa: E402
 
 SUPPORTED = {".md", ".txt", ".pdf", ".docx", ".pptx", ".xlsx", ".xls", ".html", ".htm", ".csv", ".epub",
              ".ipynb", ".json"}
-WORDS = ("harbour lantern meadow copper violin orbit basalt ferry quartz glacier ledger turbine invoice "
-         "schedule backup replica river bridge tunnel signal archive река мост город ветер поле "
-         "Haus Brücke Wald Stadt Fluss").split()
+WORDS = ["harbour", "lantern", "meadow", "copper", "violin", "orbit", "basalt", "ferry", "quartz", "glacier", "ledger",
+         "turbine", "invoice", "schedule", "backup", "replica", "river", "bridge", "tunnel", "signal", "archive",
+         "река", "мост", "город", "ветер", "поле", "Haus", "Brücke", "Wald", "Stadt", "Fluss"]
 QUERIES = ["how often are backups verified", "FAULTKEY_0003", "Когда обновляются индексы?",
            "Brücke über den Fluss", "invoice total amount", "table of contents"]
 TINY_BUDGET = "128"
@@ -176,10 +177,8 @@ def wait_gone(pids: list[int], seconds: float) -> list[int]:
         time.sleep(0.1)
         left = [p for p in left if alive(p)]
     for pid in left:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
     return left
 
 
@@ -187,10 +186,8 @@ def kill_after(args: list[str], env: dict[str, str], delay: float) -> dict[str, 
     """Start minirag, SIGKILL it after `delay` s unless it ended; report what happened."""
     started = time.monotonic()
     proc = subprocess.Popen(minirag_cmd(*args), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=delay)
-    except subprocess.TimeoutExpired:
-        pass
     below = descendants(proc.pid)
     killed = proc.poll() is None
     if killed:
@@ -208,7 +205,7 @@ class Checker:
 
     def __init__(self, env: dict[str, str], embedder=None) -> None:  # type: ignore[no-untyped-def]
         from appliance.config import load_settings
-        from appliance.embed import Embedder
+        from appliance.embed import OnnxEmbedder
         from appliance.models.manifest import load_manifest
 
         self.settings = load_settings(env)
@@ -216,8 +213,9 @@ class Checker:
             self.embedder = embedder
             return
         manifest = env.get("MODELS_MANIFEST")  # read here, so this process's own environment stays as it is
-        spec = load_manifest(Path(manifest) if manifest else None, self.settings.models_dir).spec(self.settings.model_name)
-        self.embedder = Embedder(spec, self.settings.models_dir, threads=self.settings.embed_threads)
+        manifest_path = Path(manifest) if manifest else None
+        spec = load_manifest(manifest_path, self.settings.models_dir).spec(self.settings.model_name)
+        self.embedder = OnnxEmbedder(spec, self.settings.models_dir, threads=self.settings.embed_threads)
         self.embedder.load()
 
     def fresh(self, db: Path | None = None):  # type: ignore[no-untyped-def]
@@ -369,7 +367,8 @@ def make_lab(work: Path, files: int, model: str, seed: int = 0, max_bytes: int =
     return lab
 
 
-def make_work(lab: Lab, rng: random.Random, stash: Path, checker: Checker) -> tuple[list[tuple[Path, Path]], list[Path]]:
+def make_work(lab: Lab, rng: random.Random, stash: Path,
+              checker: Checker) -> tuple[list[tuple[Path, Path]], list[Path]]:
     """Forget some sources, hide some files, add some: the next sync has something to do."""
     n = len(lab.files)
     forget = rng.sample(sorted(lab.reference), k=min(len(lab.reference), rng.randint(3, max(4, n // 15))))
@@ -481,7 +480,10 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="minirag-faults-crash-"))
-    log = (lambda line: print(line, file=sys.stderr, flush=True))
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     try:
         started = time.monotonic()
         lab = make_lab(work, args.files, args.model, seed=args.seed)

@@ -208,7 +208,8 @@ def run(*, big: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S, memory_mb: i
         limit = max_file_size(big)
         env = {k: v for k, v in os.environ.items() if k not in ("BASE_DIRS", "MODEL_NAME")}
         env |= {"BASE_DIR": str(docs), "DB_PATH": str(db), "MAX_FILE_SIZE": str(limit),
-                "CONVERT_TIMEOUT": str(int(timeout_s)), "CONVERT_MEMORY_MB": str(memory_mb), "HOSTILE_TIMES": str(workdir / "times.json"),
+                "CONVERT_TIMEOUT": str(int(timeout_s)), "CONVERT_MEMORY_MB": str(memory_mb),
+                "HOSTILE_TIMES": str(workdir / "times.json"),
                 **(env_extra or {})}
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         t1 = time.monotonic()
@@ -248,8 +249,10 @@ def run(*, big: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S, memory_mb: i
             report={k: v for k, v in report.items() if k not in ("failed", "skipped")}, outcomes=outcomes,
             peak_tree_rss_mb=round(sampler.peak_kb / 1024, 1),
             peak_process_rss_mb=round(max(child_max_kb, before) / 1024, 1),
-            sync_rss_mb=round(usage.get("self_kb", 0) / 1024, 1), worker_rss_mb=round(usage.get("children_kb", 0) / 1024, 1),
-            slowest=slowest.name, slowest_seconds=slowest.seconds, timeout_s=timeout_s, max_file_size=limit, memory_mb=memory_mb,
+            sync_rss_mb=round(usage.get("self_kb", 0) / 1024, 1),
+            worker_rss_mb=round(usage.get("children_kb", 0) / 1024, 1),
+            slowest=slowest.name, slowest_seconds=slowest.seconds, timeout_s=timeout_s, max_file_size=limit,
+            memory_mb=memory_mb,
             wall_seconds=round(wall, 1), generate_seconds=round(generated, 1), problems=problems)
     finally:
         if tmp is not None:
@@ -280,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{result.report.get('skippedCount')} skipped")
         print(f"peak RSS: process tree {result.peak_tree_rss_mb} MB (sampled every 20 ms), largest process "
               f"{result.peak_process_rss_mb} MB (RUSAGE_CHILDREN); sync {result.sync_rss_mb} MB + largest worker "
-              f"{result.worker_rss_mb} MB = {result.rss_upper_bound_mb} MB at most at once; bound {result.rss_bound_mb} MB")
+              f"{result.worker_rss_mb} MB = {result.rss_upper_bound_mb} MB at most at once; "
+              f"bound {result.rss_bound_mb} MB")
         print(f"slowest file: {result.slowest!r} {result.slowest_seconds} s (CONVERT_TIMEOUT {result.timeout_s:g} s); "
               f"MAX_FILE_SIZE {result.max_file_size}, CONVERT_MEMORY_MB {result.memory_mb}")
         for p in result.problems:

@@ -32,18 +32,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 MINIRAG = str(Path(sys.executable).with_name("minirag"))
 
-WORDS = ("calibration controller network vacation policy invoice budget release schedule backup "
-         "server cluster latency throughput migration database replica storage quota license "
-         "printer firmware update security audit password rotation certificate renewal contract "
-         "supplier warehouse shipment delivery customer support ticket escalation meeting agenda "
-         "minutes decision roadmap milestone deadline estimate risk mitigation incident outage").split()
+WORDS = ["calibration", "controller", "network", "vacation", "policy", "invoice", "budget", "release", "schedule",
+         "backup", "server", "cluster", "latency", "throughput", "migration", "database", "replica", "storage", "quota",
+         "license", "printer", "firmware", "update", "security", "audit", "password", "rotation", "certificate",
+         "renewal", "contract", "supplier", "warehouse", "shipment", "delivery", "customer", "support", "ticket",
+         "escalation", "meeting", "agenda", "minutes", "decision", "roadmap", "milestone", "deadline", "estimate",
+         "risk", "mitigation", "incident", "outage"]
 QUERIES = ["How often are backups rotated?", "certificate renewal deadline", "warehouse shipment delays",
            "who approves the budget", "incident escalation policy", "firmware update for printers",
            "database replica latency", "contract with the supplier", "roadmap milestones", "ERR_NET_12",
@@ -115,10 +117,7 @@ async def load_client(url: str, until: float, tally: Tally, seed: int, markers: 
     try:
         async with await _client(url) as client:
             while time.monotonic() < until:
-                if markers and rng.random() < 0.2:
-                    query = rng.choice(markers)
-                else:
-                    query = rng.choice(QUERIES)
+                query = rng.choice(markers) if markers and rng.random() < 0.2 else rng.choice(QUERIES)
                 t0 = time.perf_counter()
                 try:
                     result = await client.call_tool("query_documents", {"query": query, "topK": 5},
@@ -127,10 +126,10 @@ async def load_client(url: str, until: float, tally: Tally, seed: int, markers: 
                         tally.errors.append(f"isError: {json.dumps(result.structured_content)[:300]}")
                     elif "results" not in (result.structured_content or {}):
                         tally.errors.append("no results field in the answer")
-                except Exception as exc:  # every failure counts, whatever its kind
+                except Exception as exc:  # noqa: BLE001 - every failure counts, whatever its kind
                     tally.errors.append(f"{type(exc).__name__}: {exc}"[:300])
                 tally.latencies.append(time.perf_counter() - t0)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a lost session is counted, not raised
         tally.errors.append(f"session: {type(exc).__name__}: {exc}"[:300])
 
 
@@ -150,7 +149,7 @@ async def watcher(url: str, sample: list[str], seen: dict[str, tuple[float, floa
             try:
                 result = await client.call_tool("query_documents", {"query": " ".join(ask), "topK": 100},
                                                 raise_on_error=False)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - every failure counts, whatever its kind
                 tally.errors.append(f"{type(exc).__name__}: {exc}"[:300])
                 await asyncio.sleep(0.2)
                 continue
@@ -271,19 +270,19 @@ def run(clients: int, seconds: float, files: int, *, base_files: int = 40, sampl
         sample = [m for _p, m in new[::step]]
         port = free_port()
         url = f"http://127.0.0.1:{port}/mcp"
-        server_log = open(work / "serve-http.log", "wb")
-        server = subprocess.Popen([MINIRAG, "serve-http", f"127.0.0.1:{port}"], env=env, stdout=server_log,
-                                  stderr=subprocess.STDOUT, cwd=work)
+        with open(work / "serve-http.log", "wb") as server_log:  # the server writes through its own copy
+            server = subprocess.Popen([MINIRAG, "serve-http", f"127.0.0.1:{port}"], env=env, stdout=server_log,
+                                      stderr=subprocess.STDOUT, cwd=work)
         wait_port(port, server)
-        scheduler_log = open(work / "scheduler.log", "wb")
         holder: dict[str, Any] = {}
 
         def start_sync() -> Any:
             holder["t"] = time.time()
             if sync_via == "mcp":
                 return _sync_start(url)
-            holder["p"] = subprocess.Popen([MINIRAG, "scheduler"], env=env, stdout=scheduler_log,
-                                           stderr=subprocess.STDOUT, cwd=work)
+            with open(work / "scheduler.log", "wb") as scheduler_log:
+                holder["p"] = subprocess.Popen([MINIRAG, "scheduler"], env=env, stdout=scheduler_log,
+                                               stderr=subprocess.STDOUT, cwd=work)
             return None
 
         tally, watch_tally, seen, asked, elapsed, wall_start = asyncio.run(
@@ -324,7 +323,8 @@ def run(clients: int, seconds: float, files: int, *, base_files: int = 40, sampl
             "freshness": {"sampledFiles": len(sample), "committed": len(commits), "asked": len(asked),
                           "seen": len(seen),
                           "committedNeverSeen": len(never), "seenBeforeCommit": len(seen_uncommitted),
-                          "seenBeforeSyncFinished": sum(1 for m in seen if seen[m][1] < (sync_done.get("finishedAt") or 1e18)),
+                          "seenBeforeSyncFinished": sum(1 for m in seen
+                                                        if seen[m][1] < (sync_done.get("finishedAt") or 1e18)),
                           "lagSeconds": {"p50": _s(pct(lags, 0.5)), "p95": _s(pct(lags, 0.95)),
                                          "max": _s(max(lags, default=None)),
                                          "min": _s(min(lags, default=None))},

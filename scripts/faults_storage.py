@@ -25,6 +25,7 @@ Needs root (mounts): the script re-executes itself in a private mount namespace
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -33,13 +34,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scripts.faults_crash import Checker, Lab, QUERIES, make_lab, minirag_cmd, run, wait_gone  # noqa: E402
+from scripts.faults_crash import QUERIES, Checker, Lab, make_lab, minirag_cmd, run, wait_gone  # noqa: E402
 
 NAMESPACE_FLAG = "MINIRAG_FAULTS_PRIVATE_MOUNTS"
 
@@ -62,7 +64,8 @@ def _garbage(path: Path) -> None:
 KINDS: dict[str, Callable[[Path], None]] = {
     "truncate-chunks-data": _truncate_data,
     "delete-latest-chunks-manifest": lambda db: _latest_manifest(db, "chunks").unlink(),
-    "delete-all-chunks-manifests": lambda db: [p.unlink() for p in (db / "chunks.lance" / "_versions").glob("*.manifest")],
+    "delete-all-chunks-manifests":
+        lambda db: [p.unlink() for p in (db / "chunks.lance" / "_versions").glob("*.manifest")],
     "delete-identity": lambda db: (db / "identity.json").unlink(),
     "garbage-chunks-manifest": lambda db: _garbage(_latest_manifest(db, "chunks")),
     "garbage-sources-manifest": lambda db: _garbage(_latest_manifest(db, "sources")),
@@ -119,8 +122,9 @@ def check_cli_answers(env: dict[str, str], checker: Checker, quick: bool) -> lis
 
 
 def converge(lab: Lab, checker: Checker, env: dict[str, str], args: tuple[str, ...] = ("sync", "--json")) -> list[str]:
-    proc, seconds = run(list(args), env)
-    problems = [] if proc.returncode == 0 else [f"`minirag {' '.join(args)}` exited {proc.returncode}: {named_failure(proc)}"]
+    proc, _seconds = run(list(args), env)
+    problems = ([] if proc.returncode == 0
+                else [f"`minirag {' '.join(args)}` exited {proc.returncode}: {named_failure(proc)}"])
     return problems + checker.differences(lab.reference, db=Path(env["DB_PATH"]))
 
 
@@ -155,10 +159,8 @@ def disk_full(lab: Lab, checker: Checker, free_kb: int, quick: bool) -> dict[str
         env = with_db(lab, db)
         proc, seconds = run(["sync", "--json"], env)
         out: dict[str, Any] = {"freeKb": free_kb, "sync": named_failure(proc), "syncSeconds": round(seconds, 1)}
-        try:
+        with contextlib.suppress(ValueError):
             out["sync"]["error"] = json.loads(proc.stdout).get("error")
-        except ValueError:
-            pass
         problems = []
         if out["sync"]["traceback"]:
             problems.append("the sync printed a traceback")
@@ -208,7 +210,8 @@ class McpClient:
     def request(self, method: str, params: dict[str, Any], timeout: float = 120) -> dict[str, Any]:
         self.next_id += 1
         assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}) + "\n")
+        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        self.proc.stdin.write(json.dumps(message) + "\n")
         self.proc.stdin.flush()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -377,7 +380,10 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown damage kinds: {sorted(unknown)}")
     work = Path(tempfile.mkdtemp(prefix="minirag-faults-storage-"))
-    log = (lambda line: print(line[:1500], file=sys.stderr, flush=True))
+
+    def log(line: str) -> None:
+        print(line[:1500], file=sys.stderr, flush=True)
+
     try:
         started = time.monotonic()
         lab = make_lab(work, args.files, args.model, seed=args.seed)
@@ -395,7 +401,8 @@ def main() -> None:
         print(f"read-only: sync {r.get('sync', {}).get('said', '')[:120]}; "
               f"{'OK' if not r['problems'] else 'FAIL ' + '; '.join(r['problems'])}")
         for r in result["damaged"]:
-            print(f"damaged {r['kind']}: status says {json.dumps(r['status'])[:200]}; query {str(r.get('query', r.get('mcp', {}).get('query')))[:100]}; "
+            query = str(r.get('query', r.get('mcp', {}).get('query')))[:100]
+            print(f"damaged {r['kind']}: status says {json.dumps(r['status'])[:200]}; query {query}; "
                   f"recovered by {r['recoveredBy']}; "
                   f"{'OK' if not r['problems'] else 'FAIL ' + '; '.join(r['problems'])}")
         print(f"{result['scenarios']} scenarios, {len(result['failures'])} problems, {result['seconds']} s")

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from appliance.store import FOLD_DUE_ROWS  # noqa: E402
 from appliance.wire import to_wire  # noqa: E402
-from scripts.faults_crash import Checker, QUERIES, generated_text, make_lab  # noqa: E402
+from scripts.faults_crash import QUERIES, Checker, generated_text, make_lab  # noqa: E402
 
 ROLES = ("sync", "ingest", "read")
 

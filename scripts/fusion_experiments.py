@@ -20,15 +20,15 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import eval_retrieval as ev  # noqa: E402
+import eval_retrieval as ev
 
-from appliance.keywords import analyze, language, query_terms  # noqa: E402
-from appliance.query import hybrid  # noqa: E402
-from appliance.query.assemble import RANK_COLUMNS  # noqa: E402
+from appliance.keywords import analyze, language, query_terms
+from appliance.query import hybrid
+from appliance.query.assemble import RANK_COLUMNS
 
 Hit = list  # [chunk id, document id, raw value]
 Query = dict  # {"text", "terms", "v": [Hit], "k": [Hit]}
@@ -102,8 +102,8 @@ def convex(alpha: float, vnorm: str, bnorm: str, gate: Callable[[Query, dict, fl
 def convex_scores(q: Query, a: float, vnorm: str, bnorm: str) -> dict[str, float]:
     """Every candidate's (1 - a) * vector + a * bm25 (see convex)."""
     sims = [1.0 - h[2] for h in q["v"]]
-    v = dict(zip((h[0] for h in q["v"]), minmax(sims) if (vnorm == "minmax" and sims) else sims))
-    b = dict(zip((h[0] for h in q["k"]), norm_bm25([h[2] for h in q["k"]], bnorm)))
+    v = dict(zip((h[0] for h in q["v"]), minmax(sims) if (vnorm == "minmax" and sims) else sims, strict=True))
+    b = dict(zip((h[0] for h in q["k"]), norm_bm25([h[2] for h in q["k"]], bnorm), strict=True))
     return {c: (1 - a) * v.get(c, 0.0) + a * b.get(c, 0.0) for c in {**v, **b}}
 
 
@@ -152,8 +152,8 @@ def abstain(alpha: float, vnorm: str, bnorm: str, same: Callable[[Query, dict, s
     vector score stands alone instead of being diluted by an absent BM25 score."""
     def rule(q: Query, docs: dict) -> list[str]:
         sims = [1.0 - h[2] for h in q["v"]]
-        v = dict(zip((h[0] for h in q["v"]), minmax(sims) if (vnorm == "minmax" and sims) else sims))
-        b = dict(zip((h[0] for h in q["k"]), norm_bm25([h[2] for h in q["k"]], bnorm)))
+        v = dict(zip((h[0] for h in q["v"]), minmax(sims) if (vnorm == "minmax" and sims) else sims, strict=True))
+        b = dict(zip((h[0] for h in q["k"]), norm_bm25([h[2] for h in q["k"]], bnorm), strict=True))
         doc_of = {h[0]: h[1] for h in q["v"] + q["k"]}
         return by_score({c: (1 - alpha) * v.get(c, 0.0) + alpha * b.get(c, 0.0) if same(q, docs, doc_of[c])
                          else v.get(c, 0.0) for c in {**v, **b}}, q)

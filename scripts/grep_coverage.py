@@ -35,7 +35,7 @@ from appliance.grep import _plain  # noqa: E402
 from appliance.ingest.textfile import read_text  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
 from appliance.wire import to_wire  # noqa: E402
-from tests.adapters.test_mcp_jobs_paging import HashEmbedder  # noqa: E402
+from tests.fixtures.embedders import HashEmbedder  # noqa: E402
 
 OLD_GREPPABLE = {".md", ".markdown", ".txt", ".csv", ".json", ".html", ".htm"}
 """The extensions the old grep read from disk (appliance/grep.py's GREPPABLE_EXTENSIONS)."""

@@ -31,9 +31,9 @@ import struct
 import sys
 import zipfile
 import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 MiB = 1 << 20
 BIG_LINE = 200_000_000
@@ -143,16 +143,16 @@ def _filler(head: str, size: int, tail: str, unit: bytes = b" ") -> Callable[[],
     return gen
 
 
-def _docx_parts(document: "str | Callable[[], Iterable[bytes]]") -> Parts:
+def _docx_parts(document: str | Callable[[], Iterable[bytes]]) -> Parts:
     return {"[Content_Types].xml": CONTENT_TYPES, "_rels/.rels": DOCX_RELS, "word/document.xml": document}
 
 
-def _xlsx_parts(sheet: "str | Callable[[], Iterable[bytes]]") -> Parts:
+def _xlsx_parts(sheet: str | Callable[[], Iterable[bytes]]) -> Parts:
     return {"[Content_Types].xml": CONTENT_TYPES, "_rels/.rels": XLSX_RELS, "xl/workbook.xml": WORKBOOK,
             "xl/_rels/workbook.xml.rels": WORKBOOK_RELS, "xl/worksheets/sheet1.xml": sheet}
 
 
-def _epub_parts(chapter: "str | Callable[[], Iterable[bytes]]") -> Parts:
+def _epub_parts(chapter: str | Callable[[], Iterable[bytes]]) -> Parts:
     return {"mimetype": "application/epub+zip", "META-INF/container.xml": EPUB_CONTAINER,
             "OEBPS/content.opf": EPUB_OPF, "OEBPS/chapter.xhtml": chapter}
 
@@ -400,11 +400,11 @@ def _nested_zip(depth: int, inner: bytes) -> bytes:
 
 def _zeros_zip(size: int) -> bytes:
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
-        with zf.open("zeros.bin", "w", force_zip64=True) as fh:
-            block = b"\x00" * MiB
-            for _ in range(size // MiB):
-                fh.write(block)
+    with (zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf,
+          zf.open("zeros.bin", "w", force_zip64=True) as fh):
+        block = b"\x00" * MiB
+        for _ in range(size // MiB):
+            fh.write(block)
     return buf.getvalue()
 
 
@@ -589,9 +589,9 @@ def generate(dest: Path, *, big: bool = False) -> list[Case]:
     add("text/nul_in_middle.md", "valid text with one NUL byte in the middle", "error",
         b"# Title\n\nvalid text " * 100 + b"\x00" + b" more text\n" * 100)
     add("text/utf16_bom_then_utf8.txt", "a UTF-16 BOM followed by UTF-8 bytes", "any",
-        b"\xff\xfe" + "Тест mixed encodings café\n".encode("utf-8") * 50)
+        b"\xff\xfe" + "Тест mixed encodings café\n".encode() * 50)
     add("text/utf8_then_utf16.md", "UTF-8 text followed by UTF-16-LE text", "any",
-        "# Mixed\n\nплохой текст\n".encode("utf-8") * 20 + "UTF sixteen part\n".encode("utf-16-le") * 20)
+        "# Mixed\n\nплохой текст\n".encode() * 20 + "UTF sixteen part\n".encode("utf-16-le") * 20)
     add("text/invalid_utf8.md", "invalid UTF-8 sequences (overlong, lone continuation bytes)", "any",
         b"# Broken\n\n" + b"ok \xc0\xaf \x80\x80 \xf8\x88\x80\x80\x80 \xed\xa0\x80 text\n" * 200)
     add("text/lone_surrogates.txt", "UTF-8-encoded lone surrogates (CESU-style)", "any",

@@ -32,6 +32,7 @@ Exit status 1 when a shipped conversion fails, has 1% or more glued words or mis
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -225,10 +226,8 @@ def main() -> int:
         if rel in scanned:
             rows.append({"path": rel, "skipped": "scanned (EXPECTED.tsv)"})
             if args.pages:
-                try:
+                with contextlib.suppress(Exception):  # the row says skipped already
                     rows[-1]["pages"] = page_rows(pdf_page_texts(path), ocr.min_chars_per_page if ocr else 1)
-                except Exception:  # noqa: BLE001 - the row says skipped already
-                    pass
         else:
             rows.append(measure(path, rel, must.get(rel), not args.no_pdfminer, ocr))
         if args.json:

@@ -2,15 +2,24 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING
 
 import pytest
 
 from appliance.config import load_settings
 from appliance.models.manifest import default_models_dir
 
+if TYPE_CHECKING:  # imported where used: collecting the tests loads no model code
+    from appliance.embed import Embedder, OnnxEmbedder
+    from appliance.service import Appliance
+
 ROOT = Path(__file__).resolve().parent.parent
+
+# Fixtures shared by tests in several folders, registered here rather than imported into each test
+# module (an imported fixture reads as an unused name that the test's parameter then shadows).
+pytest_plugins = ["tests.fixtures.http_fakes"]
 
 
 def shared_path() -> Path:
@@ -68,19 +77,19 @@ def models_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def real_embedder(models_dir: Path):  # type: ignore[no-untyped-def]
+def real_embedder(models_dir: Path) -> OnnxEmbedder:
     """The default multilingual model, loaded once for the whole session."""
     from appliance.config import DEFAULT_MODEL
-    from appliance.embed import Embedder, load_spec
+    from appliance.embed import OnnxEmbedder, load_spec
 
-    return Embedder(load_spec(DEFAULT_MODEL, models_dir), models_dir)
+    return OnnxEmbedder(load_spec(DEFAULT_MODEL, models_dir), models_dir)
 
 
-def app_factory(root: Path, models_dir: Path, embedder) -> Callable[..., object]:  # type: ignore[no-untyped-def]
+def app_factory(root: Path, models_dir: Path, embedder: Embedder) -> Callable[..., Appliance]:
     """build(docs=None, **env): an Appliance over `docs` (default root/docs), index in root/index."""
     from appliance.service import Appliance
 
-    def build(docs: Path | None = None, **env: str):  # type: ignore[no-untyped-def]
+    def build(docs: Path | None = None, **env: str) -> Appliance:
         docs = docs or root / "docs"
         docs.mkdir(parents=True, exist_ok=True)
         settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(root / "index"),
@@ -91,7 +100,7 @@ def app_factory(root: Path, models_dir: Path, embedder) -> Callable[..., object]
 
 
 @pytest.fixture
-def make_app(tmp_path: Path, models_dir: Path, real_embedder) -> Callable[..., object]:  # type: ignore[no-untyped-def]
+def make_app(tmp_path: Path, models_dir: Path, real_embedder: OnnxEmbedder) -> Callable[..., Appliance]:
     """Build an Appliance over `docs` (default tmp_path/docs) with the real model."""
     return app_factory(tmp_path, models_dir, real_embedder)
 

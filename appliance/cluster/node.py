@@ -160,13 +160,13 @@ def _node_state(expected: Fingerprint, settings: Settings, threads: int) -> tupl
         if state is None:
             from appliance import indexing
             from appliance.core import Core
-            from appliance.embed import Embedder
+            from appliance.embed import OnnxEmbedder
             from appliance.models.manifest import load_spec
 
             models_dir, manifest = node_models()
             mine = replace(settings, models_dir=Path(info.models_dir), models_manifest=manifest, convert_workers=1,
                            embed_threads=threads)
-            embedder = Embedder(load_spec(expected.model_id, models_dir, manifest), models_dir, threads=threads)
+            embedder = OnnxEmbedder(load_spec(expected.model_id, models_dir, manifest), models_dir, threads=threads)
             core = Core(mine, embedder=embedder)
             state = (core, indexing._pool(core))
             _STATE[key] = state

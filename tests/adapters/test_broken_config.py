@@ -39,7 +39,7 @@ def test_mcp_status_reports_the_bad_variable_and_other_tools_refuse(tmp_path: Pa
 def test_cli_status_answers_with_a_broken_configuration(tmp_path: Path) -> None:
     from appliance.cli import app
 
-    env: dict[str, str | None] = {name: None for name in VARIABLES}  # only what the test sets
+    env: dict[str, str | None] = dict.fromkeys(VARIABLES)  # only what the test sets
     env |= {"BASE_DIR": str(tmp_path), "DB_PATH": str(tmp_path / "index"), "CONVERT_WORKERS": "0"}
     runner = CliRunner()
     out = runner.invoke(app, ["status"], env=env)

@@ -12,11 +12,12 @@ from fastmcp import Client
 
 from appliance.citations import hit_place
 from appliance.config import load_settings, read_environment
-from appliance.server import Runtime, create_server
+from appliance.runtime import Runtime
+from appliance.server import create_server
 from appliance.service import Appliance
 from appliance.wire import to_wire
-from tests.adapters.test_mcp_jobs_paging import ROOT, HashEmbedder
 from tests.conftest import shared_path
+from tests.fixtures.embedders import MODELS_DIR, HashEmbedder
 from tests.fixtures.pdf_writer import write_pdf
 
 CORPUS = shared_path() / "corpus"
@@ -41,13 +42,11 @@ def app_and_server(tmp_path_factory: pytest.TempPathFactory) -> tuple[Appliance,
             pytest.fail(f"shared test data is missing: {CORPUS / rel} (set MINIRAG_SHARED)")
         shutil.copy(CORPUS / rel, docs / Path(rel).name)
     settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp / "db"),
-                              "MODELS_DIR": str(ROOT / "models" / "baked")})
-    runtime = Runtime(read_environment({}))
-    runtime._settings = settings
-    runtime._appliance = Appliance(settings, embedder=HashEmbedder())
-    report = runtime._appliance.sync()
+                              "MODELS_DIR": str(MODELS_DIR)})
+    app = Appliance(settings, embedder=HashEmbedder())
+    report = app.sync()
     assert report.added == 3, report
-    return runtime._appliance, create_server(runtime)
+    return app, create_server(Runtime.serving(app, read_environment({})))
 
 
 def _mcp(server: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,8 @@ def _run(args: list[str], env: dict[str, str], *, prefix: list[str] | None = Non
 def env(tmp_path: Path) -> dict[str, str]:
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "runbook.md").write_text("# Runbook\n\nIf the pager shows ERR_QUASAR_0815, restart the ingest queue.\n", "utf-8")
+    (docs / "runbook.md").write_text("# Runbook\n\nIf the pager shows ERR_QUASAR_0815, restart the ingest queue.\n",
+                                     "utf-8")
     (docs / "погода.txt").write_text("Зимой в Новосибирске морозы доходят до минус сорока градусов.\n", "utf-8")
     clean = {k: v for k, v in os.environ.items() if k not in ("BASE_DIRS", "MODEL_NAME", "CHUNK_TOKEN_BUDGET")}
     return clean | {"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "index"),

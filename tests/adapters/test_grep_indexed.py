@@ -18,10 +18,13 @@ from typing import Any
 import pytest
 
 from appliance.config import load_settings, read_environment
-from appliance.server import Runtime, create_server
+from appliance.runtime import Runtime
+from appliance.server import create_server
 from appliance.service import Appliance
 from appliance.wire import to_wire
-from tests.adapters.test_mcp_jobs_paging import ROOT, HashEmbedder, error, ok
+from tests.conftest import ROOT
+from tests.fixtures.embedders import MODELS_DIR, HashEmbedder
+from tests.fixtures.mcp_calls import error, ok
 from tests.fixtures.pdf_writer import write_pdf
 
 MINIRAG = str(Path(sys.executable).with_name("minirag"))
@@ -89,7 +92,7 @@ def build(base: Path) -> tuple[Path, Path]:
 
 def settings_for(base: Path) -> Any:
     return load_settings({"BASE_DIRS": json.dumps([str(base / "docs"), str(base / "archive")]),
-                          "DB_PATH": str(base / "db"), "MODELS_DIR": str(ROOT / "models" / "baked")})
+                          "DB_PATH": str(base / "db"), "MODELS_DIR": str(MODELS_DIR)})
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +104,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path, Applia
     report = app.sync()
     assert report.failed == [] and report.added == 8, report.to_dict()
     app.ingest_data("meeting-notes", "# Meeting\n\nwe talked\nDATA_TOKEN_9090 decided\n")
-    runtime = Runtime(read_environment({}))
-    runtime._settings = app.settings
-    runtime._appliance = app
-    return create_server(runtime), base, app
+    return create_server(Runtime.serving(app, read_environment({}))), base, app
 
 
 def only(out: dict[str, Any]) -> dict[str, Any]:
@@ -122,7 +122,8 @@ def test_grep_finds_a_phrase_in_every_format_with_a_place_to_open(indexed: tuple
     bold = only(ok(server, "grep", {"pattern": "pump PRESSURE limit"}))  # the Markdown is "pump **PRESSURE** limit"
     assert bold["displayPath"] == "reports/plan.docx" and bold["chunkIndex"] == docx["chunkIndex"]
     sheet = only(ok(server, "grep", {"pattern": "staff_code_7001"}))
-    assert (sheet["displayPath"], sheet["sheet"], sheet["line"]) == ("reports/budget.xlsx", "Staff", "| Ann | STAFF_CODE_7001 |")
+    assert (sheet["displayPath"], sheet["sheet"], sheet["line"]) == \
+        ("reports/budget.xlsx", "Staff", "| Ann | STAFF_CODE_7001 |")
     slide = only(ok(server, "grep", {"pattern": "SLIDE_TOKEN_5150"}))
     assert (slide["displayPath"], slide["slide"]) == ("reports/deck.pptx", 2)
     text = ok(server, "grep", {"pattern": "VALVE_CODE_3301"})["matches"]
@@ -130,7 +131,8 @@ def test_grep_finds_a_phrase_in_every_format_with_a_place_to_open(indexed: tuple
     assert only(ok(server, "grep", {"pattern": "JSON_KEY_5522"}))["lineNumber"] == 3
     assert only(ok(server, "grep", {"pattern": "CSV_CODE_1234"}))["line"] == "| bob | CSV_CODE_1234 |"
     data = only(ok(server, "grep", {"pattern": "DATA_TOKEN_9090"}))
-    assert (data["source"], data["sourceKind"], data["filePath"], data["lineNumber"]) == ("meeting-notes", "data", None, 4)
+    assert (data["source"], data["sourceKind"], data["filePath"], data["lineNumber"]) == \
+        ("meeting-notes", "data", None, 4)
     regex = ok(server, "grep", {"pattern": r"[A-Z]+_(CODE|TOKEN)_\d{4}", "regex": True, "caseSensitive": True})
     assert regex["matchCount"] == 6 and regex["stopped"] is None
     assert regex["documentsSearched"] == regex["documentsIndexed"] == 9 and regex["filesSearched"] == 8
@@ -176,8 +178,7 @@ def test_grep_says_what_it_did_not_search(tmp_path: Path) -> None:
     docs.mkdir()
     (docs / "a.md").write_text("# A\n\nTOKEN_A in a\n", "utf-8")
     (docs / "b.md").write_text("# B\n\nTOKEN_B in b\n", "utf-8")
-    settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "db"),
-                              "MODELS_DIR": str(ROOT / "models" / "baked")})
+    settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "db"), "MODELS_DIR": str(MODELS_DIR)})
     app = Appliance(settings, embedder=HashEmbedder())
     empty = to_wire(app.grep("TOKEN"))
     assert empty["documentsIndexed"] == 0 and empty["unindexedFiles"] == 2 and "not indexed yet" in empty["note"]
@@ -187,7 +188,8 @@ def test_grep_says_what_it_did_not_search(tmp_path: Path) -> None:
     assert app.ingest([str(docs / "broken.docx")]).failed  # fails to convert: a failed row, no text
     (docs / "b.md").write_text("# B\n\nTOKEN_B changed, longer now\n", "utf-8")
     out = to_wire(app.grep("TOKEN"))
-    assert [m["displayPath"] for m in out["matches"]] == ["a.md", "b.md"] and out["matches"][1]["line"] == "TOKEN_B in b"
+    assert [m["displayPath"] for m in out["matches"]] == ["a.md", "b.md"]
+    assert out["matches"][1]["line"] == "TOKEN_B in b"
     assert (out["documentsSearched"], out["documentsIndexed"]) == (2, 2)
     assert (out["unindexedFiles"], out["failedFiles"], out["staleFiles"]) == (1, 1, 1)
     assert "2 file(s) under the roots have no indexed text and were not searched" in out["note"]
@@ -263,7 +265,7 @@ def test_cli_roots_grep_and_read_ranges(indexed: tuple[Any, Path, Appliance]) ->
     _server, base, _app = indexed
     env = {k: v for k, v in os.environ.items() if k not in ("BASE_DIR", "BASE_DIRS", "MODEL_NAME")}
     env |= {"BASE_DIRS": json.dumps([str(base / "docs"), str(base / "archive")]), "DB_PATH": str(base / "db"),
-            "MODELS_DIR": str(ROOT / "models" / "baked"), "PYTHONPATH": str(ROOT)}
+            "MODELS_DIR": str(MODELS_DIR), "PYTHONPATH": str(ROOT)}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         done = subprocess.run([MINIRAG, *args], env=env, capture_output=True, text=True, timeout=300)

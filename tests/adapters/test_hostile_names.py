@@ -22,7 +22,8 @@ from typer.testing import CliRunner
 from appliance import cli
 from appliance.config import read_environment
 from appliance.http_server import build_app
-from appliance.server import Runtime, create_server
+from appliance.runtime import Runtime
+from appliance.server import create_server
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -43,8 +44,7 @@ def synced(tmp_path: Path, make_app: Callable[..., Any]) -> dict[str, Any]:
     assert report.added == 2 and not report.failed, report
     env = {k: v for k, v in os.environ.items() if k not in ("BASE_DIRS", "MODEL_NAME", "CHUNK_TOKEN_BUDGET")}
     env |= {"BASE_DIR": str(docs), "DB_PATH": str(app.settings.db_path), "MODELS_DIR": str(app.settings.models_dir)}
-    runtime = Runtime(read_environment(env))
-    runtime._settings, runtime._appliance = app.settings, app
+    runtime = Runtime.serving(app, read_environment(env))
     return {"runtime": runtime, "env": env, "docs": docs}
 
 

@@ -8,95 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import random
 import re
-import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-import numpy as np
 import pytest
 from fastmcp import Client
 
-from appliance.config import DEFAULT_MODEL, load_settings, read_environment
-from appliance.embed import load_spec
 from appliance import server as server_module
-from appliance.server import Runtime, create_server
 from appliance.ingest import fetch
-from appliance.service import Appliance
-from tests.fixtures.http_fakes import PUBLIC_IP, FakeResolver, page, public  # noqa: F401  (public: a fixture)
-
-ROOT = Path(__file__).resolve().parents[2]
-THRESHOLD = 2000
-
-
-class HashEmbedder:
-    """Bag of hashed words, L2-normalised: same text, same vector; shared words, nearby vectors."""
-
-    def __init__(self) -> None:
-        self.spec = load_spec(DEFAULT_MODEL, ROOT / "models" / "baked")
-        self.window = self.spec.max_seq_length - 2
-
-    def count_tokens(self, text: str) -> int:
-        return len(re.findall(r"\w+|[^\w\s]", text))
-
-    def _vector(self, text: str) -> np.ndarray:
-        out = np.zeros(self.spec.dim, dtype=np.float32)
-        for word in re.findall(r"\w+", text.lower()) or ["empty"]:
-            out[int(hashlib.blake2b(word.encode(), digest_size=4).hexdigest(), 16) % self.spec.dim] += 1.0
-        return out / np.linalg.norm(out)
-
-    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([self._vector(t) for t in texts]) if texts else np.zeros((0, self.spec.dim), np.float32)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._vector(text)
-
-    def load(self) -> None:
-        pass
-
-
-def serve(tmp_path: Path, embedder: Any = None, **env: str) -> tuple[Any, Path]:
-    """(an MCP server over tmp_path/docs with the given settings, the docs root)."""
-    docs = tmp_path / "docs"
-    docs.mkdir(exist_ok=True)
-    settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "db"),
-                              "MODELS_DIR": str(ROOT / "models" / "baked"),
-                              "INGEST_FOREGROUND_MAX_BYTES": str(THRESHOLD), **env})
-    runtime = Runtime(read_environment({}))
-    runtime._settings = settings
-    runtime._appliance = Appliance(settings, embedder=embedder or HashEmbedder())
-    return create_server(runtime), docs
-
-
-def call(server: Any, name: str, args: dict[str, Any] | None = None) -> Any:
-    async def run() -> Any:
-        async with Client(server) as client:
-            return await client.call_tool(name, args or {}, raise_on_error=False)
-
-    return asyncio.run(run())
-
-
-def ok(server: Any, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-    result = call(server, name, args)
-    assert not result.is_error, result.structured_content
-    return result.structured_content
-
-
-def error(server: Any, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-    result = call(server, name, args)
-    assert result.is_error, result.structured_content
-    return result.structured_content["error"]
-
-
-def wait_for(server: Any, job: dict[str, Any], timeout: float = 300) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while job["phase"] not in ("succeeded", "failed", "cancelled"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.1)
-        job = ok(server, "sync_status", {"jobId": job["jobId"]})
-    return job
+from tests.fixtures.http_fakes import PUBLIC_IP, FakeResolver, page
+from tests.fixtures.mcp_calls import THRESHOLD, big_note, call, error, ok, serve, wait_for
 
 
 def read_all(server: Any, args: dict[str, Any]) -> str:
@@ -107,11 +30,6 @@ def read_all(server: Any, args: dict[str, Any]) -> str:
         doc = ok(server, "read_file", {**args, "offset": doc["nextOffset"], "revision": doc["revision"]})
         parts.append(doc["content"])
     return "".join(parts)
-
-
-def big_note(marker: str, size: int) -> str:
-    para = f"# Notes\n\nThe gearbox code {marker} means the left flange is loose. " + "Filler words about tea. " * 20
-    return (para * (size // len(para) + 1))[:size]
 
 
 # ------------------------------------------------------------------ bounded ingest_data
@@ -376,7 +294,8 @@ def test_error_hints_over_mcp_name_mcp_tools(tmp_path: Path) -> None:
 
 def test_read_chunk_neighbors_stays_within_max_chars_and_counts_what_it_left_out(tmp_path: Path) -> None:
     server, _docs = serve(tmp_path)
-    wait_for(server, ok(server, "ingest_data", {"source": "long-notes", "content": big_note("FLANGE_77", 20 * THRESHOLD)}))
+    content = big_note("FLANGE_77", 20 * THRESHOLD)
+    wait_for(server, ok(server, "ingest_data", {"source": "long-notes", "content": content}))
     default = ok(server, "read_chunk_neighbors", {"source": "long-notes", "chunkIndex": 3, "before": 3, "after": 50})
     assert sum(len(c["text"]) for c in default["chunks"]) <= 20_000 and default["omittedAfter"] > 0
     whole = ok(server, "read_chunk_neighbors", {"source": "long-notes", "chunkIndex": 3, "before": 3, "after": 50,
@@ -424,7 +343,8 @@ def test_search_and_grep_replies_stay_within_the_budget_as_the_client_receives_t
 
     server, docs = serve(tmp_path)
     rng = random.Random(7)
-    vocabulary = [f"{a}{b}" for a in ("val", "sel", "tor", "gas", "pum", "fil") for b in ("ve", "al", "que", "ket", "p", "ter")]
+    vocabulary = [f"{a}{b}" for a in ("val", "sel", "tor", "gas", "pum", "fil")
+                  for b in ("ve", "al", "que", "ket", "p", "ter")]
     for n in range(40):  # 40 files of distinct long sections: topK 100 with parents would be several 100 KB
         sections = "\n\n".join(f"## Part {k}\n\n" + " ".join(rng.choice(vocabulary) for _ in range(400)) + " torque"
                                 for k in range(4))

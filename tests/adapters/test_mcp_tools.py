@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 
-from appliance.locking import sync_lock
 from appliance.instructions import MAX_INSTRUCTIONS_CHARS, POLICY, build_instructions
+from appliance.locking import sync_lock
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 TOOLS = {"sync_start", "sync_status", "ingest_file", "ingest_data", "ingest_url", "query_documents",
-         "read_chunk_neighbors", "read_file", "list_files", "delete_file", "status", "grep", "list_roots", "sync_cancel"}
+         "read_chunk_neighbors", "read_file", "list_files", "delete_file", "status", "grep", "list_roots",
+         "sync_cancel"}
 
 
 def test_instructions_fit_the_budget_with_the_longest_operator_line() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 from fastmcp import Client
 
-from tests.adapters.test_mcp_jobs_paging import THRESHOLD, big_note, serve
+from tests.fixtures.mcp_calls import THRESHOLD, big_note, serve
 
 FAILING_PDF = b"%PDF-1.4 not really a pdf"
 

@@ -17,7 +17,7 @@ from fastmcp import Client
 
 from appliance.ingest.chunk import chunk_document
 from appliance.query.assemble import EXCERPT_CONTEXT_CHARS, section_excerpt
-from tests.adapters.test_mcp_jobs_paging import error, ok, serve
+from tests.fixtures.mcp_calls import error, ok, serve
 
 FILLER = [f"Sentence {n} describes the routine maintenance of pump number {n} in plain words." for n in range(40)]
 MARKER = "The QUOKKA_VALVE_314 must be closed by hand before winter."

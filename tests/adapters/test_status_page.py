@@ -19,8 +19,9 @@ import shutil
 import subprocess
 import time
 import urllib.parse
+from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -92,7 +93,8 @@ def test_endpoints_need_the_token_and_name_bad_input(served: dict[str, Any]) -> 
 
     q = urllib.parse.quote
     for path, code in [("/api/search?q=", "invalid_argument"), ("/api/search?q=%20%20", "invalid_argument"),
-                       ("/api/search?q=flux&k=1000", "invalid_argument"), ("/api/search?q=flux&k=ten", "invalid_argument"),
+                       ("/api/search?q=flux&k=1000", "invalid_argument"),
+                       ("/api/search?q=flux&k=ten", "invalid_argument"),
                        ("/api/search?q=flux&k=0", "invalid_argument"),
                        ("/api/search?q=" + "x" * 4001, "invalid_argument"),
                        ("/api/read?path=/etc/passwd", "path_outside_roots"),

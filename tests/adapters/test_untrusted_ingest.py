@@ -1,7 +1,7 @@
 """Untrusted bytes (ingest_data content, ingest_url pages) are converted in a worker, never in the
 server process, and a background ingest can be cancelled (sync_cancel, or delete_file on its source).
 
-The server here is the in-memory MCP server of test_mcp_jobs_paging (fake embedder: plumbing only).
+The server here is the in-memory MCP server of tests/fixtures/mcp_calls.py (fake embedder: plumbing only).
 """
 from __future__ import annotations
 
@@ -16,13 +16,15 @@ import pytest
 
 from appliance.config import load_settings, read_environment
 from appliance.ingest import convert, fetch
-from appliance.server import Runtime, create_server
+from appliance.runtime import Runtime
+from appliance.server import create_server
 from appliance.service import Appliance
-from tests.adapters.test_mcp_jobs_paging import THRESHOLD, HashEmbedder, big_note, error, ok, serve, wait_for
-from tests.fixtures.http_fakes import PUBLIC_IP, FakeResolver, page, public  # noqa: F401  (public: a fixture)
+from tests.conftest import ROOT
+from tests.fixtures.embedders import MODELS_DIR, HashEmbedder
+from tests.fixtures.http_fakes import PUBLIC_IP, FakeResolver, page
+from tests.fixtures.mcp_calls import THRESHOLD, big_note, error, ok, serve, wait_for
 from tests.fixtures.pdf_writer import write_pdf
 
-ROOT = Path(__file__).resolve().parents[2]
 SLOW_MARKER = "SLOWCONVERT_QQ7"
 SLOW_DATA = f'''
 import time
@@ -41,7 +43,7 @@ def _parsed_here(*_args: Any, **_kwargs: Any) -> Any:
 
 
 def test_untrusted_content_is_converted_in_a_worker_not_in_the_server(
-        tmp_path: Path, public: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        tmp_path: Path, public: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     for module, name in ((convert, "convert_data"), (convert, "to_markdown"), (convert, "_convert_html_bytes"),
                          (fetch, "page_to_converted")):
         monkeypatch.setattr(module, name, _parsed_here)  # in this process only: a spawned worker imports afresh
@@ -71,7 +73,7 @@ def test_the_server_process_never_imports_the_converters(tmp_path: Path) -> None
     script = f'''
 import sys
 from pathlib import Path
-from tests.adapters.test_mcp_jobs_paging import serve, ok
+from tests.fixtures.mcp_calls import serve, ok
 server, _ = serve(Path({str(tmp_path)!r}))
 ok(server, "ingest_data", {{"source": "h", "format": "html", "content": "<title>T</title><p>HTMLWORDQ7</p>"}})
 assert "HTMLWORDQ7" in ok(server, "read_file", {{"source": "h"}})["content"]
@@ -98,12 +100,9 @@ def serve_app(tmp_path: Path, **env: str) -> tuple[Any, Appliance]:
     """As serve(), and the Appliance behind the server (to see its conversion worker)."""
     (tmp_path / "docs").mkdir(exist_ok=True)
     settings = load_settings({"BASE_DIR": str(tmp_path / "docs"), "DB_PATH": str(tmp_path / "db"),
-                              "MODELS_DIR": str(ROOT / "models" / "baked"),
-                              "INGEST_FOREGROUND_MAX_BYTES": str(THRESHOLD), **env})
-    runtime = Runtime(read_environment({}))
-    runtime._settings = settings
-    runtime._appliance = app = Appliance(settings, embedder=HashEmbedder())
-    return create_server(runtime), app
+                              "MODELS_DIR": str(MODELS_DIR), "INGEST_FOREGROUND_MAX_BYTES": str(THRESHOLD), **env})
+    app = Appliance(settings, embedder=HashEmbedder())
+    return create_server(Runtime.serving(app, read_environment({}))), app
 
 
 def _running(server: Any, job: dict[str, Any]) -> dict[str, Any]:

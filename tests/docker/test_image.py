@@ -4,6 +4,7 @@ Built by `make image` beforehand (scripts/docker_ci.sh does both); these tests b
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -104,10 +105,8 @@ class McpContainer:
         return data | ({"isError": True} if result.get("isError") else {})
 
     def close(self, timeout: float = 60) -> int:
-        try:
+        with contextlib.suppress(OSError):
             self.proc.stdin.close()
-        except OSError:
-            pass
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -309,7 +308,8 @@ def test_daemon_checks_bearer_token(image: str, docs: Path) -> None:
         "for _ in range(120):\n"
         "    try: print(post(None)[0]); break\n"
         "    except OSError: time.sleep(1)\n"
-        f"print(post('Bearer wrong-token-wrong-token')[0]); s,b=post('Bearer {token}'); print(s); print('serverInfo' in b)\n"
+        "print(post('Bearer wrong-token-wrong-token')[0])\n"
+        f"s,b=post('Bearer {token}'); print(s); print('serverInfo' in b)\n"
     )
     try:
         out = subprocess.run([DOCKER, "exec", name, "python3", "-c", probe], capture_output=True, text=True,

@@ -65,7 +65,8 @@ def _status(image: str, docs: Path, index: Path) -> dict:  # type: ignore[type-a
 
 def test_docker_stop_during_a_sync_exits_0_within_the_grace(image: str, many_docs: Path, tmp_path: Path) -> None:
     index = _index_dir(tmp_path, "index")
-    mcp = McpContainer(image, [f"{many_docs}:/docs:ro", f"{index}:/index"])  # the scheduler syncs once the server is warm
+    # the scheduler syncs once the server is warm
+    mcp = McpContainer(image, [f"{many_docs}:/docs:ro", f"{index}:/index"])
     try:
         mcp.handshake()  # as clients do: the server warms up, then the scheduler starts
         _wait_for_a_write(mcp, index)

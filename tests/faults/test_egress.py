@@ -38,7 +38,8 @@ def test_a_sync_query_serve_session_sends_nothing(models_dir: Path) -> None:
     env = dict(os.environ, PYTHONPATH=os.environ.get("PYTHONPATH") or str(ROOT))
     p = subprocess.run([sys.executable, str(SCRIPT), "--serve", "--hold", "30", "--json",
                         "--models-dir", str(models_dir)], capture_output=True, text=True, env=env, timeout=840)
-    assert p.returncode in (0, 1), f"the check could not run (exit {p.returncode}): {p.stderr[-2000:]}{p.stdout[-2000:]}"
+    assert p.returncode in (0, 1), \
+        f"the check could not run (exit {p.returncode}): {p.stderr[-2000:]}{p.stdout[-2000:]}"
     report = json.loads(p.stdout)
     assert report["session_ok"], [s for s in report["steps"] if not s["ok"]]
     assert [s["argv"][3] for s in report["steps"]] == ["sync", "query", "status", "serve"]

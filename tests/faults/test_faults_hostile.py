@@ -53,7 +53,7 @@ def test_generator_names_every_file_it_writes(tmp_path: Path) -> None:
     names = [c.name for c in cases]
     assert len(names) == len(set(names)) >= 40
     on_disk = set()
-    for dirpath, dirnames, filenames in os.walk(os.fsencode(tmp_path)):
+    for dirpath, _dirnames, filenames in os.walk(os.fsencode(tmp_path)):
         for name in filenames:
             on_disk.add(os.fsdecode(os.path.relpath(os.path.join(dirpath, name), os.fsencode(tmp_path))))
     assert on_disk == set(names)

@@ -18,9 +18,10 @@ import asyncio
 import ipaddress
 import json
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -32,15 +33,13 @@ from appliance.ingest import fetch
 from appliance.server import Runtime, create_server
 from appliance.service import Appliance
 from appliance.wire import to_wire
-from tests.fixtures.http_fakes import (  # noqa: F401  (public, internal: fixtures)
+from tests.fixtures.http_fakes import (
     BAD_URLS,
     PRIVATE_IP,
     PUBLIC_IP,
     REFUSED,
     FakeResolver,
-    internal,
     page,
-    public,
     redirect,
     refused_names_resolver,
 )

@@ -8,8 +8,8 @@ with the multilingual-e5 tokenizer itself.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -103,12 +103,12 @@ def test_budget_and_reconstruction(shared: Path, counter, kind: str) -> None:  #
 
 
 def test_slides_are_sections(shared: Path, counter) -> None:  # type: ignore[no-untyped-def]
-    md, chunks, by_section = cut(shared, "pptx", counter)
+    md, _chunks, by_section = cut(shared, "pptx", counter)
     markers = re.findall(r"<!-- Slide number: (\d+) -->", md)
     assert len(markers) >= 3
     labels = [members[0].heading for members in by_section.values()]
     assert labels == [f"Slide {n}" for n in markers]
-    for n, members in zip(markers, by_section.values()):
+    for n, members in zip(markers, by_section.values(), strict=True):
         assert f"<!-- Slide number: {n} -->" in members[0].body
         assert {c.slide for c in members} == {int(n)}  # the slide each chunk cites
 
@@ -129,7 +129,7 @@ def test_spreadsheet_tables_repeat_their_header(shared: Path, counter) -> None: 
 
 
 def test_spec_document_has_heading_sections(shared: Path, counter) -> None:  # type: ignore[no-untyped-def]
-    md, chunks, by_section = cut(shared, "docx", counter)
+    md, chunks, _by_section = cut(shared, "docx", counter)
     headings = re.findall(r"(?m)^#{1,6} (.+)$", md)
     assert len(headings) >= 2
     assert any(" > " in c.heading for c in chunks)
@@ -163,7 +163,7 @@ def test_long_pdf(shared: Path, counter) -> None:  # type: ignore[no-untyped-def
 
 
 def test_meeting_transcript_gets_time_windows(shared: Path, counter) -> None:  # type: ignore[no-untyped-def]
-    md, chunks, by_section = cut(shared, "transcript", counter)
+    _md, _chunks, by_section = cut(shared, "transcript", counter)
     labels = [members[0].heading for members in by_section.values()]
     assert labels == ["word_image_anchors", "[00:00–02:00] word_image_anchors"]
     turns = by_section[1]

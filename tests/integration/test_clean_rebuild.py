@@ -72,7 +72,7 @@ def test_readers_keep_answering_while_another_process_cleans(make_app, tmp_path:
                 app.search("glacier hiking", top_k=3)
                 app.status()
                 answered[0] += 1
-            except Exception as exc:  # every failure is the finding
+            except Exception as exc:  # noqa: BLE001 - every failure is the finding
                 failed.append(f"{type(exc).__name__}: {exc}")
             time.sleep(0.05)
 

@@ -42,7 +42,7 @@ def synced(shared: Path, tmp_path_factory, models_dir: Path, real_embedder):  # 
 
 
 def test_every_expected_file_is_indexed(synced, shared: Path) -> None:  # type: ignore[no-untyped-def]
-    docs, app, report, _texts = synced
+    _docs, _app, report, _texts = synced
     assert report.failed == [], report.failed
     assert report.added == len(_rows(shared))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from appliance.embed import Embedder, load_spec
+from appliance.embed import OnnxEmbedder, load_spec
 from appliance.errors import ModelCorrupt, ModelMissing
 from appliance.models.bake import check_baked
 from appliance.models.manifest import default_models_dir
@@ -31,14 +31,14 @@ RU = ["Кошка сидит на коврике.", "Сегодня хороша
 
 
 @pytest.fixture(scope="module")
-def e5() -> Embedder:
+def e5() -> OnnxEmbedder:
     models_dir = Path(os.environ.get("MODELS_DIR") or default_models_dir())
     spec = load_spec(MODEL_ID)
     try:
         check_baked(spec, models_dir, full=False)
     except (ModelMissing, ModelCorrupt) as exc:
         pytest.fail(f"{exc}. Bake it first: `make models` (or `minirag models bake`).", pytrace=False)
-    return Embedder(spec, models_dir, threads=2)
+    return OnnxEmbedder(spec, models_dir, threads=2)
 
 
 def test_translations_rank_each_other_first(e5):

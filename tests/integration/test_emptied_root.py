@@ -21,11 +21,10 @@ import pytest
 from appliance.config import load_settings
 from appliance.scheduler import Scheduler
 from appliance.service import Appliance
-from tests.adapters.test_mcp_jobs_paging import HashEmbedder, ok, serve, wait_for
+from tests.fixtures.embedders import MODELS_DIR, HashEmbedder
+from tests.fixtures.mcp_calls import ok, serve, wait_for
 
 MINIRAG = str(Path(sys.executable).with_name("minirag"))
-ROOT = Path(__file__).resolve().parents[2]
-MODELS = ROOT / "models" / "baked"
 
 
 def _write(docs: Path, count: int, prefix: str = "note") -> None:
@@ -40,16 +39,16 @@ def _empty(docs: Path) -> None:
 
 
 def _app(tmp_path: Path, docs: Path, **env: str) -> Appliance:
-    settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "db"), "MODELS_DIR": str(MODELS),
+    settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "db"), "MODELS_DIR": str(MODELS_DIR),
                               **env})
-    return Appliance(settings, embedder=HashEmbedder())  # type: ignore[arg-type]  # plumbing only: no ranking
+    return Appliance(settings, embedder=HashEmbedder())  # plumbing only: no ranking
 
 
 def _indexed_elsewhere(docs: Path, db: Path) -> int:
     """Files the index holds, as another process (`minirag status`) reads them."""
     env = {k: v for k, v in os.environ.items() if k not in ("BASE_DIRS", "MODEL_NAME")}
     out = subprocess.run([MINIRAG, "status"], env=env | {"BASE_DIR": str(docs), "DB_PATH": str(db),
-                                                          "MODELS_DIR": str(MODELS)},
+                                                          "MODELS_DIR": str(MODELS_DIR)},
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     count: int = json.loads(out.stdout)["index"]["sourceCount"]
@@ -139,7 +138,7 @@ def test_cli_sync_over_an_emptied_root_exits_1_and_keeps_the_index(tmp_path: Pat
     docs, db = tmp_path / "docs", tmp_path / "db"
     _write(docs, 3)
     env = {k: v for k, v in os.environ.items() if k not in ("BASE_DIRS", "MODEL_NAME")}
-    env |= {"BASE_DIR": str(docs), "DB_PATH": str(db), "MODELS_DIR": str(MODELS)}
+    env |= {"BASE_DIR": str(docs), "DB_PATH": str(db), "MODELS_DIR": str(MODELS_DIR)}
 
     def sync(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([MINIRAG, "sync", *args], env=env, capture_output=True, text=True, timeout=600)
@@ -164,7 +163,7 @@ def test_scheduled_round_keeps_a_mostly_emptied_root(tmp_path: Path) -> None:
     _app(tmp_path, docs).sync()
     for n in range(18):
         (docs / f"note{n:02}.md").unlink()
-    settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "db"), "MODELS_DIR": str(MODELS),
+    settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "db"), "MODELS_DIR": str(MODELS_DIR),
                               "SYNC_INTERVAL": "60"})
     scheduler = Scheduler(settings, clock=time.time)
     scheduler.round()

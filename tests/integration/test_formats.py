@@ -62,7 +62,7 @@ def test_expected_substring(row: dict[str, str]) -> None:
     _need(row)
     _skip_without_xlrd(row["path"])
     if row["needs_ocr"] == "yes":
-        state, hint = ocr_status(OcrConfig())
+        _state, hint = ocr_status(OcrConfig())
         assert hint is None, f"OCR rows need tesseract with eng+deu+rus: {hint}"
     c = converted(row["path"])
     assert _norm(row["expected_substring"]) in _norm(c.markdown), c.markdown[:2000]
@@ -147,7 +147,7 @@ def test_encrypted_pdf_is_named() -> None:
 
 
 def test_mislabelled_pdf_in_the_corpus() -> None:
-    with pytest.raises(MislabelledFile, match="notapdf.pdf"):
+    with pytest.raises(MislabelledFile, match=r"notapdf\.pdf"):
         to_markdown(CORPUS / "node-textract/notapdf.pdf", ocr=None, max_file_size=MAX)
 
 

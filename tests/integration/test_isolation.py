@@ -41,7 +41,7 @@ class PeakRss:
                     self.peak_kb = max(self.peak_kb, _rss_kb(kid))
             time.sleep(0.05)
 
-    def __enter__(self) -> "PeakRss":
+    def __enter__(self) -> PeakRss:
         self._t.start()
         return self
 
@@ -52,9 +52,10 @@ class PeakRss:
 
 def _rss_kb(pid: int) -> int:
     try:
-        for line in open(f"/proc/{pid}/status"):
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
     except OSError:
         pass
     return 0
@@ -140,7 +141,7 @@ def test_timeout_kills_and_replaces_the_worker(hostile: Path) -> None:
         assert pool.restarts == 1
         assert pool.convert(hostile / "good1.html").markdown.startswith("# Good 1")
         assert pool.worker_pids() != before
-        assert not Path(f"/proc/{before[0]}").exists() or "Z" in open(f"/proc/{before[0]}/stat").read().split()[2]
+        assert not Path(f"/proc/{before[0]}").exists() or "Z" in Path(f"/proc/{before[0]}/stat").read_text().split()[2]
 
 
 @pytest.mark.slow
@@ -193,7 +194,7 @@ def test_closed_pool_refuses_work(tmp_path: Path) -> None:
         pool.convert(tmp_path / "good0.md")
     time.sleep(0.2)
     for pid in pids:
-        assert not Path(f"/proc/{pid}").exists() or "Z" in open(f"/proc/{pid}/stat").read().split()[2]
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
 
 def test_worker_imports_stay_small() -> None:

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 from appliance.errors import IndexBusy, IndexCorrupt, is_commit_conflict, storage_error
@@ -35,7 +34,7 @@ def _rows(source_id: str, n: int) -> list[dict]:
     return out
 
 
-def _writer(db: str, name: str, rounds: int, queue: "mp.Queue[tuple[str, int, str]]",
+def _writer(db: str, name: str, rounds: int, queue: mp.Queue[tuple[str, int, str]],
             rebuilds: bool = False) -> None:
     if rebuilds:  # a vector index from 10 rows, rebuilt whenever a fold leaves it in two segments
         from appliance import replica, store
@@ -51,12 +50,12 @@ def _writer(db: str, name: str, rounds: int, queue: "mp.Queue[tuple[str, int, st
                 index.refresh_indexes(fold_now=True)  # compaction and index updates: the writes that lose races
             if r % 5 == 4:
                 index.delete_sources([f"{name}-{r - 1}"])
-    except Exception as exc:  # reported to the parent, which fails the test with it
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the test with it
         error = f"{type(exc).__name__}: {exc}"
     queue.put((name, index.conflicts_retried, error))
 
 
-def _start_writers(db: Path, count: int, rounds: int, rebuilds: bool = False) -> tuple[list, "mp.Queue"]:
+def _start_writers(db: Path, count: int, rounds: int, rebuilds: bool = False) -> tuple[list, mp.Queue]:
     """A seeded index and `count` _writer processes running `rounds` rounds each on it."""
     Index(db, DIM).replace_sources([SourceRow(source_id="seed", source_kind="data", chunk_count=3)], _rows("seed", 3))
     ctx = mp.get_context("spawn")
@@ -67,7 +66,7 @@ def _start_writers(db: Path, count: int, rounds: int, rebuilds: bool = False) ->
     return procs, queue
 
 
-def _results(procs: list, queue: "mp.Queue") -> list[tuple[str, int, str]]:
+def _results(procs: list, queue: mp.Queue) -> list[tuple[str, int, str]]:
     results = [queue.get(timeout=300) for _ in procs]
     for p in procs:
         p.join(60)
@@ -80,7 +79,8 @@ def test_a_commit_conflict_is_busy_never_corrupt() -> None:
     named = storage_error(exc, "the index at /index")
     assert isinstance(named, IndexBusy) and not isinstance(named, IndexCorrupt)
     assert "sync --clean" not in (named.hint or "")
-    assert isinstance(storage_error(RuntimeError("lance error: Not found: chunks.lance/data/x.lance"), "x"), IndexCorrupt)
+    missing = RuntimeError("lance error: Not found: chunks.lance/data/x.lance")
+    assert isinstance(storage_error(missing, "x"), IndexCorrupt)
 
 
 @pytest.mark.slow  # three writer processes
@@ -96,7 +96,7 @@ def test_three_processes_writing_at_once_lose_nothing(tmp_path: Path, rebuilds: 
     index = Index(db, DIM)
     expected = {"seed"} | {f"w{i}-{r}" for i in range(3) for r in range(rounds) if not (r % 5 == 3 and r + 1 < rounds)}
     assert {s.source_id for s in index.source_rows()} == expected
-    assert index.chunk_counts() == {sid: 3 for sid in expected}
+    assert index.chunk_counts() == dict.fromkeys(expected, 3)
     if rebuilds:  # the index the writers rebuilt under each other finds every chunk by its own vector
         from appliance import replica
 

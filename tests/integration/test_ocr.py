@@ -35,7 +35,7 @@ MAX = 100 << 20
 def _need_data_and_tesseract() -> None:
     if not (CORPUS / "ocr").is_dir():
         pytest.fail(f"shared test data is missing: {CORPUS / 'ocr'} (set MINIRAG_SHARED; CI always has it)")
-    state, hint = ocr_status(CFG)
+    _state, hint = ocr_status(CFG)
     if hint is not None:
         pytest.fail(f"tesseract with eng+deu+rus is required for these tests: {hint}")
 
@@ -81,8 +81,8 @@ def test_scanned_pdf_document_marks_ocr_pages() -> None:
 @SLOW
 def test_masks_pdf_substrings() -> None:
     c = to_markdown(CORPUS / "ocr/ocrmypdf-masks-de/masks.pdf", ocr=CFG, max_file_size=MAX)
-    rows = list(csv.reader(open(CORPUS / "ocr/ocrmypdf-masks-de/expected_substrings.tsv", encoding="utf-8"),
-                           delimiter="\t"))
+    with open(CORPUS / "ocr/ocrmypdf-masks-de/expected_substrings.tsv", encoding="utf-8") as tsv:
+        rows = list(csv.reader(tsv, delimiter="\t"))
     text = re.sub(r"\s+", " ", c.markdown)
     found = [r[2] for r in rows if r[2] in text]
     print(f"masks.pdf: {len(found)}/{len(rows)} substrings found")
@@ -119,7 +119,7 @@ def test_image_pixel_limit(tmp_path: Path) -> None:
 
     f = tmp_path / "poster.png"
     Image.new("1", (4000, 3000)).save(f)
-    with pytest.raises(ImageTooLarge, match="poster.png.*4000x3000"):
+    with pytest.raises(ImageTooLarge, match=r"poster\.png.*4000x3000"):
         to_markdown(f, ocr=replace(CFG, max_pixels=10_000_000), max_file_size=MAX)
 
 
@@ -127,7 +127,7 @@ def test_scan_without_tesseract_fails_loudly() -> None:
     broken = replace(CFG, tesseract_cmd="/nonexistent/tesseract")
     assert ocr_status(broken)[0] == "unavailable"
     assert "apt-get install tesseract-ocr" in (ocr_status(broken)[1] or "")
-    with pytest.raises(OcrUnavailable, match="russian_scan_derived.pdf") as err:
+    with pytest.raises(OcrUnavailable, match=r"russian_scan_derived\.pdf") as err:
         to_markdown(CORPUS / "ocr/aleph/russian_scan_derived.pdf", ocr=broken, max_file_size=MAX)
     assert "apt-get install" in (err.value.hint or "")
 

@@ -7,6 +7,7 @@ top hits finds deeper ones.
 """
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,12 +29,12 @@ def synced(tmp_path_factory: pytest.TempPathFactory, models_dir: Path, real_embe
     """40 SciFact abstracts, alternately in docs/a and docs/b, synced once."""
     root = tmp_path_factory.mktemp("ranking")
     docs = root / "docs"
-    lines = (shared_path() / "eval/retrieval/scifact/corpus.jsonl").open(encoding="utf-8")
-    for n, line in zip(range(40), lines):
-        doc = json.loads(line)
-        folder = docs / ("a" if n % 2 == 0 else "b")
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{doc['_id']}.md").write_text(f"# {doc['title']}\n\n{doc['text']}\n", "utf-8")
+    with (shared_path() / "eval/retrieval/scifact/corpus.jsonl").open(encoding="utf-8") as lines:
+        for n, line in enumerate(itertools.islice(lines, 40)):
+            doc = json.loads(line)
+            folder = docs / ("a" if n % 2 == 0 else "b")
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{doc['_id']}.md").write_text(f"# {doc['title']}\n\n{doc['text']}\n", "utf-8")
     app = app_factory(root, models_dir, real_embedder)(docs)
     app.sync()
     return SimpleNamespace(docs=docs, app=app)

@@ -11,23 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from appliance.config import load_settings
 from appliance.service import Appliance
 from appliance.wire import to_wire
-from tests.adapters.test_mcp_jobs_paging import ROOT, HashEmbedder
+from tests.fixtures.embedders import MODELS_DIR, HashEmbedder
 
 FILES = 12
 PARAGRAPHS = 30
-
-
-class SlowEmbedder(HashEmbedder):
-    """HashEmbedder at ~200 passages a second."""
-
-    def embed_passages(self, texts: Any) -> np.ndarray:
-        time.sleep(0.005 * len(texts))
-        return super().embed_passages(texts)
 
 
 def test_sync_status_counts_files_and_chunks_when_written_while_the_model_is_behind(tmp_path: Path) -> None:
@@ -38,8 +28,8 @@ def test_sync_status_counts_files_and_chunks_when_written_while_the_model_is_beh
             f"## Part {p}\n\nParagraph {p} of note {n} talks about item {n * 100 + p} at length, "
             f"with enough words to be a chunk of its own.\n\n" for p in range(PARAGRAPHS)), "utf-8")
     settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "db"),
-                              "MODELS_DIR": str(ROOT / "models" / "baked"), "CHUNK_TOKEN_BUDGET": "32"})
-    app = Appliance(settings, embedder=SlowEmbedder())
+                              "MODELS_DIR": str(MODELS_DIR), "CHUNK_TOKEN_BUDGET": "32"})
+    app = Appliance(settings, embedder=HashEmbedder(per_text=0.005))  # ~200 passages a second
     job = app.sync_start()
     seen: list[dict[str, Any]] = []
     while True:

@@ -13,9 +13,8 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import lancedb
 import numpy as np
@@ -24,27 +23,11 @@ import pytest
 from appliance.config import load_settings
 from appliance.service import Appliance
 from appliance.store import Index
-from tests.adapters.test_mcp_jobs_paging import ROOT, HashEmbedder
-from tests.conftest import app_factory
+from tests.conftest import ROOT, app_factory
+from tests.fixtures.embedders import MODELS_DIR, HashEmbedder
 
 PARAGRAPH = ("Section {n} explains how the {topic} of unit {n} is checked: the operator reads the gauge, writes "
              "the value in the log, compares it with the limit of the previous week and reports any drift. ")
-
-
-class CountingEmbedder(HashEmbedder):
-    """HashEmbedder that counts every passage given to it (and can take its time, for kills)."""
-
-    def __init__(self, model_id: str | None = None, delay: float = 0.0) -> None:
-        super().__init__()
-        if model_id:
-            self.spec = replace(self.spec, id=model_id)
-        self.delay = delay
-        self.passages: list[str] = []
-
-    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        self.passages += texts
-        time.sleep(self.delay)
-        return super().embed_passages(texts)
 
 
 def note(topic: str, sections: int = 4) -> str:
@@ -54,13 +37,13 @@ def note(topic: str, sections: int = 4) -> str:
                                       for k in range(3)) for n in range(sections)) + "\n"
 
 
-def build(tmp_path: Path, embedder: CountingEmbedder, *roots: Path, **env: str) -> Appliance:
+def build(tmp_path: Path, embedder: HashEmbedder, *roots: Path, **env: str) -> Appliance:
     roots = roots or (tmp_path / "docs",)
     for root in roots:
         root.mkdir(parents=True, exist_ok=True)
     settings = load_settings({"BASE_DIRS": json.dumps([str(r) for r in roots]), "DB_PATH": str(tmp_path / "index"),
-                              "MODELS_DIR": str(ROOT / "models" / "baked"), "CHUNK_TOKEN_BUDGET": "64", **env})
-    return Appliance(settings, embedder=embedder)  # type: ignore[arg-type]
+                              "MODELS_DIR": str(MODELS_DIR), "CHUNK_TOKEN_BUDGET": "64", **env})
+    return Appliance(settings, embedder=embedder)
 
 
 def rows(app: Appliance, where: str = "true") -> list[dict[str, Any]]:
@@ -83,7 +66,7 @@ def folder(root: Path, name: str, files: int = 6) -> Path:
 
 
 def test_editing_one_paragraph_embeds_only_the_chunks_that_changed(tmp_path: Path) -> None:
-    embedder = CountingEmbedder()
+    embedder = HashEmbedder()
     app = build(tmp_path, embedder)
     doc = tmp_path / "docs" / "manual.md"
     doc.write_text(note("pressure", sections=20), "utf-8")
@@ -92,7 +75,8 @@ def test_editing_one_paragraph_embeds_only_the_chunks_that_changed(tmp_path: Pat
     assert first.chunks_embedded == len(embedder.passages) == first.chunks > 20 and first.chunks_reused == 0
 
     embedder.passages.clear()
-    doc.write_text(note("pressure", sections=20).replace("Section 7 explains", "Section 7, revised in May, explains", 1))
+    revised = note("pressure", sections=20).replace("Section 7 explains", "Section 7, revised in May, explains", 1)
+    doc.write_text(revised)
     second = app.sync()
     after = rows(app)
     changed = [r for r in after if r["embed_key"] not in before]
@@ -105,7 +89,7 @@ def test_editing_one_paragraph_embeds_only_the_chunks_that_changed(tmp_path: Pat
 
 @pytest.mark.slow  # several syncs, each with its conversion worker
 def test_renamed_moved_and_copied_files_and_a_second_root_embed_nothing(tmp_path: Path) -> None:
-    embedder = CountingEmbedder()
+    embedder = HashEmbedder()
     docs, second_root = tmp_path / "docs", tmp_path / "mirror"
     app = build(tmp_path, embedder, docs, second_root)
     folder(docs, "papers")
@@ -140,7 +124,7 @@ def test_renamed_moved_and_copied_files_and_a_second_root_embed_nothing(tmp_path
 
 
 def test_rows_of_an_index_written_before_embed_key_existed_are_reused(tmp_path: Path) -> None:
-    embedder = CountingEmbedder()
+    embedder = HashEmbedder()
     app = build(tmp_path, embedder)
     folder(tmp_path / "docs", "papers")
     app.sync()
@@ -161,26 +145,26 @@ def test_rows_of_an_index_written_before_embed_key_existed_are_reused(tmp_path: 
 def test_a_change_of_model_or_scheme_embeds_everything_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     docs = tmp_path / "docs"
     folder(docs, "papers")
-    first = build(tmp_path, CountingEmbedder()).sync()
+    first = build(tmp_path, HashEmbedder()).sync()
 
-    other = CountingEmbedder(model_id="test/another-model")
+    other = HashEmbedder(model_id="test/another-model")
     report = build(tmp_path, other).sync(full=True)
     assert report.chunks_embedded == len(other.passages) == report.chunks == first.chunks and report.chunks_reused == 0
 
     for module in ("core", "sync_plan", "indexing", "health"):  # every module that reads the scheme
         monkeypatch.setattr(f"appliance.{module}.SCHEME_VERSION", "structure-v99")
-    rescheme = CountingEmbedder(model_id="test/another-model")
+    rescheme = HashEmbedder(model_id="test/another-model")
     report = build(tmp_path, rescheme).sync()
     assert report.updated == 7 and report.chunks_embedded == len(rescheme.passages) == report.chunks
     assert report.chunks_reused == 0
 
-    clean = CountingEmbedder(model_id="test/another-model")
+    clean = HashEmbedder(model_id="test/another-model")
     report = build(tmp_path, clean).sync(clean=True)
     assert report.chunks_embedded == len(clean.passages) == report.chunks and report.chunks_reused == 0
 
 
 def test_a_text_repeated_within_one_sync_is_embedded_once(tmp_path: Path) -> None:
-    embedder = CountingEmbedder()
+    embedder = HashEmbedder()
     app = build(tmp_path, embedder)
     folder(tmp_path / "docs", "a")
     shutil.copytree(tmp_path / "docs" / "a", tmp_path / "docs" / "b")
@@ -192,10 +176,11 @@ def test_a_text_repeated_within_one_sync_is_embedded_once(tmp_path: Path) -> Non
 KILLED_SYNC = """
 import sys, time
 sys.path[:0] = [{root!r}]
-from tests.integration.test_reuse import CountingEmbedder, build
+from tests.fixtures.embedders import HashEmbedder
+from tests.integration.test_reuse import build
 from pathlib import Path
 if __name__ == "__main__":
-    build(Path({tmp!r}), CountingEmbedder(delay=2.0)).sync()
+    build(Path({tmp!r}), HashEmbedder(delay=2.0)).sync()
 """
 
 
@@ -206,7 +191,7 @@ def test_a_sync_after_a_killed_one_reuses_what_the_killed_one_left(tmp_path: Pat
     the renamed files' vectors from the old rows, which a killed sync no longer deletes first."""
     docs = tmp_path / "docs"
     folder(docs, "papers")
-    embedder = CountingEmbedder()
+    embedder = HashEmbedder()
     first = build(tmp_path, embedder).sync()
     (docs / "papers").rename(docs / "renamed")
     folder(docs, "aa-new", files=30)
@@ -240,10 +225,11 @@ def test_a_sync_after_a_killed_one_reuses_what_the_killed_one_left(tmp_path: Pat
 WRITER = """
 import sys
 sys.path[:0] = [{root!r}]
-from tests.integration.test_reuse import CountingEmbedder, build
+from tests.fixtures.embedders import HashEmbedder
+from tests.integration.test_reuse import build
 from pathlib import Path
 if __name__ == "__main__":
-    app = build(Path({tmp!r}), CountingEmbedder())
+    app = build(Path({tmp!r}), HashEmbedder())
     for n in range(12):
         app.ingest_data(f"item-{{n}}", f"Item {{n}} notes: the pump at station {{n}} was serviced." * 20)
         if n % 4 == 3:
@@ -255,7 +241,7 @@ if __name__ == "__main__":
 def test_a_writer_in_another_process_during_a_reusing_sync_loses_nothing(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     folder(docs, "papers", files=20)
-    embedder = CountingEmbedder(delay=0.05)
+    embedder = HashEmbedder(delay=0.05)
     app = build(tmp_path, embedder)
     first = app.sync()
     stored = vectors_by_text(app)
@@ -271,7 +257,8 @@ def test_a_writer_in_another_process_during_a_reusing_sync_loses_nothing(tmp_pat
     assert all(stored[t] == v for t, v in vectors_by_text(app).items() if t in stored)
     sources = {s.source_id for s in app.index.source_rows()}
     items = {f"item-{n}" for n in range(12) if n % 4 != 2}
-    assert sources == items | {str(p) for p in (docs / "renamed").iterdir()} | {str(p) for p in (docs / "aa-new").iterdir()}
+    moved = {str(p) for p in (docs / "renamed").iterdir()} | {str(p) for p in (docs / "aa-new").iterdir()}
+    assert sources == items | moved
     counts = app.index.chunk_counts()
     assert all(counts.get(s.source_id) == s.chunk_count for s in app.index.source_rows())
 

@@ -56,7 +56,7 @@ def _sync(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_warm_server_runs_the_cli_sync(warm: tuple[RawStdio, dict[str, str], Path]) -> None:
-    server, env, index = warm
+    server, env, _index = warm
     first = _sync(env)
     assert first.returncode == 0 and RUN_BY_SERVER in first.stderr, first.stderr[-2000:]
     assert "added 5" in first.stdout

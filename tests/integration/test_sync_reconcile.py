@@ -30,7 +30,8 @@ def _state(app) -> dict[str, int]:  # type: ignore[no-untyped-def]
 
 def _adds_up(report) -> None:  # type: ignore[no-untyped-def]
     d = report.to_dict()
-    assert d["added"] + d["updated"] + d["unchanged"] + d["refreshed"] + d["failedCount"] + d["skippedCount"] == d["seen"]
+    assert d["added"] + d["updated"] + d["unchanged"] + d["refreshed"] + d["failedCount"] + d["skippedCount"] \
+        == d["seen"]
 
 
 def test_reconcile_scenarios(make_app, tmp_path: Path) -> None:
@@ -99,9 +100,8 @@ def test_move_between_roots(make_app, tmp_path: Path) -> None:
 
 def test_second_sync_refuses_while_one_runs(make_app, tmp_path: Path) -> None:
     app = make_app()
-    with sync_lock(app.settings.db_path):
-        with pytest.raises(SyncBusy) as err:
-            app.sync()
+    with sync_lock(app.settings.db_path), pytest.raises(SyncBusy) as err:
+        app.sync()
     assert f"pid {os.getpid()}" in err.value.message
     assert app.status().sync_running is None
 
@@ -112,10 +112,10 @@ def test_killed_syncs_converge_to_a_clean_build(make_app, tmp_path: Path, models
     docs = tmp_path / "docs"
     docs.mkdir()
     rng = random.Random(7)
-    words = ("river harbour lantern meadow copper violin orbit basalt ferry quartz "
-             "лес река мост город ветер Haus Brücke Wald Stadt Fluss").split()
+    words = ["river", "harbour", "lantern", "meadow", "copper", "violin", "orbit", "basalt", "ferry", "quartz", "лес",
+             "река", "мост", "город", "ветер", "Haus", "Brücke", "Wald", "Stadt", "Fluss"]
     for n in range(40):
-        paras = ["# Note %d\n" % n] + [" ".join(rng.choices(words, k=60)) for _ in range(rng.randint(1, 6))]
+        paras = [f"# Note {n}\n"] + [" ".join(rng.choices(words, k=60)) for _ in range(rng.randint(1, 6))]
         (docs / f"note-{n:02d}.md").write_text("\n\n".join(paras) + "\n", "utf-8")
     env = dict(os.environ, BASE_DIR=str(docs), DB_PATH=str(tmp_path / "index"), MODELS_DIR=str(models_dir))
     cmd = [sys.executable, "-m", "appliance", "sync", "--json"]

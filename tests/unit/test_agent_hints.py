@@ -11,7 +11,8 @@ def test_a_command_with_an_mcp_equivalent_names_the_tool() -> None:
 
 def test_a_command_an_agent_cannot_run_is_marked_as_the_operators() -> None:
     out = for_agents("run `minirag sync --clean` to rebuild")
-    assert out == "run `minirag sync --clean` (an operator's command on the appliance's host, not an MCP tool) to rebuild"
+    assert out == ("run `minirag sync --clean` (an operator's command on the appliance's host, not an MCP tool) "
+                   "to rebuild")
     assert "operator" in for_agents("bake it with `minirag models bake`")
 
 

@@ -129,7 +129,7 @@ def test_heading_without_body_or_child_is_its_own_chunk() -> None:
 
 def test_empty_parent_heading_rides_with_its_child() -> None:
     chunks = chunk(SPEC)
-    child = [c for c in chunks if c.heading.endswith("Child")][0]
+    child = next(c for c in chunks if c.heading.endswith("Child"))
     assert child.body.strip().startswith("## Parent without body\n### Child")
     assert not any(c.heading.endswith("Parent without body") for c in chunks)
 
@@ -173,7 +173,7 @@ def table(rows: int, width: int = 3) -> str:
     head = "| " + " | ".join(f"Col{i}" for i in range(width)) + " |"
     sep = "| " + " | ".join("---" for _ in range(width)) + " |"
     body = ["| " + " | ".join(f"r{r}c{i} value" for i in range(width)) + " |" for r in range(rows)]
-    return "\n".join([head, sep] + body)
+    return "\n".join([head, sep, *body])
 
 
 def test_table_rows_stay_whole_and_repeat_the_header() -> None:

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from appliance.ingest.chunk import (
     CODE_BLOCK_BUDGETS,
@@ -45,7 +44,7 @@ def tables(draw) -> str:  # type: ignore[no-untyped-def]
 
 @st.composite
 def code_blocks(draw) -> str:  # type: ignore[no-untyped-def]
-    lines = draw(st.lists(st.lists(st.sampled_from(WORDS + ["=", "(", ")"]), max_size=12)
+    lines = draw(st.lists(st.lists(st.sampled_from([*WORDS, "=", "(", ")"]), max_size=12)
                           .map(" ".join), min_size=1, max_size=80))
     closed = draw(st.booleans())
     return "```py\n" + "\n".join(lines) + ("\n```" if closed else "")

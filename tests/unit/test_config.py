@@ -110,9 +110,9 @@ def test_base_dir_flag_makes_a_broken_base_dirs_irrelevant(tmp_path: Path) -> No
 
 def test_the_first_bad_variable_is_the_one_reported(tmp_path: Path) -> None:
     env = {"SYNC_INTERVAL": "x", "CONVERT_WORKERS": "0", "RAG_HYBRID_WEIGHT": "9", "RAG_GROUPING": "close"}
-    with pytest.raises(ConfigError, match="^RAG_GROUPING"):
+    with pytest.raises(ConfigError, match=r"^RAG_GROUPING"):
         load_settings(env, cwd=tmp_path)
-    with pytest.raises(ConfigError, match="^CONVERT_WORKERS must be at least 1, not 0$"):
+    with pytest.raises(ConfigError, match=r"^CONVERT_WORKERS must be at least 1, not 0$"):
         load_settings({"SYNC_INTERVAL": "x", "CONVERT_WORKERS": "0"}, cwd=tmp_path)
 
 
@@ -170,30 +170,29 @@ def _environment_uses() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     package = Path(appliance.__file__).parent
     environ: set[tuple[str, str]] = set()
     readers: set[tuple[str, str]] = set()
+
+    def visit(module: str, node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = where
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and where == "<module>":
+                inner = child.name
+            if isinstance(child, ast.Attribute) and child.attr in ("environ", "environb", "getenv", "putenv"):
+                environ.add((module, inner))
+            if isinstance(child, ast.Name) and child.id in ("environ", "getenv"):
+                environ.add((module, inner))
+            if isinstance(child, ast.ImportFrom) and child.module == "os" and any(
+                    alias.name in ("environ", "getenv") for alias in child.names):
+                environ.add((module, inner))
+            if isinstance(child, ast.Call) and module != "config.py":  # config.py defines the readers
+                func = child.func
+                name = getattr(func, "id", None) or getattr(func, "attr", "")
+                if name in READERS:
+                    readers.add((module, inner))
+            visit(module, child, inner)
+
     for path in sorted(package.rglob("*.py")):
         module = path.relative_to(package).as_posix()
-        tree = ast.parse(path.read_text("utf-8"))
-
-        def visit(node: ast.AST, where: str) -> None:
-            for child in ast.iter_child_nodes(node):
-                inner = where
-                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and where == "<module>":
-                    inner = child.name
-                if isinstance(child, ast.Attribute) and child.attr in ("environ", "environb", "getenv", "putenv"):
-                    environ.add((module, inner))
-                if isinstance(child, ast.Name) and child.id in ("environ", "getenv"):
-                    environ.add((module, inner))
-                if isinstance(child, ast.ImportFrom) and child.module == "os" and any(
-                        alias.name in ("environ", "getenv") for alias in child.names):
-                    environ.add((module, inner))
-                if isinstance(child, ast.Call) and module != "config.py":  # config.py defines the readers
-                    func = child.func
-                    name = getattr(func, "id", None) or getattr(func, "attr", "")
-                    if name in READERS:
-                        readers.add((module, inner))
-                visit(child, inner)
-
-        visit(tree, "<module>")
+        visit(module, ast.parse(path.read_text("utf-8")), "<module>")
     return environ, readers
 
 

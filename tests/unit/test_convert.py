@@ -30,11 +30,11 @@ def convert(path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_extension_sets() -> None:
-    assert SUPPORTED_EXTENSIONS == {
+    assert {
         ".md", ".markdown", ".txt", ".pdf", ".docx", ".pptx", ".xlsx", ".xls",
         ".html", ".htm", ".csv", ".epub", ".ipynb", ".json",
-    }
-    assert IMAGE_EXTENSIONS == {".png", ".jpg", ".jpeg", ".tiff", ".tif", ".bmp", ".webp"}
+    } == SUPPORTED_EXTENSIONS
+    assert {".png", ".jpg", ".jpeg", ".tiff", ".tif", ".bmp", ".webp"} == IMAGE_EXTENSIONS
     assert not SUPPORTED_EXTENSIONS & IMAGE_EXTENSIONS
     assert accepted_extensions(None) == SUPPORTED_EXTENSIONS
     assert accepted_extensions(OcrConfig(tesseract_cmd="/nonexistent/tesseract")) == SUPPORTED_EXTENSIONS
@@ -68,7 +68,7 @@ def test_short_cp1251_is_not_read_as_cjk() -> None:
 def test_nul_bytes_in_a_text_file_are_refused(tmp_path: Path) -> None:
     f = tmp_path / "data.md"
     f.write_bytes(b"# Title\n" + bytes(range(256)) * 20)
-    with pytest.raises(BinaryContent, match="data.md"):
+    with pytest.raises(BinaryContent, match=r"data\.md"):
         convert(f)
 
 
@@ -86,7 +86,7 @@ def test_lock_and_dot_files_are_refused_by_name(tmp_path: Path) -> None:
     for name in ("~$report.docx", ".hidden.md"):
         f = tmp_path / name
         f.write_bytes(b"x" * 162)
-        with pytest.raises(UnsupportedFile, match="lock file|hidden"):
+        with pytest.raises(UnsupportedFile, match=r"lock file|hidden"):
             convert(f)
 
 
@@ -100,7 +100,7 @@ def test_unknown_extension(tmp_path: Path) -> None:
 def test_size_limit_before_parsing(tmp_path: Path) -> None:
     f = tmp_path / "big.pdf"
     f.write_bytes(b"not even a pdf" * 100)
-    with pytest.raises(FileTooLarge, match="big.pdf"):
+    with pytest.raises(FileTooLarge, match=r"big\.pdf"):
         to_markdown(f, ocr=None, max_file_size=100)
 
 
@@ -214,9 +214,8 @@ PLACED = [
 
 
 def test_pdf_words_placed_without_spaces_stay_separate(tmp_path: Path) -> None:
-    from tests.fixtures.pdf_writer import write_pdf
-
     from appliance.ingest.convert import glued_share
+    from tests.fixtures.pdf_writer import write_pdf
 
     pdf = write_pdf(tmp_path / "placed.pdf", [PLACED, ["Second page words stay apart too."]])
     c = convert(pdf)
@@ -231,9 +230,9 @@ def test_pdf_placed_words_are_glued_by_markitdown(tmp_path: Path) -> None:
     """The failure the pdfium path exists for, reproduced: if markitdown stops gluing, re-measure."""
     from markitdown import StreamInfo
     from markitdown.converters import PdfConverter
-    from tests.fixtures.pdf_writer import write_pdf
 
     from appliance.ingest.convert import glued_share
+    from tests.fixtures.pdf_writer import write_pdf
 
     pdf = write_pdf(tmp_path / "placed.pdf", [PLACED])
     with open(pdf, "rb") as fh:
@@ -268,10 +267,13 @@ NORMAL_PAGES = {
     "german": "Mit dem offiziellen Spatenstich startet die Gemeinde Schutterwald ein zukunftsweisendes Projekt: "
               "die Erweiterung des bestehenden Nahwärmenetzes bei der Mörburghalle.\n",
     "chinese": "这是一个中文测试 你好世界 一 二 三  测试文件\n",
-    "korean": "*\t적립 혜택은 매출전표 접수 시점 기준으로 적용\n*\t삼성카드의 포인트는 빅포인트, 보너스포인트, 서비스포인트로\n",
-    "arabic": "التعرف الضوئي على الحروف إشعار عدم التمییز\n(المصدر: مكتب الصحة والخدمات الإنسانیة من أجل الحقوق المدنیة)\n",
+    "korean": "*\t적립 혜택은 매출전표 접수 시점 기준으로 적용\n"
+              "*\t삼성카드의 포인트는 빅포인트, 보너스포인트, 서비스포인트로\n",
+    "arabic": "التعرف الضوئي على الحروف إشعار عدم التمییز\n"
+              "(المصدر: مكتب الصحة والخدمات الإنسانیة من أجل الحقوق المدنیة)\n",
     "math": "v Wi v s s Cr = ++ (27) \ni vm s Cs r =− (28) \n⎡⎤ =+ + ⎣⎦ mv r Cr (29) \n",
-    "soft hyphens": "sed diam nonumy eir\ufffemod tempor invidunt ut labore et dolore magna aliquyam erat, sed diam volup\ufffetua.",
+    "soft hyphens": "sed diam nonumy eir\ufffemod tempor invidunt ut labore et dolore magna aliquyam erat, "
+                    "sed diam volup\ufffetua.",
     # a Wingdings bullet before each line (redp5110_sampled.pdf p3): one spoilt two-letter word per line
     "bullets": "r\x01 Database performance and scalability\nr\x01 Advanced SQL knowledge and skills transfer\n"
                "r\x01 Business intelligence and analytics\nr\x01 DB2 Web Query\n",
@@ -314,9 +316,8 @@ def test_garbled_pdf_page_without_ocr_is_left_out_and_named(tmp_path: Path) -> N
     metadata (shown by the file listing) names it."""
     from dataclasses import replace
 
-    from tests.fixtures.pdf_writer import GARBLED_LINE, write_pdf
-
     from appliance.ingest.convert import pages_left_without_ocr
+    from tests.fixtures.pdf_writer import GARBLED_LINE, write_pdf
 
     pdf = write_pdf(tmp_path / "amtsblatt.pdf", [["Plain words on the first page."], [GARBLED_LINE] * 3])
     no_tesseract = replace(OcrConfig(), min_chars_per_page=1, tesseract_cmd="/nonexistent/tesseract")

@@ -1,4 +1,4 @@
-"""The Embedder over the tiny real-ONNX model: lazy loading, counting, batching, errors."""
+"""The OnnxEmbedder over the tiny real-ONNX model: lazy loading, counting, batching, errors."""
 from __future__ import annotations
 
 import threading
@@ -7,11 +7,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from appliance.embed import Embedder, load_spec
+from appliance.embed import OnnxEmbedder, load_spec
 from appliance.errors import ConfigError, ModelCorrupt, ModelMissing
 from tests.fixtures.tiny_model import write_tiny_model
 
-WORDS = "the cat sits on the mat dogs bark at night search finds passages in documents".split()
+WORDS = ["the", "cat", "sits", "on", "the", "mat", "dogs", "bark", "at", "night", "search", "finds", "passages", "in",
+         "documents"]
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,7 @@ def baked(tmp_path_factory):
 @pytest.fixture(scope="module")
 def embedder(baked):
     spec, models = baked
-    return Embedder(spec, models, threads=1)
+    return OnnxEmbedder(spec, models, threads=1)
 
 
 def _text(n_words: int, offset: int = 0) -> str:
@@ -32,7 +33,7 @@ def _text(n_words: int, offset: int = 0) -> str:
 
 def test_nothing_loads_until_first_use(tmp_path, baked):
     spec, _ = baked
-    lazy = Embedder(spec, tmp_path / "nowhere")
+    lazy = OnnxEmbedder(spec, tmp_path / "nowhere")
     assert lazy.dim == spec.dim
     with pytest.raises(ModelMissing) as info:
         lazy.embed_query("x")
@@ -70,7 +71,7 @@ def test_overlong_text_embeds_as_its_first_window(embedder):
 
 def test_batches_stay_within_budget_and_keep_order(baked):
     spec, models = baked
-    small = Embedder(spec, models, threads=1, token_budget=120, max_batch=3)
+    small = OnnxEmbedder(spec, models, threads=1, token_budget=120, max_batch=3)
     texts = [_text(n, n) for n in (3, 50, 7, 60, 1, 20, 2, 5, 40)]
     batches = small._batches(["passage: " + t for t in texts])
     assert sorted(i for b in batches for i in b) == list(range(len(texts)))
@@ -85,7 +86,7 @@ def test_batches_stay_within_budget_and_keep_order(baked):
 
 def test_concurrent_first_use_loads_once(baked):
     spec, models = baked
-    fresh = Embedder(spec, models)
+    fresh = OnnxEmbedder(spec, models)
     start = threading.Barrier(4)
 
     def work(i: int) -> np.ndarray:
@@ -95,7 +96,7 @@ def test_concurrent_first_use_loads_once(baked):
     with ThreadPoolExecutor(4) as pool:
         vectors = list(pool.map(work, range(4)))
     assert all(v.shape == (spec.dim,) for v in vectors)
-    second = Embedder(spec, models)  # same model registered again in this process: no ValueError
+    second = OnnxEmbedder(spec, models)  # same model registered again in this process: no ValueError
     np.testing.assert_allclose(second.embed_query("query 0"), vectors[0], atol=1e-6)
 
 
@@ -104,15 +105,15 @@ def test_damaged_baked_file_is_model_corrupt(tmp_path):
     with open(tmp_path / spec.dir_name / "model.onnx", "ab") as handle:
         handle.write(b"\0")
     with pytest.raises(ModelCorrupt) as info:
-        Embedder(spec, tmp_path).embed_query("x")
+        OnnxEmbedder(spec, tmp_path).embed_query("x")
     assert "model.onnx" in str(info.value) and "minirag models bake" in info.value.hint
 
 
 def test_missing_tokenizer_is_model_missing(tmp_path):
     spec = write_tiny_model(tmp_path)
     (tmp_path / spec.dir_name / "tokenizer.json").unlink()
-    with pytest.raises(ModelMissing, match="tokenizer.json"):
-        Embedder(spec, tmp_path).count_tokens("x")
+    with pytest.raises(ModelMissing, match=r"tokenizer\.json"):
+        OnnxEmbedder(spec, tmp_path).count_tokens("x")
 
 
 def test_load_spec_rejects_unknown_ids():
@@ -131,7 +132,7 @@ def test_truncated_file_is_caught_by_size_at_load(tmp_path):
     path = tmp_path / spec.dir_name / "tokenizer.json"
     path.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(ModelCorrupt, match="bytes"):
-        Embedder(spec, tmp_path).count_tokens("x")
+        OnnxEmbedder(spec, tmp_path).count_tokens("x")
 
 
 def test_the_session_lets_idle_threads_sleep_and_keeps_no_arena(embedder):

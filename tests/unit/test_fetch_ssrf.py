@@ -23,16 +23,14 @@ from appliance.ingest.fetch import (
     fetch_url,
     page_to_converted,
 )
-from tests.fixtures.http_fakes import (  # noqa: F401  (public, internal: fixtures)
+from tests.fixtures.http_fakes import (
     BAD_URLS,
     PRIVATE_IP,
     PUBLIC_IP,
     REFUSED,
     FakeResolver,
     Server,
-    internal,
     page,
-    public,
     redirect,
     refused_names_resolver,
     send,
@@ -141,7 +139,8 @@ def test_relative_redirect_is_followed_and_rechecked(public):
     assert resolver.calls == ["public.test", "public.test"]  # resolved and vetted per hop
 
 
-@pytest.mark.parametrize("hops,ok", [pytest.param(5, True, id="five-redirects-ok"), pytest.param(6, False, id="six-redirects-refused")])
+@pytest.mark.parametrize("hops,ok", [pytest.param(5, True, id="five-redirects-ok"),
+                                     pytest.param(6, False, id="six-redirects-refused")])
 def test_redirect_chain_is_capped_at_five(public, hops, ok):
     for i in range(hops):
         public.routes[f"/r{i}"] = redirect(f"/r{i + 1}")

@@ -18,7 +18,7 @@ from appliance.state import (
     process_marker,
     process_started_at,
 )
-from tests.adapters.test_mcp_jobs_paging import serve
+from tests.fixtures.mcp_calls import serve
 from tests.integration.test_emptied_root import _app
 
 INTERVAL = 900

@@ -26,7 +26,8 @@ def rows_of(markdown: str, *, lines: bool, budget: int = 32) -> list[StoredChunk
 
 
 LONG = " ".join(f"w{n}" for n in range(80)) + " tail_WORD"
-DOC = ("# Manual\n\n## Setup\n\n" + "\n".join(f"Step {n}: tighten bolt B{n} to {n} Nm and check it twice." for n in range(1, 40))
+DOC = ("# Manual\n\n## Setup\n\n"
+       + "\n".join(f"Step {n}: tighten bolt B{n} to {n} Nm and check it twice." for n in range(1, 40))
        + "\n\n\n## Table\n\n| part | code |\n| --- | --- |\n" + "\n".join(f"| p{n} | C{n:03d} |" for n in range(30))
        + "\n\n    indented code line\n\n" + LONG + "\n")
 """A manual whose long last line is cut over several chunks (budget 32)."""

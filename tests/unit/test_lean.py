@@ -105,10 +105,10 @@ def test_a_block_changes_only_its_own_threads_imports(fake_package: str) -> None
     for name in [m for m in sys.modules if m == "leanfake" or m.startswith("leanfake.")]:
         del sys.modules[name]
     with _scoped(hidden={fake_package}), pytest.raises(ModuleNotFoundError):
-        import leanfake  # noqa: F401  (this thread's block hides it)
+        import leanfake
     with _scoped(deferred={fake_package}):
         with _scoped(deferred={"something_else"}):
-            import leanfake.light  # noqa: F401  (nested blocks keep the outer block's names)
+            import leanfake.light
         assert is_deferred(sys.modules[fake_package])
     import leanfake
 

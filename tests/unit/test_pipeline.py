@@ -42,7 +42,7 @@ def test_every_row_gets_its_own_vector_and_is_written_once_in_order():
     assert [w.sources for w in written] == [w.sources for w in works]
     for w in written:
         assert len(w.rows) == len(w.texts)
-        for row, text in zip(w.rows, w.texts):
+        for row, text in zip(w.rows, w.texts, strict=True):
             assert np.array_equal(row["vector"], _vector(text))
     assert sum(len(c) for c in rec.embed_calls) == sum(len(w.texts) for w in works)
 
@@ -110,14 +110,14 @@ def test_an_embedding_error_reaches_the_caller_and_nothing_after_it_is_written()
             raise boom
         return rec.embed(texts)
 
-    with pytest.raises(RuntimeError) as caught:
-        with EmbedWritePipeline(embed, rec.write, ahead_chunks=100, batch_chunks=2) as pipe:
-            pipe.put(_work("good", 2))
-            pipe.put(_work("bad", 2))
-            for i in range(50):
-                pipe.put(_work(f"late{i}", 2))
-                time.sleep(0.001)
-            pipe.close()
+    with (pytest.raises(RuntimeError) as caught,
+          EmbedWritePipeline(embed, rec.write, ahead_chunks=100, batch_chunks=2) as pipe):
+        pipe.put(_work("good", 2))
+        pipe.put(_work("bad", 2))
+        for i in range(50):
+            pipe.put(_work(f"late{i}", 2))
+            time.sleep(0.001)
+        pipe.close()
     assert caught.value is boom
     names = [w.sources[0] for batch in rec.writes for w in batch]
     assert "bad" not in names and not any(n.startswith("late") for n in names)
@@ -131,11 +131,10 @@ def test_a_write_error_reaches_the_caller_and_stops_the_model():
     def write(works: list[Work]) -> None:
         raise boom
 
-    with pytest.raises(OSError) as caught:
-        with EmbedWritePipeline(rec.embed, write, ahead_chunks=4, batch_chunks=2) as pipe:
-            for i in range(200):
-                pipe.put(_work(f"w{i}", 2))
-            pipe.close()
+    with pytest.raises(OSError) as caught, EmbedWritePipeline(rec.embed, write, ahead_chunks=4, batch_chunks=2) as pipe:
+        for i in range(200):
+            pipe.put(_work(f"w{i}", 2))
+        pipe.close()
     assert caught.value is boom
     assert sum(len(c) for c in rec.embed_calls) < 400
     assert not [t for t in threading.enumerate() if t.name.startswith("sync-")]
@@ -149,11 +148,10 @@ def test_leaving_on_the_callers_error_abandons_unwritten_work_and_joins():
         release.wait(10)
         return rec.embed(texts)
 
-    with pytest.raises(KeyError):
-        with EmbedWritePipeline(slow_embed, rec.write, ahead_chunks=100, batch_chunks=2) as pipe:
-            for i in range(10):
-                pipe.put(_work(f"w{i}", 2))
-            release.set()
-            raise KeyError("caller failed")
+    with pytest.raises(KeyError), EmbedWritePipeline(slow_embed, rec.write, ahead_chunks=100, batch_chunks=2) as pipe:
+        for i in range(10):
+            pipe.put(_work(f"w{i}", 2))
+        release.set()
+        raise KeyError("caller failed")
     assert not [t for t in threading.enumerate() if t.name.startswith("sync-")]
     assert len([w for batch in rec.writes for w in batch]) < 10

@@ -23,7 +23,8 @@ def _rows(n: int, seed: int, source: str = "/docs/a.md") -> list[dict]:
         v = rng.normal(size=DIM).astype("float32")
         out.append({f.name: None for f in chunk_schema(DIM)} | {
             "id": f"{source}:{seed}:{i}", "source_id": source, "parent_id": f"{source}#{i // 3}",
-            "chunk_index": i, "text": f"chunk {i}", "keywords": "x", "ingested_at": 1000.0 + seed, "vector": (v / np.linalg.norm(v)).tolist()})
+            "chunk_index": i, "text": f"chunk {i}", "keywords": "x", "ingested_at": 1000.0 + seed,
+            "vector": (v / np.linalg.norm(v)).tolist()})
     return out
 
 
@@ -35,7 +36,7 @@ def _index(tmp_path: Path, rows: list[dict]) -> Index:
 
 def _lancedb_nearest(index: Index, vector: list[float], limit: int) -> list[dict]:
     query = index.chunks().search(vector, vector_column_name="vector").distance_type("cosine")
-    return query.bypass_vector_index().select(COLUMNS + ["_distance"]).limit(limit).to_list()
+    return query.bypass_vector_index().select([*COLUMNS, "_distance"]).limit(limit).to_list()
 
 
 def test_nearest_equals_lancedbs_exact_search(tmp_path: Path) -> None:

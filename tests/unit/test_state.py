@@ -9,8 +9,16 @@ from pathlib import Path
 import pytest
 
 from appliance.locking import sync_lock
-from appliance.state import (LOG_EVERY_S, PROGRESS_FILE, SyncProgress, progress_line, read_json, running_sync,
-                             save_last_sync, read_last_sync)
+from appliance.state import (
+    LOG_EVERY_S,
+    PROGRESS_FILE,
+    SyncProgress,
+    progress_line,
+    read_json,
+    read_last_sync,
+    running_sync,
+    save_last_sync,
+)
 
 
 class Clock:

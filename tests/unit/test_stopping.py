@@ -43,13 +43,12 @@ def test_stop_abandons_queued_work_but_finishes_the_write_in_flight() -> None:
         time.sleep(1.0)  # the write in flight
         written.extend(len(w.rows) for w in works)
 
-    threading.Thread(target=lambda: writing.wait(30) and time.sleep(0.2) or stopping.request("test")).start()
+    threading.Thread(target=lambda: (writing.wait(30) and time.sleep(0.2)) or stopping.request("test")).start()
     started = time.monotonic()
-    with pytest.raises(stopping.Stopped):
-        with EmbedWritePipeline(embed, write, ahead_chunks=8, batch_chunks=4) as pipeline:
-            for i in range(100):  # blocks once 8 chunks wait for the model
-                pipeline.put(Work([f"s{i}"], [{"id": j} for j in range(4)], ["t"] * 4))
-            pipeline.close()
+    with pytest.raises(stopping.Stopped), EmbedWritePipeline(embed, write, ahead_chunks=8, batch_chunks=4) as pipeline:
+        for i in range(100):  # blocks once 8 chunks wait for the model
+            pipeline.put(Work([f"s{i}"], [{"id": j} for j in range(4)], ["t"] * 4))
+        pipeline.close()
     elapsed = time.monotonic() - started
     assert written and all(n == 4 for n in written), written  # whole works only
     assert elapsed < 5, f"the stop waited for the model: {elapsed:.1f} s"
@@ -61,13 +60,13 @@ def test_pipeline_close_raises_stopped_when_stopped_while_draining() -> None:
         time.sleep(0.2)
         return [[0.0]] * len(texts)
 
-    with pytest.raises(stopping.Stopped):
-        with EmbedWritePipeline(embed, lambda works: None, ahead_chunks=100, batch_chunks=1) as pipeline:
-            for i in range(20):
-                pipeline.put(Work([i], [{}], ["t"]))
-            threading.Timer(0.3, stopping.request).start()
-            started = time.monotonic()
-            pipeline.close()
+    with (pytest.raises(stopping.Stopped),
+          EmbedWritePipeline(embed, lambda works: None, ahead_chunks=100, batch_chunks=1) as pipeline):
+        for i in range(20):
+            pipeline.put(Work([i], [{}], ["t"]))
+        threading.Timer(0.3, stopping.request).start()
+        started = time.monotonic()
+        pipeline.close()
     assert time.monotonic() - started < 2
 
 
