@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from appliance import dictionaries
@@ -27,10 +27,6 @@ UNTRUSTED_RECYCLE = 200
 
 class Core:
     """Settings, model spec and index of one appliance; the model is loaded on first use."""
-
-    remote_index: Callable[..., None] | None = None
-    """Set by appliance.cluster for `sync --ray`: remote_index(todo, members, known, report, on_file)
-    converts, cuts and embeds the files to index elsewhere (Ray tasks) and writes through indexing._store."""
 
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
         self.settings = settings

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from appliance import handoff
+from appliance import handoff, sync_runner
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -24,7 +24,7 @@ def served(tmp_path: Path, make_app: Callable[..., Any]) -> Iterator[tuple[Any, 
     for n in range(3):
         (docs / f"note-{n}.md").write_text(f"# Note {n}\n\nThe lock keeper logged barge {n} at dawn.\n", "utf-8")
     server = make_app(docs)
-    listener = handoff.Listener(server)
+    listener = sync_runner.listener(server)
     assert listener.start()
     yield server, listener, docs
     listener.close()
@@ -32,7 +32,7 @@ def served(tmp_path: Path, make_app: Callable[..., Any]) -> Iterator[tuple[Any, 
 
 def test_a_warm_server_runs_the_sync_and_reports_it(served: tuple[Any, handoff.Listener, Path],
                                                     make_app: Callable[..., Any]) -> None:
-    server, listener, docs = served
+    server, _listener, docs = served
     client = make_app(docs).settings
     seen: list[tuple[str, int, int, str]] = []
     report = handoff.request_sync(client, lambda *p: seen.append(p))
@@ -60,7 +60,7 @@ def test_a_warm_server_keeps_an_emptied_root_and_the_client_hears_why(
 
 def test_other_inputs_are_declined_and_synced_here(served: tuple[Any, handoff.Listener, Path],
                                                    make_app: Callable[..., Any], tmp_path: Path) -> None:
-    server, listener, docs = served
+    server, _listener, docs = served
     other_budget = dataclasses.replace(make_app(docs).settings, chunk_token_budget=128)
     assert handoff.request_sync(other_budget) is None
     # The same root path can hold another folder (another container's mount): the directory behind
@@ -75,7 +75,7 @@ def test_other_inputs_are_declined_and_synced_here(served: tuple[Any, handoff.Li
 def test_only_one_listener_and_a_stale_socket_is_taken_over(served: tuple[Any, handoff.Listener, Path],
                                                            make_app: Callable[..., Any]) -> None:
     server, listener, docs = served
-    assert not handoff.Listener(make_app(docs)).start()  # a live server listens already
+    assert not sync_runner.listener(make_app(docs)).start()  # a live server listens already
     listener.close()
     path = handoff.socket_path(server.settings.db_path)
     assert path is not None and not path.exists()  # it removed its socket
@@ -83,7 +83,7 @@ def test_only_one_listener_and_a_stale_socket_is_taken_over(served: tuple[Any, h
     dead.bind(str(path))  # a server killed outright leaves its socket file, nobody accepting
     dead.close()
     assert path.exists() and handoff.request_sync(server.settings) is None
-    second = handoff.Listener(make_app(docs))
+    second = sync_runner.listener(make_app(docs))
     assert second.start()
     try:
         report = handoff.request_sync(server.settings)
@@ -95,13 +95,13 @@ def test_only_one_listener_and_a_stale_socket_is_taken_over(served: tuple[Any, h
 def test_a_busy_index_falls_back_to_the_local_sync(served: tuple[Any, handoff.Listener, Path]) -> None:
     from appliance.locking import sync_lock
 
-    server, listener, docs = served
+    server, _listener, _docs = served
     with sync_lock(server.settings.db_path):  # another sync holds the lock: the server declines, with the error
         assert handoff.request_sync(server.settings) is None
 
 
 def test_a_garbled_request_harms_nothing(served: tuple[Any, handoff.Listener, Path]) -> None:
-    server, listener, docs = served
+    server, _listener, _docs = served
     path = handoff.socket_path(server.settings.db_path)
     for junk in (b"not json\n", b'{"protocol": 99, "op": "sync"}\n', b"[1, 2]\n", b"\n"):
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
