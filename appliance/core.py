@@ -25,8 +25,12 @@ UNTRUSTED_RECYCLE = 200
 """Room in the model window beyond the budget: special tokens and the passage prefix."""
 
 
-class Core:
-    """Settings, model spec and index of one appliance; the model is loaded on first use."""
+class Resources:
+    """What the operations of one appliance work with: its settings, model (loaded on first use), index
+    and dictionaries, and the checks of a path against the roots and of the index against the model.
+
+    The operation modules (indexing, searching, reading, health, sync_plan) take it as `core`; the
+    service's Appliance is these resources plus the operations, and a Ray node builds them alone."""
 
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
         self.settings = settings

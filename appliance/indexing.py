@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from appliance import native_memory, stopping, sync_plan, sync_stamp
-from appliance.core import Core, valid_source_id
+from appliance.core import Resources, valid_source_id
 from appliance.errors import (
     ApplianceError,
     InvalidArgument,
@@ -59,7 +59,7 @@ WORKER_RECYCLE_FILES = 2000
 small-file sync restarting workers. Memory stays bounded by the worker's rlimit."""
 
 
-def ingest(core: Core, paths: Sequence[str | Path], *, require_absolute: bool = False,
+def ingest(core: Resources, paths: Sequence[str | Path], *, require_absolute: bool = False,
            progress: Progress | None = None) -> RunReport:
     """Index the named files and everything under the named directories, replacing old content."""
     report = Tally()
@@ -90,7 +90,7 @@ def ingest(core: Core, paths: Sequence[str | Path], *, require_absolute: bool = 
     return report.finish()
 
 
-def sync(core: Core, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
+def sync(core: Resources, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
          discard_unrecoverable: bool = False, forget_roots: bool = False, allow_deletions: bool = False,
          progress: Progress | None = None, origin: str = "cli", indexer: Indexer | None = None) -> RunReport:
     """Make the index equal to the files on disk (under `path`, when given).
@@ -123,7 +123,7 @@ def sync(core: Core, path: str | Path | None = None, *, full: bool = False, clea
             publisher.close()
 
 
-def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool, discard_unrecoverable: bool,
+def _sync_locked(core: Resources, path: str | Path | None, *, full: bool, clean: bool, discard_unrecoverable: bool,
                  forget_roots: bool, allow_deletions: bool, publisher: SyncProgress, indexer: Indexer) -> RunReport:
     report = Tally()
     under = None
@@ -193,7 +193,7 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     return result
 
 
-def _recut_identity(core: Core) -> None:
+def _recut_identity(core: Resources) -> None:
     """identity.json names the current chunking scheme once no chunk of another one is left (a plain
     sync re-cuts them file by file); until then `status` warns that the index is of another scheme."""
     stored = core.index.read_identity()
@@ -202,7 +202,7 @@ def _recut_identity(core: Core) -> None:
         core.index.write_identity(replace(stored, scheme=SCHEME_VERSION))
 
 
-def ingest_data(core: Core, source_id: str, content: str, fmt: str = "markdown", *,
+def ingest_data(core: Resources, source_id: str, content: str, fmt: str = "markdown", *,
                 title: str | None = None) -> RunReport:
     """Index content the caller holds under a source id of its choosing; converted in a worker
     process (isolate.py) under CONVERT_TIMEOUT and CONVERT_MEMORY_MB, whatever its format."""
@@ -212,7 +212,7 @@ def ingest_data(core: Core, source_id: str, content: str, fmt: str = "markdown",
     return _ingest_converted(core, source_id, "data", converted, digest, len(content))
 
 
-def checked_data(core: Core, source_id: str, content: str, fmt: str) -> str:
+def checked_data(core: Resources, source_id: str, content: str, fmt: str) -> str:
     """ingest_data's arguments checked (the source id as stored), before any work or job."""
     source_id = valid_source_id(source_id)
     if fmt not in ("text", "markdown", "html"):
@@ -225,13 +225,13 @@ def checked_data(core: Core, source_id: str, content: str, fmt: str) -> str:
     return source_id
 
 
-def ingest_url(core: Core, url: str, *, source_id: str | None = None) -> RunReport:
+def ingest_url(core: Resources, url: str, *, source_id: str | None = None) -> RunReport:
     """Fetch one http(s) URL (opt-in: ALLOW_URL_INGEST) and index it under the URL or `source_id`."""
     key, page = fetch_page(core, url, source_id)
     return ingest_fetched(core, key, convert_page(core, page))
 
 
-def fetch_page(core: Core, url: str, source_id: str | None) -> tuple[str, FetchedPage]:
+def fetch_page(core: Resources, url: str, source_id: str | None) -> tuple[str, FetchedPage]:
     """(source id, the page's bytes): the download, bounded by the fetcher's timeout and size cap."""
     if not core.settings.allow_url_ingest:
         raise UrlIngestDisabled("URL ingestion is disabled in this appliance")
@@ -242,22 +242,23 @@ def fetch_page(core: Core, url: str, source_id: str | None) -> tuple[str, Fetche
     return key, fetch.fetch_url(url, allow_private=core.settings.allow_private_urls, max_bytes=_url_max_bytes(core))
 
 
-def convert_page(core: Core, page: FetchedPage) -> Converted:
+def convert_page(core: Resources, page: FetchedPage) -> Converted:
     """A fetched page as Markdown, converted in a worker process under the limits of a file's
     conversion: the page is never parsed in this process."""
     return core.untrusted_pool().convert_page(page, max_bytes=_url_max_bytes(core))
 
 
-def _url_max_bytes(core: Core) -> int:
+def _url_max_bytes(core: Resources) -> int:
     return min(core.settings.max_file_size, 50 * 1024 * 1024)
 
 
-def ingest_fetched(core: Core, key: str, converted: Converted) -> RunReport:
+def ingest_fetched(core: Resources, key: str, converted: Converted) -> RunReport:
     digest = hashlib.sha256(converted.markdown.encode("utf-8", "surrogatepass")).hexdigest()
     return _ingest_converted(core, key, "url", converted, digest, len(converted.markdown))
 
 
-def _ingest_converted(core: Core, source_id: str, kind: str, converted: Converted, digest: str, size: int) -> RunReport:
+def _ingest_converted(core: Resources, source_id: str, kind: str, converted: Converted, digest: str,
+                      size: int) -> RunReport:
     """One document in one write, embedded a batch at a time: a cancel of its job
     (stopping.Scope) or a stop of the process ends it between batches, before anything is written."""
     report = Tally(seen=1)
@@ -281,7 +282,7 @@ def _ingest_converted(core: Core, source_id: str, kind: str, converted: Converte
     return report.finish()
 
 
-def delete(core: Core, target: str, is_source: bool = False, *, require_absolute: bool = False) -> Deleted:
+def delete(core: Resources, target: str, is_source: bool = False, *, require_absolute: bool = False) -> Deleted:
     """Remove a file, data item or URL item from the index (never from disk)."""
     source_id = core.source_id_for(target, is_source, require_absolute=require_absolute)
     recorded = core.index.source(source_id)
@@ -301,7 +302,7 @@ def _collect(item: FoundFile | Skipped, files: list[FoundFile], report: Tally) -
         report.skipped.append(FileProblem(printable(item.path), item.code, item.reason))
 
 
-def _index_files(core: Core, files: Sequence[FoundFile], report: Tally,
+def _index_files(core: Resources, files: Sequence[FoundFile], report: Tally,
                  on_file: Callable[[int, int, str], None] | None, embed: ReusingEmbed,
                  *, known: dict[str, SourceRow], force: bool, indexer: Indexer, reuse: bool = True,
                  gone: Sequence[str] = (), redo: frozenset[str] = frozenset()) -> None:
@@ -357,7 +358,7 @@ def _index_files(core: Core, files: Sequence[FoundFile], report: Tally,
 class IndexBatch:
     """The files a sync or an ingest (re)indexes, in path order, and what writing them needs."""
 
-    core: Core
+    core: Resources
     todo: list[tuple[FoundFile, str]]
     """(file, content hash)"""
     members: dict[Path, Member]
@@ -437,14 +438,14 @@ class LocalIndexer:
             pipeline.close()
 
 
-def _write_batch(core: Core, batch: list[tuple[SourceRow, Converted]], report: Tally, embed: ReusingEmbed) -> None:
+def _write_batch(core: Resources, batch: list[tuple[SourceRow, Converted]], report: Tally, embed: ReusingEmbed) -> None:
     """Chunk, embed and store converted documents in one write, on this thread."""
     work = prepare(core, batch)
     work.embed_with(embed)
     write_works(core, [work], report)
 
 
-def embedding(core: Core, report: Tally, *, reuse: bool = True) -> ReusingEmbed:
+def embedding(core: Resources, report: Tally, *, reuse: bool = True) -> ReusingEmbed:
     """The model behind a lookup of vectors already in the index (reuse.py), counted into
     `report`; `reuse=False` (sync --clean, which trusts nothing stored) asks the model for
     every text, each distinct one once."""
@@ -454,7 +455,7 @@ def embedding(core: Core, report: Tally, *, reuse: bool = True) -> ReusingEmbed:
     return ReusingEmbed(core.embedder.embed_passages, lookup, core.spec.dim, tally=report)
 
 
-def prepare(core: Core, batch: list[tuple[SourceRow, Converted]], *,
+def prepare(core: Resources, batch: list[tuple[SourceRow, Converted]], *,
             snapshot_dates: Sequence[str] | None = None) -> Work:
     """Cut converted documents into chunk rows and the texts their vectors come from.
 
@@ -499,7 +500,7 @@ def _stoppable(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
     return count
 
 
-def write_works(core: Core, works: list[Work], report: Tally) -> None:
+def write_works(core: Resources, works: list[Work], report: Tally) -> None:
     """Write embedded works as one write: each source's chunks replaced, then its record."""
     rows = [r for w in works for r in w.rows]
     sources = [s for w in works for s in w.sources]
@@ -508,7 +509,7 @@ def write_works(core: Core, works: list[Work], report: Tally) -> None:
     report.files_stored += len(sources)
 
 
-def embedded_text(core: Core, chunk_index: int, text: str, title: str | None) -> str:
+def embedded_text(core: Resources, chunk_index: int, text: str, title: str | None) -> str:
     """Every chunk carries its document's title into its vector (when its text lacks it and
     it fits the window): a passage cut from the middle of a document is often about what
     the title names without naming it (scripts/embedding_text_experiments.py measures it).
@@ -519,7 +520,7 @@ def embedded_text(core: Core, chunk_index: int, text: str, title: str | None) ->
     return titled if core.embedder.count_tokens(titled) <= core.embedder.window else text
 
 
-def conversion_pool(core: Core) -> ConvertPool:
+def conversion_pool(core: Resources) -> ConvertPool:
     """The conversion workers of a sync (a Ray node makes its own, one worker)."""
     return ConvertPool(workers=core.settings.convert_workers, timeout_s=core.settings.convert_timeout_s,
                        memory_bytes=core.settings.convert_memory_mb * 1024 * 1024,

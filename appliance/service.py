@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from appliance import health, indexing, reading, searching
-from appliance.core import Core
+from appliance.core import Resources
 from appliance.errors import ApplianceError, NotFound
 from appliance.indexing import Indexer, Progress
 from appliance.locking import lock_holder
@@ -48,7 +48,7 @@ CANCEL_WAIT_S = 30.0
 """How long a deletion waits for the ingest jobs it cancelled to stop (a batch of the model in flight)."""
 
 
-class Appliance(Core):
+class Appliance(Resources):
     """Index, search and read documents under the configured roots."""
 
     # ---- writing -------------------------------------------------------------

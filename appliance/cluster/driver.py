@@ -31,7 +31,7 @@ from appliance.results import FileProblem, RunReport, Tally
 from appliance.store import SourceRow
 
 if TYPE_CHECKING:
-    from appliance.core import Core
+    from appliance.core import Resources
     from appliance.indexing import IndexBatch, Progress
     from appliance.ingest.discover import FoundFile
     from appliance.ingest.snapshots import Member
@@ -241,7 +241,7 @@ def ray_indexer(spec: ModelSpec, address: str, *, cpus_per_task: int = 1,
         yield RayIndexer(ray, expected, cpus_per_task=cpus_per_task, nodes=check_nodes(ray, expected))
 
 
-def sync_on_ray(core: Core, address: str, *, path: str | Path | None = None, full: bool = False,
+def sync_on_ray(core: Resources, address: str, *, path: str | Path | None = None, full: bool = False,
                 clean: bool = False, discard_unrecoverable: bool = False, forget_roots: bool = False,
                 allow_deletions: bool = False, progress: Progress | None = None, origin: str = "cli",
                 cpus_per_task: int = 1,

@@ -30,7 +30,7 @@ from appliance.ingest.chunk import SCHEME_VERSION
 
 if TYPE_CHECKING:
     from appliance.config import Settings
-    from appliance.core import Core
+    from appliance.core import Resources
     from appliance.ingest.isolate import ConvertPool
     from appliance.models.manifest import ModelSpec
     from appliance.pipeline import Work
@@ -110,7 +110,7 @@ class UnitResult:
 
 _LOCK = threading.Lock()
 _VERIFIED: dict[Fingerprint, NodeInfo] = {}
-_STATE: dict[tuple[Fingerprint, Settings, int], tuple[Core, ConvertPool]] = {}
+_STATE: dict[tuple[Fingerprint, Settings, int], tuple[Resources, ConvertPool]] = {}
 
 
 def node_models() -> tuple[Path, Path | None]:
@@ -150,7 +150,7 @@ def check_node(expected: Fingerprint) -> NodeInfo:
         return info
 
 
-def _node_state(expected: Fingerprint, settings: Settings, threads: int) -> tuple[Core, ConvertPool]:
+def _node_state(expected: Fingerprint, settings: Settings, threads: int) -> tuple[Resources, ConvertPool]:
     """The appliance's core on this node (the driver's settings with this node's model folder) and its
     converter process, made once per worker process."""
     info = check_node(expected)
@@ -159,7 +159,7 @@ def _node_state(expected: Fingerprint, settings: Settings, threads: int) -> tupl
         state = _STATE.get(key)
         if state is None:
             from appliance import indexing
-            from appliance.core import Core
+            from appliance.core import Resources
             from appliance.embed import Embedder
             from appliance.models.manifest import load_spec
 
@@ -167,7 +167,7 @@ def _node_state(expected: Fingerprint, settings: Settings, threads: int) -> tupl
             mine = replace(settings, models_dir=Path(info.models_dir), models_manifest=manifest, convert_workers=1,
                            embed_threads=threads)
             embedder = Embedder(load_spec(expected.model_id, models_dir, manifest), models_dir, threads=threads)
-            core = Core(mine, embedder=embedder)
+            core = Resources(mine, embedder=embedder)
             state = (core, indexing.conversion_pool(core))
             _STATE[key] = state
     return state
