@@ -230,10 +230,11 @@ def sync(ctx: typer.Context,
          model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Make the index equal to the files on disk. SIGTERM/Ctrl-C stop it within seconds (exit 143/130);
     what was written stays and the next sync finishes the rest. A whole-index sync is run by a warm
-    MCP server or daemon on the same index and configuration when one is up (appliance/handoff.py).
+    MCP server or daemon on the same index and configuration when one is up (appliance/sync_runner.py).
     A root that is missing, unreadable, empty or lost most of its files keeps them (exit 1) unless
     --allow-deletions."""
     from appliance import stopping
+    from appliance.sync_runner import SyncRequest, run
 
     signals: list[int] = []
     stopping.on_signals(signals.append)
@@ -241,33 +242,16 @@ def sync(ctx: typer.Context,
         with _reported(as_json), _progress(not as_json) as progress:
             changes = {"snapshot_dedupe": False} if no_snapshot_dedupe else {}
             settings = _settings(ctx, base_dir, db_path, models_dir, model_name, **changes)
-            address = ray or settings.ray_address
-            report = None
-            if path is None and not (full or clean or forget_roots or allow_deletions or address):
-                from appliance.sync_stamp import replay  # nothing changed: proved without LanceDB or the model
-
-                report = replay(settings)
-                if report is None and not here:
-                    from appliance.handoff import request_sync
-
-                    report = request_sync(settings, progress)
-                    if report is not None and not as_json:
-                        typer.echo("(run by the warm server on this index)", err=True)
-            if report is None:
-                service = _open(settings)
-                options: dict[str, Any] = {"full": full, "clean": clean, "forget_roots": forget_roots,
-                                           "allow_deletions": allow_deletions,
-                                           "discard_unrecoverable": discard_unrecoverable, "progress": progress}
-                if address:  # the cluster hook (appliance/cluster): the same sync, converted and embedded by Ray tasks
-                    from appliance.cluster.driver import sync_on_ray
-
-                    report = sync_on_ray(service, address, path=path, **options)
-                else:
-                    report = service.sync(path, **options)
+            request = SyncRequest(path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
+                                  forget_roots=forget_roots, allow_deletions=allow_deletions, here=here,
+                                  ray_address=ray)
+            outcome = run(settings, request, "cli", lambda: _open(settings), progress=progress)
+            if outcome.route == "handoff" and not as_json:
+                typer.echo("(run by the warm server on this index)", err=True)
     except stopping.Stopped as exc:
         typer.echo(f"sync stopped ({exc}): what was written stays; run `minirag sync` again to finish", err=True)
         stopping.hard_exit(128 + (signals[0] if signals else 15))
-    _print_run(report, as_json)
+    _print_run(outcome.report, as_json)
 
 
 @app.command()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from appliance import dictionaries
@@ -25,12 +25,12 @@ UNTRUSTED_RECYCLE = 200
 """Room in the model window beyond the budget: special tokens and the passage prefix."""
 
 
-class Core:
-    """Settings, model spec and index of one appliance; the model is loaded on first use."""
+class Resources:
+    """What the operations of one appliance work with: its settings, model (loaded on first use), index
+    and dictionaries, and the checks of a path against the roots and of the index against the model.
 
-    remote_index: Callable[..., None] | None = None
-    """Set by appliance.cluster for `sync --ray`: remote_index(todo, members, known, report, on_file)
-    converts, cuts and embeds the files to index elsewhere (Ray tasks) and writes through indexing._store."""
+    The operation modules (indexing, searching, reading, health, sync_plan) take it as `core`; the
+    service's Appliance is these resources plus the operations, and a Ray node builds them alone."""
 
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
         self.settings = settings

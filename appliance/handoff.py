@@ -3,8 +3,9 @@
 A fresh process pays 3-4 s before its first chunk (Python and the CLI, the LanceDB import, the
 tokenizer's 250,000 pieces, the ONNX session); an MCP server or daemon that has warmed up paid it
 once. The first warm server on an index listens on DB_PATH/.sync.sock, and `minirag sync` asks it
-first. The server runs the same `Appliance.sync` under the same sync lock; the client's progress
-follows it and the client's Ctrl-C or SIGTERM stops it as it would stop a local sync.
+(appliance.sync_runner decides who asks). The server runs the same `Appliance.sync` under the same
+sync lock; the client's progress follows it and the client's Ctrl-C or SIGTERM stops it as it
+would stop a local sync.
 
 Anything but a finished report and the client runs the sync itself: nobody listens (a stale socket
 file, no server), the server sees other inputs (another configuration, model or code version, or
@@ -26,14 +27,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from appliance import stopping
 from appliance.config import Settings
 from appliance.results import RunReport
-
-if TYPE_CHECKING:
-    from appliance.service import Appliance
 
 SOCKET_NAME = ".sync.sock"
 PROTOCOL = 1
@@ -128,11 +126,13 @@ def _line(message: dict[str, Any]) -> bytes:
 
 # ---- the server: a warm `minirag serve` / `serve-http` ---------------------------------------
 class Listener:
-    """Accepts sync requests on DB_PATH/.sync.sock for one warm Appliance (see the module)."""
+    """Accepts sync requests on DB_PATH/.sync.sock for one warm server (see the module); `run(progress)`
+    runs the sync (appliance.sync_runner.listener makes one that goes through the runner)."""
 
-    def __init__(self, app: Appliance) -> None:
-        self.app = app
-        self.path = socket_path(app.settings.db_path)
+    def __init__(self, settings: Settings, run: Callable[[Progress], RunReport]) -> None:
+        self.settings = settings
+        self.run = run
+        self.path = socket_path(settings.db_path)
         self._sock: socket.socket | None = None
         self._inode: int | None = None
 
@@ -209,11 +209,11 @@ class Listener:
 
         if not isinstance(ask, dict) or ask.get("protocol") != PROTOCOL or ask.get("op") != "sync":
             return {"declined": "not a sync request of this version"}
-        if ask.get("fingerprint") != fingerprint(self.app.settings):
+        if ask.get("fingerprint") != fingerprint(self.settings):
             return {"declined": "this server syncs other inputs (configuration, model, code or folders)"}
         conn.settimeout(SEND_TIMEOUT_S)  # a client that stops reading must not hold the sync (and its lock)
         try:
-            report = self.app.sync(progress=_Relay(conn), origin="cli")
+            report = self.run(_Relay(conn))
         except stopping.Stopped as exc:
             return {"error": {"code": "stopped", "message": str(exc)}}
         except ApplianceError as exc:

@@ -5,7 +5,7 @@ import time
 from typing import Any
 
 from appliance import __version__
-from appliance.core import Core
+from appliance.core import Resources
 from appliance.errors import ApplianceError, IndexMismatch
 from appliance.ingest.chunk import SCHEME_VERSION
 from appliance.ingest.discover import ignore_problems
@@ -22,7 +22,7 @@ from appliance.state import (
 from appliance.store import IDENTITY_FILE
 
 
-def status(core: Core) -> Status:
+def status(core: Resources) -> Status:
     """Configuration and index health; never raises for a broken index."""
     name, hint = ocr_status(core.ocr_config())
     model = ModelInfo(id=core.spec.id, dim=core.spec.dim, max_seq_length=core.spec.max_seq_length,
@@ -45,7 +45,7 @@ def status(core: Core) -> Status:
                   dictionaries=core.dictionaries.describe())
 
 
-def first_sync(core: Core, scheduler: dict[str, Any] | None, now: float | None = None) -> FirstSync:
+def first_sync(core: Resources, scheduler: dict[str, Any] | None, now: float | None = None) -> FirstSync:
     """When the sync that fills an empty (or never wholly synced) index starts, as far as this process can tell.
 
     A live scheduler says it in nextRunAt. In the container's stdio mode the scheduler is started by
@@ -82,7 +82,7 @@ def _at(at: Any, now: float, message: str) -> FirstSync:
                      message=f"{message} " + ("now" if not wait else f"at {when} (in {wait:g} s)"))
 
 
-def _index_health(core: Core) -> IndexHealth:
+def _index_health(core: Resources) -> IndexHealth:
     """What the index holds, with a warning for each thing a sync should repair; raises when it cannot be read."""
     core.index.checkout_latest()  # what any process committed before the call, as every read does
     sources = core.index.source_rows()
@@ -126,7 +126,7 @@ def _index_health(core: Core) -> IndexHealth:
         identity_mismatch=problem or None, identity_hint=IndexMismatch.hint if problem else None)
 
 
-def list_roots(core: Core) -> RootList:
+def list_roots(core: Resources) -> RootList:
     """The configured roots by name and path, with their indexed and failed file counts, and the
     counts of ingest_data and URL items (which belong to no root)."""
     from appliance.ingest.discover import root_names

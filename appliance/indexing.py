@@ -1,16 +1,21 @@
-"""Documents into stored chunks: convert in workers, cut, embed (reusing stored vectors) and write."""
+"""Documents into stored chunks: convert in workers, cut, embed (reusing stored vectors) and write.
+
+An Indexer (LocalIndexer here, cluster.driver.RayIndexer on a cluster) turns a sync's files into
+embedded rows with the public steps below (conversion_pool, prepare, embedding, failed_record) and
+hands them to the one write path, `IndexBatch.write` (write_works), in the process holding the lock.
+"""
 from __future__ import annotations
 
 import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from appliance import native_memory, stopping, sync_plan, sync_stamp
-from appliance.core import Core, valid_source_id
+from appliance.core import Resources, valid_source_id
 from appliance.errors import (
     ApplianceError,
     InvalidArgument,
@@ -54,7 +59,7 @@ WORKER_RECYCLE_FILES = 2000
 small-file sync restarting workers. Memory stays bounded by the worker's rlimit."""
 
 
-def ingest(core: Core, paths: Sequence[str | Path], *, require_absolute: bool = False,
+def ingest(core: Resources, paths: Sequence[str | Path], *, require_absolute: bool = False,
            progress: Progress | None = None) -> RunReport:
     """Index the named files and everything under the named directories, replacing old content."""
     report = Tally()
@@ -80,13 +85,14 @@ def ingest(core: Core, paths: Sequence[str | Path], *, require_absolute: bool = 
     known = core.index.sources_by_id([str(f.path) for f in files])
     on_file = (lambda _converted, total, path: progress("indexing", report.files_stored, total, path)) \
         if progress else None
-    _index_files(core, files, report, on_file, _embedding(core, report), known=known, force=True)
+    _index_files(core, files, report, on_file, embedding(core, report), known=known, force=True,
+                 indexer=LocalIndexer())
     return report.finish()
 
 
-def sync(core: Core, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
+def sync(core: Resources, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
          discard_unrecoverable: bool = False, forget_roots: bool = False, allow_deletions: bool = False,
-         progress: Progress | None = None, origin: str = "cli") -> RunReport:
+         progress: Progress | None = None, origin: str = "cli", indexer: Indexer | None = None) -> RunReport:
     """Make the index equal to the files on disk (under `path`, when given).
 
     `clean` rebuilds everything: files, and ingest_data/URL items re-embedded from
@@ -100,7 +106,10 @@ def sync(core: Core, path: str | Path | None = None, *, full: bool = False, clea
     them), unless `allow_deletions`; a sync under `path` deletes what is gone there.
 
     While it runs, its progress is published beside the lock for every process
-    (`status`, `sync_status`; see state.SyncProgress); `origin` says who started it.
+    (`status`, `sync_status`; see state.SyncProgress); `origin` says who started it. `indexer`
+    converts, cuts and embeds the files to (re)index (default: LocalIndexer, in this process);
+    whichever it is, this process alone writes. How a sync is run for a caller (a stamp replay,
+    a warm server, Ray) is decided by appliance.sync_runner.
     """
     if clean and path is not None:
         raise InvalidArgument("--clean rebuilds the whole index; run it without a path")
@@ -108,13 +117,14 @@ def sync(core: Core, path: str | Path | None = None, *, full: bool = False, clea
         publisher = SyncProgress(core.settings.db_path, origin, forward=progress)
         try:
             return _sync_locked(core, path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
-                                forget_roots=forget_roots, allow_deletions=allow_deletions, publisher=publisher)
+                                forget_roots=forget_roots, allow_deletions=allow_deletions, publisher=publisher,
+                                indexer=indexer or LocalIndexer())
         finally:
             publisher.close()
 
 
-def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool, discard_unrecoverable: bool,
-                 forget_roots: bool, allow_deletions: bool, publisher: SyncProgress) -> RunReport:
+def _sync_locked(core: Resources, path: str | Path | None, *, full: bool, clean: bool, discard_unrecoverable: bool,
+                 forget_roots: bool, allow_deletions: bool, publisher: SyncProgress, indexer: Indexer) -> RunReport:
     report = Tally()
     under = None
     if path is not None:
@@ -158,10 +168,11 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
         core.index.delete_sources(stray)
     if full:
         core.index.write_identity(core.identity())
-    embed = _embedding(core, report, reuse=not clean)
+    embed = embedding(core, report, reuse=not clean)
     _index_files(core, files, report, lambda converted, total, p: publisher.indexing(
         report.files_stored, total, p, report.chunks, report.embedded, report.reused, converted=converted,
-        cut=report.chunks_cut), embed, known=known, force=full, gone=gone, redo=damaged)
+        cut=report.chunks_cut), embed, known=known, force=full, indexer=indexer, reuse=not clean, gone=gone,
+        redo=damaged)
     for start in range(0, len(kept), EMBED_BATCH_CHUNKS):
         _write_batch(core, kept[start:start + EMBED_BATCH_CHUNKS], report, embed)
     if gone:  # after indexing: a moved file's vectors were still there to be reused
@@ -182,7 +193,7 @@ def _sync_locked(core: Core, path: str | Path | None, *, full: bool, clean: bool
     return result
 
 
-def _recut_identity(core: Core) -> None:
+def _recut_identity(core: Resources) -> None:
     """identity.json names the current chunking scheme once no chunk of another one is left (a plain
     sync re-cuts them file by file); until then `status` warns that the index is of another scheme."""
     stored = core.index.read_identity()
@@ -191,7 +202,7 @@ def _recut_identity(core: Core) -> None:
         core.index.write_identity(replace(stored, scheme=SCHEME_VERSION))
 
 
-def ingest_data(core: Core, source_id: str, content: str, fmt: str = "markdown", *,
+def ingest_data(core: Resources, source_id: str, content: str, fmt: str = "markdown", *,
                 title: str | None = None) -> RunReport:
     """Index content the caller holds under a source id of its choosing; converted in a worker
     process (isolate.py) under CONVERT_TIMEOUT and CONVERT_MEMORY_MB, whatever its format."""
@@ -201,7 +212,7 @@ def ingest_data(core: Core, source_id: str, content: str, fmt: str = "markdown",
     return _ingest_converted(core, source_id, "data", converted, digest, len(content))
 
 
-def checked_data(core: Core, source_id: str, content: str, fmt: str) -> str:
+def checked_data(core: Resources, source_id: str, content: str, fmt: str) -> str:
     """ingest_data's arguments checked (the source id as stored), before any work or job."""
     source_id = valid_source_id(source_id)
     if fmt not in ("text", "markdown", "html"):
@@ -214,13 +225,13 @@ def checked_data(core: Core, source_id: str, content: str, fmt: str) -> str:
     return source_id
 
 
-def ingest_url(core: Core, url: str, *, source_id: str | None = None) -> RunReport:
+def ingest_url(core: Resources, url: str, *, source_id: str | None = None) -> RunReport:
     """Fetch one http(s) URL (opt-in: ALLOW_URL_INGEST) and index it under the URL or `source_id`."""
     key, page = fetch_page(core, url, source_id)
     return ingest_fetched(core, key, convert_page(core, page))
 
 
-def fetch_page(core: Core, url: str, source_id: str | None) -> tuple[str, FetchedPage]:
+def fetch_page(core: Resources, url: str, source_id: str | None) -> tuple[str, FetchedPage]:
     """(source id, the page's bytes): the download, bounded by the fetcher's timeout and size cap."""
     if not core.settings.allow_url_ingest:
         raise UrlIngestDisabled("URL ingestion is disabled in this appliance")
@@ -231,37 +242,38 @@ def fetch_page(core: Core, url: str, source_id: str | None) -> tuple[str, Fetche
     return key, fetch.fetch_url(url, allow_private=core.settings.allow_private_urls, max_bytes=_url_max_bytes(core))
 
 
-def convert_page(core: Core, page: FetchedPage) -> Converted:
+def convert_page(core: Resources, page: FetchedPage) -> Converted:
     """A fetched page as Markdown, converted in a worker process under the limits of a file's
     conversion: the page is never parsed in this process."""
     return core.untrusted_pool().convert_page(page, max_bytes=_url_max_bytes(core))
 
 
-def _url_max_bytes(core: Core) -> int:
+def _url_max_bytes(core: Resources) -> int:
     return min(core.settings.max_file_size, 50 * 1024 * 1024)
 
 
-def ingest_fetched(core: Core, key: str, converted: Converted) -> RunReport:
+def ingest_fetched(core: Resources, key: str, converted: Converted) -> RunReport:
     digest = hashlib.sha256(converted.markdown.encode("utf-8", "surrogatepass")).hexdigest()
     return _ingest_converted(core, key, "url", converted, digest, len(converted.markdown))
 
 
-def _ingest_converted(core: Core, source_id: str, kind: str, converted: Converted, digest: str, size: int) -> RunReport:
+def _ingest_converted(core: Resources, source_id: str, kind: str, converted: Converted, digest: str,
+                      size: int) -> RunReport:
     """One document in one write, embedded a batch at a time: a cancel of its job
     (stopping.Scope) or a stop of the process ends it between batches, before anything is written."""
     report = Tally(seen=1)
     existed = core.index.source(source_id) is not None
     source = SourceRow(source_id=source_id, source_kind=kind, path=source_id, content_hash=digest, size=size)
     try:
-        work = _prepare(core, [(source, converted)])
+        work = prepare(core, [(source, converted)])
         markdown_blocks.parse.cache_clear()  # the cut document's parse (~10x its size) is not kept while embedding
-        embed = _embedding(core, report)
+        embed = embedding(core, report)
         for start in range(0, len(work.texts), EMBED_BATCH_CHUNKS):
             stopping.check()
             end = start + EMBED_BATCH_CHUNKS
             Work([], work.rows[start:end], work.texts[start:end]).embed_with(embed)
         stopping.check()
-        _store(core, [work], report)
+        write_works(core, [work], report)
     finally:
         markdown_blocks.parse.cache_clear()
         native_memory.give_back()  # a large document's rows and parse, freed, go back to the system
@@ -270,7 +282,7 @@ def _ingest_converted(core: Core, source_id: str, kind: str, converted: Converte
     return report.finish()
 
 
-def delete(core: Core, target: str, is_source: bool = False, *, require_absolute: bool = False) -> Deleted:
+def delete(core: Resources, target: str, is_source: bool = False, *, require_absolute: bool = False) -> Deleted:
     """Remove a file, data item or URL item from the index (never from disk)."""
     source_id = core.source_id_for(target, is_source, require_absolute=require_absolute)
     recorded = core.index.source(source_id)
@@ -290,14 +302,14 @@ def _collect(item: FoundFile | Skipped, files: list[FoundFile], report: Tally) -
         report.skipped.append(FileProblem(printable(item.path), item.code, item.reason))
 
 
-def _index_files(core: Core, files: Sequence[FoundFile], report: Tally,
+def _index_files(core: Resources, files: Sequence[FoundFile], report: Tally,
                  on_file: Callable[[int, int, str], None] | None, embed: ReusingEmbed,
-                 *, known: dict[str, SourceRow], force: bool, gone: Sequence[str] = (),
-                 redo: frozenset[str] = frozenset()) -> None:
-    """Convert (in worker processes) while embedding and writing earlier files; `redo` names
-    files to re-index even when unchanged. `on_file(converted, total, path)` follows each
-    conversion, and every pipeline.TICK_S while the model is behind (`report` counts the
-    files and chunks stored).
+                 *, known: dict[str, SourceRow], force: bool, indexer: Indexer, reuse: bool = True,
+                 gone: Sequence[str] = (), redo: frozenset[str] = frozenset()) -> None:
+    """Decide what each file needs; the files to (re)index go to `indexer`, which converts them
+    while embedding and writing earlier ones; `redo` names files to re-index even when unchanged.
+    `on_file(converted, total, path)` follows each conversion, and every pipeline.TICK_S while
+    the model is behind (`report` counts the files and chunks stored).
 
     A dated snapshot sequence in which anything changed is re-indexed as a
     whole, in date order, in one write, so its de-duplication stays exact.
@@ -338,66 +350,102 @@ def _index_files(core: Core, files: Sequence[FoundFile], report: Tally,
     if not todo:
         return
     todo.sort(key=lambda item: str(item[0].path))
-    if core.remote_index is not None:  # sync --ray (appliance/cluster): the same files, converted elsewhere
-        core.remote_index(todo, members, known, report, on_file)
-        core.index.refresh_indexes()
-        return
-    waiting: dict[str, int] = {}
-    for f, _ in todo:
-        if f.path in members:
-            waiting[members[f.path].group] = waiting.get(members[f.path].group, 0) + 1
-    sequences: dict[str, list[tuple[str, SourceRow, Converted]]] = {}
-    by_path = {f.path: (f, digest) for f, digest in todo}
-    at: list[Any] = [0, ""]  # files converted, the last one's path: what a tick reports
-
-    def put(work: Work) -> None:
-        report.chunks_cut += len(work.rows)
-        pipeline.put(work)
-
-    with _pool(core) as pool, EmbedWritePipeline(
-            embed, lambda works: _store(core, works, report),
-            ahead_chunks=EMBED_AHEAD_CHUNKS, batch_chunks=EMBED_BATCH_CHUNKS,
-            tick=(lambda: on_file(at[0], len(todo), at[1])) if on_file else None) as pipeline:
-        stream = pool.imap([f.path for f, _ in todo], in_flight=CONVERT_AHEAD, max_bytes=CONVERT_AHEAD_BYTES)
-        for done, (path, result) in enumerate(stream, start=1):
-            at[:] = [done, str(path)]
-            f, digest = by_path[path]
-            old = known.get(str(path))
-            source = SourceRow(source_id=str(path), source_kind="file", root=str(f.root), path=f.display,
-                               content_hash=digest, mtime_ns=f.mtime_ns, size=f.size)
-            if isinstance(result, ApplianceError):
-                put(Work([_failed(source, result)]))
-                report.failed.append(FileProblem(str(path), result.code, result.message))
-            else:
-                if old is None:
-                    report.added += 1
-                else:
-                    report.updated += 1
-                if path in members:
-                    sequences.setdefault(members[path].group, []).append((members[path].date, source, result))
-                else:
-                    put(_prepare(core, [(source, result)]))
-            member = members.get(path)
-            if member is not None:
-                waiting[member.group] -= 1
-                if waiting[member.group] == 0:
-                    sequence = sorted(sequences.pop(member.group, []), key=lambda item: item[0])
-                    put(_prepare(core, [(s_, c_) for _d, s_, c_ in sequence],
-                                 snapshot_dates=[d for d, _s, _c in sequence]))
-            if on_file:
-                on_file(done, len(todo), str(path))
-        pipeline.close()
+    indexer.index(IndexBatch(core, todo, members, known, report, on_file, embed, reuse))
     core.index.refresh_indexes()
 
 
-def _write_batch(core: Core, batch: list[tuple[SourceRow, Converted]], report: Tally, embed: ReusingEmbed) -> None:
+@dataclass
+class IndexBatch:
+    """The files a sync or an ingest (re)indexes, in path order, and what writing them needs."""
+
+    core: Resources
+    todo: list[tuple[FoundFile, str]]
+    """(file, content hash)"""
+    members: dict[Path, Member]
+    """The members of dated snapshot sequences among them: a sequence is cut and written as one unit."""
+    known: dict[str, SourceRow]
+    """What the index held for them before: an added or an updated file."""
+    report: Tally
+    on_file: Callable[[int, int, str], None] | None
+    """on_file(converted, total, path)"""
+    embed: ReusingEmbed
+    """The model behind a lookup of the vectors already stored (none with `reuse` off: sync --clean)."""
+    reuse: bool = True
+
+    def write(self, works: list[Work]) -> None:
+        """The one write path: embedded works committed as one write (write_works)."""
+        write_works(self.core, works, self.report)
+
+
+class Indexer(Protocol):
+    """What converts, cuts and embeds a batch's files and writes them through `batch.write`: this
+    process (LocalIndexer) or the tasks of a Ray cluster (cluster.driver.RayIndexer). The caller
+    that syncs passes it in; the writes always happen in the process that holds the sync lock."""
+
+    def index(self, batch: IndexBatch) -> None: ...
+
+
+class LocalIndexer:
+    """Converts in worker processes of this machine while the model embeds and a thread writes."""
+
+    def index(self, batch: IndexBatch) -> None:
+        core, todo, members, known, report, on_file = (batch.core, batch.todo, batch.members, batch.known,
+                                                       batch.report, batch.on_file)
+        waiting: dict[str, int] = {}
+        for f, _ in todo:
+            if f.path in members:
+                waiting[members[f.path].group] = waiting.get(members[f.path].group, 0) + 1
+        sequences: dict[str, list[tuple[str, SourceRow, Converted]]] = {}
+        by_path = {f.path: (f, digest) for f, digest in todo}
+        at: list[Any] = [0, ""]  # files converted, the last one's path: what a tick reports
+
+        def put(work: Work) -> None:
+            report.chunks_cut += len(work.rows)
+            pipeline.put(work)
+
+        with conversion_pool(core) as pool, EmbedWritePipeline(
+                batch.embed, batch.write,
+                ahead_chunks=EMBED_AHEAD_CHUNKS, batch_chunks=EMBED_BATCH_CHUNKS,
+                tick=(lambda: on_file(at[0], len(todo), at[1])) if on_file else None) as pipeline:
+            stream = pool.imap([f.path for f, _ in todo], in_flight=CONVERT_AHEAD, max_bytes=CONVERT_AHEAD_BYTES)
+            for done, (path, result) in enumerate(stream, start=1):
+                at[:] = [done, str(path)]
+                f, digest = by_path[path]
+                old = known.get(str(path))
+                source = SourceRow(source_id=str(path), source_kind="file", root=str(f.root), path=f.display,
+                                   content_hash=digest, mtime_ns=f.mtime_ns, size=f.size)
+                if isinstance(result, ApplianceError):
+                    put(Work([failed_record(source, result)]))
+                    report.failed.append(FileProblem(str(path), result.code, result.message))
+                else:
+                    if old is None:
+                        report.added += 1
+                    else:
+                        report.updated += 1
+                    if path in members:
+                        sequences.setdefault(members[path].group, []).append((members[path].date, source, result))
+                    else:
+                        put(prepare(core, [(source, result)]))
+                member = members.get(path)
+                if member is not None:
+                    waiting[member.group] -= 1
+                    if waiting[member.group] == 0:
+                        sequence = sorted(sequences.pop(member.group, []), key=lambda item: item[0])
+                        put(prepare(core, [(s_, c_) for _d, s_, c_ in sequence],
+                                    snapshot_dates=[d for d, _s, _c in sequence]))
+                if on_file:
+                    on_file(done, len(todo), str(path))
+            pipeline.close()
+
+
+def _write_batch(core: Resources, batch: list[tuple[SourceRow, Converted]], report: Tally, embed: ReusingEmbed) -> None:
     """Chunk, embed and store converted documents in one write, on this thread."""
-    work = _prepare(core, batch)
+    work = prepare(core, batch)
     work.embed_with(embed)
-    _store(core, [work], report)
+    write_works(core, [work], report)
 
 
-def _embedding(core: Core, report: Tally, *, reuse: bool = True) -> ReusingEmbed:
+def embedding(core: Resources, report: Tally, *, reuse: bool = True) -> ReusingEmbed:
     """The model behind a lookup of vectors already in the index (reuse.py), counted into
     `report`; `reuse=False` (sync --clean, which trusts nothing stored) asks the model for
     every text, each distinct one once."""
@@ -407,8 +455,8 @@ def _embedding(core: Core, report: Tally, *, reuse: bool = True) -> ReusingEmbed
     return ReusingEmbed(core.embedder.embed_passages, lookup, core.spec.dim, tally=report)
 
 
-def _prepare(core: Core, batch: list[tuple[SourceRow, Converted]], *,
-             snapshot_dates: Sequence[str] | None = None) -> Work:
+def prepare(core: Resources, batch: list[tuple[SourceRow, Converted]], *,
+            snapshot_dates: Sequence[str] | None = None) -> Work:
     """Cut converted documents into chunk rows and the texts their vectors come from.
 
     With `snapshot_dates`, the batch is one dated sequence in date order and
@@ -452,7 +500,7 @@ def _stoppable(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
     return count
 
 
-def _store(core: Core, works: list[Work], report: Tally) -> None:
+def write_works(core: Resources, works: list[Work], report: Tally) -> None:
     """Write embedded works as one write: each source's chunks replaced, then its record."""
     rows = [r for w in works for r in w.rows]
     sources = [s for w in works for s in w.sources]
@@ -461,7 +509,7 @@ def _store(core: Core, works: list[Work], report: Tally) -> None:
     report.files_stored += len(sources)
 
 
-def embedded_text(core: Core, chunk_index: int, text: str, title: str | None) -> str:
+def embedded_text(core: Resources, chunk_index: int, text: str, title: str | None) -> str:
     """Every chunk carries its document's title into its vector (when its text lacks it and
     it fits the window): a passage cut from the middle of a document is often about what
     the title names without naming it (scripts/embedding_text_experiments.py measures it).
@@ -472,7 +520,8 @@ def embedded_text(core: Core, chunk_index: int, text: str, title: str | None) ->
     return titled if core.embedder.count_tokens(titled) <= core.embedder.window else text
 
 
-def _pool(core: Core) -> ConvertPool:
+def conversion_pool(core: Resources) -> ConvertPool:
+    """The conversion workers of a sync (a Ray node makes its own, one worker)."""
     return ConvertPool(workers=core.settings.convert_workers, timeout_s=core.settings.convert_timeout_s,
                        memory_bytes=core.settings.convert_memory_mb * 1024 * 1024,
                        ocr=core.ocr_config(), max_file_size=core.settings.max_file_size,
@@ -504,5 +553,6 @@ def _replace_stat(old: SourceRow, f: FoundFile) -> SourceRow:
     return replace(old, mtime_ns=f.mtime_ns, size=f.size)
 
 
-def _failed(source: SourceRow, exc: ApplianceError) -> SourceRow:
+def failed_record(source: SourceRow, exc: ApplianceError) -> SourceRow:
+    """The record of a file whose conversion failed: written, so the next sync does not retry it unchanged."""
     return replace(source, error_code=exc.code, error=exc.message, ingested_at=time.time())

@@ -9,7 +9,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from appliance.core import Core
+from appliance.core import Resources
 from appliance.errors import InvalidArgument, NotFound
 from appliance.ingest import convert
 from appliance.ingest.chunk import reconstruct
@@ -41,7 +41,7 @@ GREP_BATCH_CHUNKS = 2000
 """Chunks grep reads from the index in one go (a few MB of text), so memory stays bounded."""
 
 
-def read(core: Core, target: str, is_source: bool = False, *, require_absolute: bool = False,
+def read(core: Resources, target: str, is_source: bool = False, *, require_absolute: bool = False,
          offset: int = 0, max_chars: int | None = None, revision: str | None = None,
          start_line: int | None = None, end_line: int | None = None,
          page_start: int | None = None, page_end: int | None = None) -> Document:
@@ -95,7 +95,7 @@ def read(core: Core, target: str, is_source: bool = False, *, require_absolute: 
                     revision=current, **ranged)
 
 
-def not_indexed_reason(core: Core, source_id: str) -> str | None:
+def not_indexed_reason(core: Resources, source_id: str) -> str | None:
     """Why a file under the roots has no indexed text that a sync would not change (failed, not a type
     indexed, ignored by a rules file, unreadable), or None: a new file, or no such file."""
     recorded = core.index.source(source_id)
@@ -113,7 +113,7 @@ def not_indexed_reason(core: Core, source_id: str) -> str | None:
     return None
 
 
-def read_neighbors(core: Core, target: str, is_source: bool, chunk_index: int, *, before: int = 2, after: int = 2,
+def read_neighbors(core: Resources, target: str, is_source: bool, chunk_index: int, *, before: int = 2, after: int = 2,
                    require_absolute: bool = False, max_chars: int = READ_PAGE_CHARS) -> Neighbors:
     """The chunks around one hit, in document order, within `max_chars` of text.
 
@@ -142,8 +142,8 @@ def read_neighbors(core: Core, target: str, is_source: bool, chunk_index: int, *
                      omitted_after=sum(1 for i in around if i > chunk_index and i not in kept))
 
 
-def list_files(core: Core, *, scope: str | None = None, include_ignored: bool = False, require_absolute: bool = False,
-               limit: int | None = None, cursor: str | None = None) -> FileList:
+def list_files(core: Resources, *, scope: str | None = None, include_ignored: bool = False,
+               require_absolute: bool = False, limit: int | None = None, cursor: str | None = None) -> FileList:
     """Every file under the roots with its state, then the indexed data and URL sources, in pages.
 
     Files come sorted by path, then sources by id; a page holds at most `limit` entries of
@@ -176,7 +176,7 @@ def list_files(core: Core, *, scope: str | None = None, include_ignored: bool = 
     return page_after(files, others, scope=scope, limit=limit, cursor=cursor, key=cursor_key(core.settings.db_path))
 
 
-def grep(core: Core, pattern: str, *, regex: bool = False, case_sensitive: bool = False, scope: str | None = None,
+def grep(core: Resources, pattern: str, *, regex: bool = False, case_sensitive: bool = False, scope: str | None = None,
          root: str | None = None, file_glob: str | None = None, max_results: int = 100,
          require_absolute: bool = False) -> GrepResults:
     """Matching lines in the indexed text of every indexed document: files of every format
@@ -213,7 +213,7 @@ def grep(core: Core, pattern: str, *, regex: bool = False, case_sensitive: bool 
     return scan.results(**coverage)
 
 
-def _grep_documents(core: Core, sources: Sequence[SourceRow]) -> Iterator[GrepDoc]:
+def _grep_documents(core: Resources, sources: Sequence[SourceRow]) -> Iterator[GrepDoc]:
     """The documents' texts from their stored chunks, read a bounded batch at a time."""
     from appliance.grep import GrepDoc, describe
 
@@ -232,7 +232,7 @@ def _grep_documents(core: Core, sources: Sequence[SourceRow]) -> Iterator[GrepDo
         batch, chunks = [], 0
 
 
-def _grep_coverage(core: Core, known: dict[str, SourceRow], indexed: int, under: Path | None,
+def _grep_coverage(core: Resources, known: dict[str, SourceRow], indexed: int, under: Path | None,
                    selected: Callable[[str, str, str, str], bool]) -> dict[str, Any]:
     """What grep cannot search among the files the filters select: new (not indexed yet) and
     failed files, and changed ones (searched as last indexed), with a sentence saying so."""
@@ -264,7 +264,7 @@ def _grep_coverage(core: Core, known: dict[str, SourceRow], indexed: int, under:
             "note": note[0].upper() + note[1:] if note else None}
 
 
-def _root_named(core: Core, root: str) -> Path:
+def _root_named(core: Resources, root: str) -> Path:
     """The configured root `root` names: its path (as configured, or resolved) or its list_roots name."""
     from appliance.ingest.discover import root_names
 

@@ -80,9 +80,9 @@ class Runtime:
         try:
             app = self.appliance()
             app.warm_up()
-            from appliance.handoff import Listener
+            from appliance.sync_runner import listener
 
-            if Listener(app).start():  # warm now: a `minirag sync` beside it may hand its sync over
+            if listener(app).start():  # warm now: a `minirag sync` beside it may hand its sync over
                 log.info("taking `minirag sync` requests on this index")
         except ApplianceError:
             pass  # the first tool call reports it as a value

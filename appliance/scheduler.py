@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from appliance import stopping
 from appliance.config import Environment, Settings, read_environment
@@ -45,6 +45,9 @@ from appliance.state import (
     write_json,
 )
 from appliance.stopping import Stopped
+
+if TYPE_CHECKING:
+    from appliance.service import Appliance
 
 STATE_SCHEMA = 1
 RETRY_AFTER_PROBLEM_S = 60
@@ -86,6 +89,14 @@ def _is_mount_point(path: Path) -> bool:
         return False
     except OSError:
         return os.path.ismount(target)
+
+
+class _NotRun(Exception):
+    """A round's setup problem found while opening the service: logged and retried, not a failed sync."""
+
+    def __init__(self, message: str, error: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message, self.error = message, error
 
 
 class Scheduler:
@@ -150,34 +161,21 @@ class Scheduler:
         return first_run_at(self.settings.db_path, self.interval, self.clock())
 
     def round(self) -> float:
-        """One scheduled sync (or a logged skip); returns when the next one is due."""
+        """One scheduled sync (or a logged skip); returns when the next one is due. It runs as
+        appliance.sync_runner runs the scheduler's: a stamp may answer it without opening the index."""
+        from appliance.sync_runner import SyncRequest, run
+
         now = self.clock()
         retry = now + min(self.interval, RETRY_AFTER_PROBLEM_S)
         unwritable = _unwritable(self.settings.db_path)
         if unwritable:
             return self._problem(unwritable, retry)
         try:
-            from appliance.service import Appliance
-
-            app = Appliance(self.settings)
-            model = self.settings.models_dir / app.spec.dir_name / "model.onnx"
-            if not model.is_file():
-                return self._problem(f"no baked model {app.spec.id} in {self.settings.models_dir} "
-                                     f"({model} is missing); bake it with `minirag models bake` "
-                                     "or mount a baked models folder", retry)
-            problem = docs_problem(self.settings, bool(app.index.source_rows()))
-        except ApplianceError as exc:
-            return self._problem(exc.message + (f" ({exc.hint})" if exc.hint else ""), retry, exc.to_dict())
-        except OSError as exc:
-            return self._problem(_os_message(self.settings.db_path, exc), retry)
-        except Exception as exc:  # noqa: BLE001 - e.g. a damaged index LanceDB cannot open
-            return self._problem(f"cannot open the index at {self.settings.db_path}: {type(exc).__name__}: {exc}",
-                                 retry)
-        if problem:
-            return self._problem(problem, retry)
-        self._update(state="syncing", lastRunStartedAt=now, problem=None)
-        try:
-            report = app.sync(progress=self._check_stop, origin="scheduler")
+            report = run(self.settings, SyncRequest(), "scheduler", lambda: self._open(now),
+                         progress=self._check_stop).report
+            self.state.update(lastRunStartedAt=now, problem=None)  # a stamp's answer too (no _open)
+        except _NotRun as exc:
+            return self._problem(exc.message, retry, exc.error)
         except Stopped:
             self._record("abandoned", None, "stopped during a sync; the next sync finishes the rest")
             log.info("sync stopped (what was written stays); the next sync picks up the rest")
@@ -196,8 +194,6 @@ class Scheduler:
             log.exception("scheduled sync crashed")
             self._record("failed", {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}, None)
             return now + self.interval
-        finally:
-            del app
         data = report.to_dict()
         summary = {k: data[k] for k in ("seen", "added", "updated", "unchanged", "refreshed", "deleted",
                                         "skippedCount", "failedCount", "chunks", "seconds")}
@@ -217,6 +213,31 @@ class Scheduler:
             data["seen"], data["added"], data["updated"], data["deleted"], data["failedCount"],
             data["chunks"], data["seconds"])
         return now + self.interval
+
+    def _open(self, started: float) -> Appliance:
+        """The service for a sync here, once the model and the documents are there (else _NotRun)."""
+        try:
+            from appliance.service import Appliance
+
+            app = Appliance(self.settings)
+            model = self.settings.models_dir / app.spec.dir_name / "model.onnx"
+            if not model.is_file():
+                raise _NotRun(f"no baked model {app.spec.id} in {self.settings.models_dir} "
+                              f"({model} is missing); bake it with `minirag models bake` "
+                              "or mount a baked models folder")
+            problem = docs_problem(self.settings, bool(app.index.source_rows()))
+        except ApplianceError as exc:
+            raise _NotRun(exc.message + (f" ({exc.hint})" if exc.hint else ""), exc.to_dict()) from exc
+        except OSError as exc:
+            raise _NotRun(_os_message(self.settings.db_path, exc)) from exc
+        except _NotRun:
+            raise
+        except Exception as exc:  # e.g. a damaged index LanceDB cannot open
+            raise _NotRun(f"cannot open the index at {self.settings.db_path}: {type(exc).__name__}: {exc}") from exc
+        if problem:
+            raise _NotRun(problem)
+        self._update(state="syncing", lastRunStartedAt=started, problem=None)
+        return app
 
     def precheck(self) -> str | None:
         """The setup problems found without loading LanceDB or the model (cheap enough for every round)."""

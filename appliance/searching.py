@@ -8,7 +8,7 @@ from typing import get_args
 
 from appliance import crosslingual
 from appliance.config import TOP_K_CAP
-from appliance.core import Core
+from appliance.core import Resources
 from appliance.errors import ApplianceError, InvalidArgument
 from appliance.explaining import explained
 from appliance.ingest.discover import contained_root
@@ -26,7 +26,7 @@ _KEYWORD_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="bm25")
 """Runs each query's BM25 side beside its vector side; one pool per process (a thread per query cost ~1 ms)."""
 
 
-def search(core: Core, query: str, *, top_k: int = 10, scope: str | None = None,
+def search(core: Resources, query: str, *, top_k: int = 10, scope: str | None = None,
            doc_class: str | None = None, sections: SectionsMode = "excerpt", explain: bool = False) -> SearchResults:
     """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse);
     `sections` says how much of each hit's section the answer carries (query.assemble); `explain` adds
@@ -57,7 +57,7 @@ def candidate_depth(top_k: int) -> int:
     return max(top_k * 4, CANDIDATES_PER_SIDE)
 
 
-def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: str | None,
+def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_class: str | None,
             sections: SectionsMode, explain: bool = False) -> SearchResults:
     where = _filters(core, scope, doc_class)
     fetch = candidate_depth(top_k)
@@ -104,7 +104,7 @@ def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: st
     return within_budget(answer)
 
 
-def _filters(core: Core, scope: str | None, doc_class: str | None) -> Filter | None:
+def _filters(core: Resources, scope: str | None, doc_class: str | None) -> Filter | None:
     prefix = scope_prefix(core, scope) if scope else None
     if doc_class:
         known = {s.doc_class for s in core.index.source_rows()} | {"note"}
@@ -114,7 +114,7 @@ def _filters(core: Core, scope: str | None, doc_class: str | None) -> Filter | N
     return Filter(prefix, doc_class or None) if prefix is not None or doc_class else None
 
 
-def scope_prefix(core: Core, scope: str) -> str:
+def scope_prefix(core: Resources, scope: str) -> str:
     """The source-id prefix of a scope; it matches at a separator: /docs/proj never matches /docs/project-x."""
     if not isinstance(scope, str) or not scope.strip() or "\x00" in scope:
         raise InvalidArgument("scope must be a non-empty path or source-id prefix")
@@ -130,7 +130,7 @@ def scope_prefix(core: Core, scope: str) -> str:
     return prefix.rstrip("/") if len(prefix) > 1 else prefix
 
 
-def gather(core: Core, query: str, *, top_k: int = 10, scope: str | None = None, doc_class: str | None = None,
+def gather(core: Resources, query: str, *, top_k: int = 10, scope: str | None = None, doc_class: str | None = None,
            context_lines: int = 3) -> SearchMarkdown:
     """`search`'s answer as one Markdown block (query.gather): numbered hits with their citations
     and, for text files, `context_lines` lines of the file around each passage."""

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from appliance import health, indexing, reading, searching
-from appliance.core import Core
+from appliance.core import Resources
 from appliance.errors import ApplianceError, NotFound
-from appliance.indexing import Progress
+from appliance.indexing import Indexer, Progress
 from appliance.locking import lock_holder
 from appliance.paging import READ_PAGE_CHARS
 from appliance.query.assemble import SectionsMode
@@ -48,7 +48,7 @@ CANCEL_WAIT_S = 30.0
 """How long a deletion waits for the ingest jobs it cancelled to stop (a batch of the model in flight)."""
 
 
-class Appliance(Core):
+class Appliance(Resources):
     """Index, search and read documents under the configured roots."""
 
     # ---- writing -------------------------------------------------------------
@@ -59,12 +59,13 @@ class Appliance(Core):
 
     def sync(self, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
              discard_unrecoverable: bool = False, forget_roots: bool = False, allow_deletions: bool = False,
-             progress: Progress | None = None, origin: str = "cli") -> RunReport:
-        """Make the index equal to the files on disk (under `path`, when given); a root that looks
-        unmounted keeps its files unless `allow_deletions` (indexing.sync)."""
+             progress: Progress | None = None, origin: str = "cli", indexer: Indexer | None = None) -> RunReport:
+        """Make the index equal to the files on disk (under `path`, when given), here, with `indexer`
+        (default: this process's); a root that looks unmounted keeps its files unless `allow_deletions`
+        (indexing.sync). Adapters go through appliance.sync_runner, which picks how a sync runs."""
         return indexing.sync(self, path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
                              forget_roots=forget_roots, allow_deletions=allow_deletions, progress=progress,
-                             origin=origin)
+                             origin=origin, indexer=indexer)
 
     def ingest_data(self, source_id: str, content: str, fmt: str = "markdown", *,
                     title: str | None = None) -> RunReport:
@@ -153,16 +154,20 @@ class Appliance(Core):
 
     def sync_start(self, path: str | None = None, *, require_absolute: bool = False,
                    allow_deletions: bool = False) -> SyncJob:
-        """Start `sync(path)` in a background thread and return the job; SyncBusy while a sync holds the lock."""
+        """Start a sync of `path` (of every root without one) in a background thread and return the job;
+        SyncBusy while a sync holds the lock. It runs as appliance.sync_runner runs it for MCP: a stamp
+        may answer a plain one, the rest runs here."""
         from appliance.errors import SyncBusy
+        from appliance.sync_runner import SyncRequest, run
 
         if path is not None:
             self.resolve(path, require_absolute=require_absolute)
         holder = lock_holder(self.settings.db_path)
         if holder is not None:
             raise SyncBusy(f"Another sync is running (pid {holder.get('pid', '?')}) on {self.settings.db_path}")
-        return self._jobs().start(path, lambda progress: self.sync(path, allow_deletions=allow_deletions,
-                                                                   progress=progress, origin="mcp"))
+        request = SyncRequest(path, allow_deletions=allow_deletions)
+        return self._jobs().start(path, lambda progress: run(self.settings, request, "mcp", lambda: self,
+                                                             progress=progress).report)
 
     def sync_status(self, job_id: str | None = None) -> SyncJob | SyncActivity:
         """A job (a sync, or an ingest too large for the foreground) started in this process; NotFound for an

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from appliance.core import Core
+from appliance.core import Resources
 from appliance.errors import ApplianceError, IndexCorrupt, RootsChanged
 from appliance.ingest.chunk import SCHEME_VERSION, reconstruct
 from appliance.ingest.discover import FoundFile
@@ -29,7 +29,7 @@ def content_hash(path: Path) -> str:
     return digest.hexdigest()
 
 
-def classify(core: Core, f: FoundFile, old: SourceRow | None, force: bool) -> tuple[str, str]:
+def classify(core: Resources, f: FoundFile, old: SourceRow | None, force: bool) -> tuple[str, str]:
     """(what to do, content hash): unchanged, refresh, failed, error (unreadable) or index."""
     fresh = (old if old is not None and not old.error_code and old.scheme == SCHEME_VERSION
              and old.model_id == core.spec.id else None)  # the row, when it is current
@@ -48,7 +48,7 @@ def classify(core: Core, f: FoundFile, old: SourceRow | None, force: bool) -> tu
     return "index", digest
 
 
-def check_roots(core: Core, known: Iterable[SourceRow], *, forget: bool) -> None:
+def check_roots(core: Resources, known: Iterable[SourceRow], *, forget: bool) -> None:
     """Refuse a sync that would delete every file of a root this process was not given.
 
     Files are keyed by absolute path, so the same folder mounted at another path (the
@@ -67,7 +67,7 @@ def check_roots(core: Core, known: Iterable[SourceRow], *, forget: bool) -> None
               "`minirag sync --forget-roots` to drop the entries of roots that are gone for good."))
 
 
-def held_roots(core: Core, known: Iterable[SourceRow], on_disk: set[str]) -> list[HeldRoot]:
+def held_roots(core: Resources, known: Iterable[SourceRow], on_disk: set[str]) -> list[HeldRoot]:
     """The roots whose indexed files a whole-index sync must keep rather than delete.
 
     An unmounted share, a removed bind mount or a root the process may not read looks like
@@ -114,7 +114,7 @@ def _root_problem(root: Path) -> str | None:
     return None if visible else "is empty"
 
 
-def items_to_keep(core: Core, discard_unrecoverable: bool) -> list[tuple[SourceRow, Converted]]:
+def items_to_keep(core: Resources, discard_unrecoverable: bool) -> list[tuple[SourceRow, Converted]]:
     """ingest_data and URL items with their text rebuilt from the stored chunks, for `sync --clean`.
 
     A rebuild from disk cannot bring them back, so when their text is unreadable the
@@ -152,7 +152,7 @@ def items_to_keep(core: Core, discard_unrecoverable: bool) -> list[tuple[SourceR
     return kept
 
 
-def rebuildable_in_place(core: Core) -> bool:
+def rebuildable_in_place(core: Resources) -> bool:
     """True when both tables read whole and hold vectors of the configured size."""
     try:
         stored = core.index.read_identity()
@@ -164,7 +164,7 @@ def rebuildable_in_place(core: Core) -> bool:
         return False
 
 
-def inconsistent(core: Core, known: dict[str, SourceRow], on_disk: set[str],
+def inconsistent(core: Resources, known: dict[str, SourceRow], on_disk: set[str],
                   under: Path | None) -> tuple[frozenset[str], list[str]]:
     """What a killed write left behind: (files whose chunks differ from their source row, chunks of no source).
 

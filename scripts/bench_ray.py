@@ -11,7 +11,7 @@ CPU and one model thread per task). Sync time is `report.seconds` (inside the sy
 convert, cut, embed, commit); the cluster's start and the node checks are reported apart.
 
 The writer's commit rate: the rows the Ray sync produced (vectors included) committed again,
-by the driver's own `indexing._store`, into an empty index in batches of WRITE_CHUNKS; no model runs.
+by the driver's own `indexing.write_works`, into an empty index in batches of WRITE_CHUNKS; no model runs.
 It is the ceiling of any cluster: one writer commits every chunk.
 
 CPU time is counted too (the bench process with its converter; the Ray workers with theirs, read
@@ -160,10 +160,10 @@ def _writer(source_index: Path, docs: Path, into: Path, batch: int, repeats: int
         for work in works:
             pending.append(work)
             if sum(len(w.rows) for w in pending) >= batch:
-                indexing._store(target, pending, report)
+                indexing.write_works(target, pending, report)
                 pending = []
         if pending:
-            indexing._store(target, pending, report)
+            indexing.write_works(target, pending, report)
         rates.append(report.chunks / (time.perf_counter() - started))
     return {"chunks": sum(len(w.rows) for w in works), "batchChunks": batch, "commits": -(-report.chunks // batch),
             "chunksPerSecond": round(sorted(rates)[len(rates) // 2], 1), "runs": [round(r, 1) for r in rates]}

@@ -2,8 +2,8 @@
 
 The driver (`driver.py`) is an ordinary local sync: discovery, ignore rules, containment, the
 sync lock, run identity, snapshot de-duplication and failures by name are the service's own
-code. The one seam is `Core.remote_index` (indexing.py `_index_files`): set, it receives the
-files to (re)index and hands them to Ray tasks (`node.py`), each of which converts, cuts and
+code. The one seam is the sync's indexer (indexing.Indexer, passed to `Appliance.sync`): the
+`RayIndexer` receives the files to (re)index and hands them to Ray tasks (`node.py`), each of which converts, cuts and
 embeds on its node with that node's baked model, verified against the driver's manifest
 hashes. The driver is the only writer: it commits the tasks' rows to the index in batches.
 

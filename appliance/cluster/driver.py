@@ -1,12 +1,13 @@
 """The driver of `minirag sync --ray`: a local sync whose files are converted, cut and embedded by Ray tasks.
 
-`sync_on_ray` connects to the cluster first (an unreachable one fails before the sync lock is
-taken or anything is written), checks every node's baked model against the driver's manifest
-(a node with another model, scheme or version is refused), then runs the service's own
-`Appliance.sync` with `remote_index` set to a `RayIndexer`. The indexer submits one Ray task per
-unit (a file, or a snapshot sequence), keeps a bounded number in flight, and commits the
-returned rows itself in batches (`indexing._store`: each source's chunks replaced, then its
-record), so the driver is the only writer and every commit leaves a consistent index. A task
+`ray_indexer` connects to the cluster first (an unreachable one fails before the sync lock is
+taken or anything is written) and checks every node's baked model against the driver's manifest
+(a node with another model, scheme or version is refused); the service's own `Appliance.sync`
+then runs with that `RayIndexer` as its indexer (indexing.Indexer; appliance.sync_runner passes
+it). The indexer submits one Ray task per unit (a file, or a snapshot sequence), keeps a bounded
+number in flight, and commits the returned rows itself in batches (`IndexBatch.write`: each
+source's chunks replaced, then its record), so the driver is the only writer and every commit
+leaves a consistent index. A task
 whose worker dies is retried by Ray (`TASK_RETRIES`); one that still fails leaves its files
 unrecorded, named in the report, and the next sync indexes them. A stop of the process
 (SIGTERM, Ctrl-C) cancels what is in flight after writing what has arrived.
@@ -17,7 +18,7 @@ import contextlib
 import socket
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,11 +31,12 @@ from appliance.results import FileProblem, RunReport, Tally
 from appliance.store import SourceRow
 
 if TYPE_CHECKING:
-    from appliance.indexing import Progress
+    from appliance.core import Resources
+    from appliance.indexing import IndexBatch, Progress
     from appliance.ingest.discover import FoundFile
     from appliance.ingest.snapshots import Member
+    from appliance.models.manifest import ModelSpec
     from appliance.pipeline import Work
-    from appliance.service import Appliance
 
 WRITE_CHUNKS = 512
 """Chunks the driver gathers before a commit (scripts/bench_ray.py measures the commit rate)."""
@@ -118,21 +120,18 @@ def _cause(exc: Any) -> BaseException:
 
 @dataclass
 class RayIndexer:
-    """`Appliance.remote_index` for one sync: units out to Ray tasks, rows back, written here in batches."""
+    """The indexing.Indexer of a sync on a cluster: units out to Ray tasks, rows back, written here in batches."""
 
     ray: Any
-    app: Appliance
     expected: Fingerprint
-    reuse: bool = True
     cpus_per_task: int = 1
     nodes: list[NodeInfo] = field(default_factory=list)
     writes: int = 0
     write_seconds: float = 0.0
 
-    def __call__(self, todo: Sequence[tuple[FoundFile, str]], members: dict[Path, Member],
-                 known: dict[str, SourceRow], report: Tally,
-                 on_file: Callable[[int, int, str], None] | None) -> None:
-        units = self.units(todo, members)
+    def index(self, batch: IndexBatch) -> None:
+        known, report, on_file = batch.known, batch.report, batch.on_file
+        units = self.units(batch.todo, batch.members)
         task = self.ray.remote(index_unit).options(num_cpus=self.cpus_per_task, max_retries=TASK_RETRIES,
                                                    retry_exceptions=False)
         cpus = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
@@ -147,7 +146,7 @@ class RayIndexer:
             while waiting or in_flight:
                 while waiting and len(in_flight) < limit:
                     unit = waiting.pop()
-                    in_flight[task.remote(self.expected, self.app.settings, unit, self.reuse,
+                    in_flight[task.remote(self.expected, batch.core.settings, unit, batch.reuse,
                                           self.cpus_per_task)] = unit
                 ready, _ = self.ray.wait(list(in_flight), num_returns=1, timeout=1.0)
                 if ready:  # whatever else finished meanwhile, too
@@ -164,7 +163,7 @@ class RayIndexer:
                         on_file(done, total, unit.sources[-1].source_id)
                 due = pending_since is not None and time.monotonic() - pending_since >= WRITE_SECONDS
                 if pending and (due or sum(len(w.rows) for w in pending) >= WRITE_CHUNKS or not in_flight):
-                    self._write(pending, report)
+                    self._write(pending, batch)
                     pending, pending_since = [], None
                 stopping.check()
         except BaseException:
@@ -172,7 +171,7 @@ class RayIndexer:
                 with contextlib.suppress(Exception):
                     self.ray.cancel(ref, force=True)
             if pending:  # every result here is complete and verified: keep it
-                self._write(pending, report)
+                self._write(pending, batch)
             raise
 
     @staticmethod
@@ -221,38 +220,43 @@ class RayIndexer:
         report.embedded += result.embedded
         report.reused += result.reused
 
-    def _write(self, works: list[Work], report: Tally) -> None:
-        from appliance import indexing
-
+    def _write(self, works: list[Work], batch: IndexBatch) -> None:
         started = time.perf_counter()
-        indexing._store(self.app, works, report)
+        batch.write(works)
         self.write_seconds += time.perf_counter() - started
         self.writes += 1
 
 
-def sync_on_ray(app: Appliance, address: str, *, path: str | Path | None = None, full: bool = False,
+@contextlib.contextmanager
+def ray_indexer(spec: ModelSpec, address: str, *, cpus_per_task: int = 1,
+                init_options: dict[str, Any] | None = None) -> Iterator[RayIndexer]:
+    """A RayIndexer on the cluster at `address` for the block: connected, and every node's model checked
+    against `spec` (the driver's), so an unreachable cluster or a refused node fails before a sync takes
+    its lock.
+
+    `init_options` go to `ray.init` (tests and benchmarks start a local cluster with address "local"
+    and num_cpus)."""
+    expected = Fingerprint.of(spec)
+    with connected(address, init_options=init_options) as ray:
+        yield RayIndexer(ray, expected, cpus_per_task=cpus_per_task, nodes=check_nodes(ray, expected))
+
+
+def sync_on_ray(core: Resources, address: str, *, path: str | Path | None = None, full: bool = False,
                 clean: bool = False, discard_unrecoverable: bool = False, forget_roots: bool = False,
                 allow_deletions: bool = False, progress: Progress | None = None, origin: str = "cli",
                 cpus_per_task: int = 1,
                 init_options: dict[str, Any] | None = None,
                 indexer_out: list[RayIndexer] | None = None) -> RunReport:
-    """`app.sync(...)` with conversion, chunking and embedding on the Ray cluster at `address`.
+    """`indexing.sync(core, ...)` with a `ray_indexer` on the cluster at `address` (tests and benchmarks;
+    the adapters go through appliance.sync_runner); `indexer_out` receives the indexer (its write figures)."""
+    from appliance import indexing
 
-    `init_options` go to `ray.init` (tests and benchmarks start a local cluster with
-    address "local" and num_cpus); `indexer_out` receives the indexer (its write figures)."""
-    expected = Fingerprint.of(app.spec)
-    with connected(address, init_options=init_options) as ray:
-        nodes = check_nodes(ray, expected)
-        indexer = RayIndexer(ray, app, expected, reuse=not clean, cpus_per_task=cpus_per_task, nodes=nodes)
+    with ray_indexer(core.spec, address, cpus_per_task=cpus_per_task, init_options=init_options) as indexer:
         if indexer_out is not None:
             indexer_out.append(indexer)
-        app.remote_index = indexer
-        try:
-            return app.sync(path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
-                            forget_roots=forget_roots, allow_deletions=allow_deletions, progress=progress,
-                            origin=origin)
-        finally:
-            app.remote_index = None
+        return indexing.sync(core, path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
+                             forget_roots=forget_roots, allow_deletions=allow_deletions, progress=progress,
+                             origin=origin, indexer=indexer)
 
 
-__all__ = ["NodeMismatch", "RayIndexer", "check_nodes", "connected", "sync_on_ray"]
+__all__ = ["NodeMismatch", "RayIndexer", "check_nodes", "connected", "ray_indexer", "sync_on_ray"]

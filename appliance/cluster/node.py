@@ -4,7 +4,7 @@ Nothing here imports Ray: the driver wraps these functions with `ray.remote`, so
 functions a test can call in-process. A unit is one file, or one dated snapshot sequence (cut
 together so its de-duplication stays exact, as in a local sync). Each unit is converted in the
 appliance's own isolated converter process (time and memory limits), cut and embedded with the
-indexing module's own `_prepare` and `_embedding` (vectors already in the index are reused), and
+indexing module's own public steps (`prepare`, `embedding`) (vectors already in the index are reused), and
 returned to the driver, which alone writes. A document's chunks are embedded in one call, so
 its vectors do not depend on which other files share a node or a task.
 
@@ -30,7 +30,7 @@ from appliance.ingest.chunk import SCHEME_VERSION
 
 if TYPE_CHECKING:
     from appliance.config import Settings
-    from appliance.core import Core
+    from appliance.core import Resources
     from appliance.ingest.isolate import ConvertPool
     from appliance.models.manifest import ModelSpec
     from appliance.pipeline import Work
@@ -110,7 +110,7 @@ class UnitResult:
 
 _LOCK = threading.Lock()
 _VERIFIED: dict[Fingerprint, NodeInfo] = {}
-_STATE: dict[tuple[Fingerprint, Settings, int], tuple[Core, ConvertPool]] = {}
+_STATE: dict[tuple[Fingerprint, Settings, int], tuple[Resources, ConvertPool]] = {}
 
 
 def node_models() -> tuple[Path, Path | None]:
@@ -150,7 +150,7 @@ def check_node(expected: Fingerprint) -> NodeInfo:
         return info
 
 
-def _node_state(expected: Fingerprint, settings: Settings, threads: int) -> tuple[Core, ConvertPool]:
+def _node_state(expected: Fingerprint, settings: Settings, threads: int) -> tuple[Resources, ConvertPool]:
     """The appliance's core on this node (the driver's settings with this node's model folder) and its
     converter process, made once per worker process."""
     info = check_node(expected)
@@ -159,7 +159,7 @@ def _node_state(expected: Fingerprint, settings: Settings, threads: int) -> tupl
         state = _STATE.get(key)
         if state is None:
             from appliance import indexing
-            from appliance.core import Core
+            from appliance.core import Resources
             from appliance.embed import OnnxEmbedder
             from appliance.models.manifest import load_spec
 
@@ -167,8 +167,8 @@ def _node_state(expected: Fingerprint, settings: Settings, threads: int) -> tupl
             mine = replace(settings, models_dir=Path(info.models_dir), models_manifest=manifest, convert_workers=1,
                            embed_threads=threads)
             embedder = OnnxEmbedder(load_spec(expected.model_id, models_dir, manifest), models_dir, threads=threads)
-            core = Core(mine, embedder=embedder)
-            state = (core, indexing._pool(core))
+            core = Resources(mine, embedder=embedder)
+            state = (core, indexing.conversion_pool(core))
             _STATE[key] = state
     return state
 
@@ -187,16 +187,16 @@ def index_unit(expected: Fingerprint, settings: Settings, unit: Unit, reuse: boo
         try:
             converted.append((source, pool.convert(Path(source.source_id))))
         except ApplianceError as exc:
-            result.works.append(Work([indexing._failed(source, exc)]))
+            result.works.append(Work([indexing.failed_record(source, exc)]))
             result.failed.append(FileProblem(source.source_id, exc.code, exc.message))
             continue
         result.converted.append(source.source_id)
         if unit.dates is not None:
             dates.append(unit.dates[n])
     if converted:
-        work = indexing._prepare(core, converted, snapshot_dates=dates if unit.dates is not None else None)
+        work = indexing.prepare(core, converted, snapshot_dates=dates if unit.dates is not None else None)
         tally = Tally()  # only its embedded/reused counts are used
-        work.embed_with(indexing._embedding(core, tally, reuse=reuse))
+        work.embed_with(indexing.embedding(core, tally, reuse=reuse))
         result.works.append(work)
         result.embedded, result.reused = tally.embedded, tally.reused
     return result

@@ -66,14 +66,14 @@ def test_three_replicas_read_committed_versions_while_a_ray_sync_writes(shared: 
     for p in readers:
         p.start()
     commits: list[tuple[float, int]] = []
-    store = indexing._store
+    store = indexing.write_works
 
     def timed_store(core: Any, works: Any, report: Any) -> None:
         store(core, works, report)
         chunks = core.index.chunks()
         commits.append((time.time(), chunks.version if chunks is not None else 0))
 
-    monkeypatch.setattr(indexing, "_store", timed_store)  # the driver commits through it
+    monkeypatch.setattr(indexing, "write_works", timed_store)  # the driver commits through it
     try:
         time.sleep(8)  # the readers load the model and answer from the first version
         for name in FILES[3:]:

@@ -19,7 +19,7 @@ before the sync starts until every daemon has found the probe. Then:
   error, no answer took over MAX_LATENCY_S).
 
 The writer is a plain local sync: readers meet the same commits from `sync --ray`, whose driver
-writes through the same `indexing._store` (tests/integration/test_ray_replicas.py runs that one),
+writes through the same `indexing.write_works` (tests/integration/test_ray_replicas.py runs that one),
 and a Ray cluster on these 2 cores beside three models would only slow the run.
 """
 from __future__ import annotations

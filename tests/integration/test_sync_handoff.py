@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from appliance import handoff
+from appliance import handoff, sync_runner
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -24,7 +24,7 @@ def served(tmp_path: Path, make_app: Callable[..., Any]) -> Iterator[tuple[Any, 
     for n in range(3):
         (docs / f"note-{n}.md").write_text(f"# Note {n}\n\nThe lock keeper logged barge {n} at dawn.\n", "utf-8")
     server = make_app(docs)
-    listener = handoff.Listener(server)
+    listener = sync_runner.listener(server)
     assert listener.start()
     yield server, listener, docs
     listener.close()
@@ -75,7 +75,7 @@ def test_other_inputs_are_declined_and_synced_here(served: tuple[Any, handoff.Li
 def test_only_one_listener_and_a_stale_socket_is_taken_over(served: tuple[Any, handoff.Listener, Path],
                                                            make_app: Callable[..., Any]) -> None:
     server, listener, docs = served
-    assert not handoff.Listener(make_app(docs)).start()  # a live server listens already
+    assert not sync_runner.listener(make_app(docs)).start()  # a live server listens already
     listener.close()
     path = handoff.socket_path(server.settings.db_path)
     assert path is not None and not path.exists()  # it removed its socket
@@ -83,7 +83,7 @@ def test_only_one_listener_and_a_stale_socket_is_taken_over(served: tuple[Any, h
     dead.bind(str(path))  # a server killed outright leaves its socket file, nobody accepting
     dead.close()
     assert path.exists() and handoff.request_sync(server.settings) is None
-    second = handoff.Listener(make_app(docs))
+    second = sync_runner.listener(make_app(docs))
     assert second.start()
     try:
         report = handoff.request_sync(server.settings)

@@ -121,7 +121,7 @@ def test_the_cycle_finder_finds_cycles() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-SERVICE = {"service", "core", "sync_plan", "indexing", "searching", "reading", "health", "results"}
+SERVICE = {"service", "core", "sync_plan", "sync_runner", "indexing", "searching", "reading", "health", "results"}
 """The service layer: it returns records; only the adapters give them their wire shapes."""
 ADAPTERS = {"cli", "server", "runtime", "mcp_models", "status_page", "http_server", "host_guard", "stdio_front", "wire"}
 
@@ -132,3 +132,29 @@ def test_the_service_imports_no_adapter_and_no_wire_shape() -> None:
                      if target in ADAPTERS)
     assert crossed == []
     assert set(graph) >= SERVICE  # every service module exists under that name
+
+
+SYNC_MACHINERY = {"sync_stamp", "handoff", "cluster", "cluster.driver", "cluster.node", "indexing", "sync_plan",
+                  "pipeline", "reuse", "locking"}
+"""How a sync runs: decided by appliance.sync_runner for every caller, so no adapter chooses a way itself."""
+
+
+def test_the_cli_imports_nothing_of_how_a_sync_runs() -> None:
+    graph = internal_graph()
+    assert graph["cli"] & SYNC_MACHINERY == set()
+    assert "sync_runner" in graph["cli"]  # the sync command calls the runner and prints
+
+
+def test_no_module_reaches_into_the_private_names_of_indexing() -> None:
+    """The Ray driver and node write and cut through indexing's public steps, not its internals."""
+    reached = []
+    for path in PACKAGE.rglob("*.py"):
+        if module_name(path) == "indexing":
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "indexing" \
+                    and node.attr.startswith("_"):
+                reached.append(f"{module_name(path)}: indexing.{node.attr}")
+            elif isinstance(node, ast.ImportFrom) and node.module == "appliance.indexing":
+                reached += [f"{module_name(path)}: {a.name}" for a in node.names if a.name.startswith("_")]
+    assert reached == []
