@@ -88,6 +88,14 @@ class KeywordQuery:
                 out[member.term] = max(out.get(member.term, 0.0), member.weight)
         return out
 
+    def translations(self) -> dict[str, float]:
+        """The translated terms alone, with their weights: the list that judges passages in other
+        languages in the fused ranking (query.hybrid.fuse)."""
+        out: dict[str, float] = {}
+        for member in (m for s in self.sets for m in s.members if m.kind == "translation"):
+            out[member.term] = max(out.get(member.term, 0.0), member.weight)
+        return out
+
     def fts(self) -> str | dict[str, float]:
         """What the index searches (Index.keyword_side): the plain string, or the boosted terms when expanded."""
         return self.boosts() if self.expanded else self.plain
