@@ -113,6 +113,46 @@ def with_translations(data: dict, weight: float, depth: int, share: float) -> li
         hybrid.TRANSLATED_SHARE = saved
 
 
+def pruned(app: Any, data: dict, weight: float, targets: int, least: float) -> list[Candidate]:
+    """The translated fusion with each word's translations pruned to `targets` per language of at
+    least `least` of the dictionary's evidence (crosslingual.MAX_TARGETS, MIN_WEIGHT)."""
+    saved = crosslingual.MAX_TARGETS, crosslingual.MIN_WEIGHT
+    crosslingual.MAX_TARGETS, crosslingual.MIN_WEIGHT = targets, least
+    try:
+        wanted = crosslingual.build(data["q"]["question"]).translations()
+    finally:
+        crosslingual.MAX_TARGETS, crosslingual.MIN_WEIGHT = saved
+    side = app.index.keyword_side(wanted, DEEP, None, COLUMNS) if wanted else Side([], 0.0, 0.0)
+    found = {r["id"] for r in data["vector"].rows}
+    sims = app.index.similarities(app.embedder.embed_query(data["q"]["question"]),
+                                  [r["id"] for r in side.rows if r["id"] not in found])
+    return fused({**data, "translated": side, "tsims": sims}, weight, 150, translated=True)
+
+
+def carried_terms(question: str, how: str) -> dict[str, float]:
+    """The translated terms plus the question's own terms of the words it does not read in its own
+    language (`foreign`: an identifier, a name, an English command in a Russian question) or of every
+    word (`all`)."""
+    keywords = crosslingual.build(question)
+    own = language(question)
+    out = keywords.translations()
+    for term_set in keywords.sets:
+        if how == "all" or term_set.language != own:
+            for m in term_set.members:
+                if m.kind != "translation":
+                    out[m.term] = max(out.get(m.term, 0.0), m.weight)
+    return out
+
+
+def carried(app: Any, data: dict, weight: float, how: str) -> list[Candidate]:
+    wanted = carried_terms(data["q"]["question"], how)
+    side = app.index.keyword_side(wanted, DEEP, None, COLUMNS) if wanted else Side([], 0.0, 0.0)
+    found = {r["id"] for r in data["vector"].rows}
+    sims = app.index.similarities(app.embedder.embed_query(data["q"]["question"]),
+                                  [r["id"] for r in side.rows if r["id"] not in found])
+    return fused({**data, "translated": side, "tsims": sims}, weight, 150, translated=True)
+
+
 def balanced(data: dict, weight: float, depth: int, per_language: int) -> list[Candidate]:
     """Vector candidates: the first `depth` plus the first `per_language` of each document language."""
     rows = list(data["vector"].rows[:depth])
@@ -140,8 +180,13 @@ def variants(app: Any, weight: float) -> dict[str, Callable[[dict], list[Candida
         out[f"section-sum{share}"] = lambda d, s=share: section_evidence(fused(d, weight, 40), s, "sum")
         out[f"neighbour{share}"] = lambda d, s=share: with_neighbours(fused(d, weight, 40), s)
         out[f"depth150+section-max{share}"] = lambda d, s=share: section_evidence(fused(d, weight, 150), s)
-    for share in (0.5, 0.7, 1.0):
+    for share in (0.5, 0.7, 0.8, 0.9, 1.0):
         out[f"translated{share}"] = lambda d, s=share: with_translations(d, weight, 150, s)
+    for targets in (1, 2, 3, 5):
+        for least in (0.05, 0.15, 0.3):
+            out[f"prune{targets}x{least}"] = lambda d, t=targets, m=least: pruned(app, d, weight, t, m)
+    for how in ("foreign", "all"):
+        out[f"carry-{how}"] = lambda d, h=how: carried(app, d, weight, h)
     for n in (10, 30, 60):
         out[f"balanced{n}"] = lambda d, n=n: balanced(d, weight, 150, n)
     for docs, terms in ((3, 5), (5, 10), (10, 10)):
