@@ -14,7 +14,10 @@ their own, translated like any word.
 
 LanceDB's BM25 then scores the set members as boosted terms of one OR query (store._fts_query): each
 member keeps its own document frequency (LanceDB exposes no postings to score a set
-as one term), which the weights and the pruning keep in check.
+as one term), which the weights and the pruning keep in check. Keyword-alone the query's own
+terms and the sets go into one such query (KeywordQuery.fts); in the fused ranking the translated
+terms are a list of their own that judges the passages in other languages (KeywordQuery.translations,
+query.hybrid.fuse).
 """
 from __future__ import annotations
 
