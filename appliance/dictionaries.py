@@ -163,7 +163,8 @@ def activate(models_dir: Path) -> State:
                 state = State(None, exc)
             except (OSError, ValueError) as exc:
                 error = ModelCorrupt(f"Dictionary {directory} cannot be read: {exc}",
-                                     hint=f"Re-bake it: `minirag models bake {DICTIONARY_ID} --force`.")
+                                     hint=f"Re-bake it: `minirag models bake {DICTIONARY_ID} --force` "
+                                          "(or `make models` in a checkout).")
                 log.warning("%s; keyword search runs without translation", error.message)
                 state = State(None, error)
             _STATES[directory] = state

@@ -62,25 +62,29 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     where = _filters(core, scope, doc_class)
     fetch = candidate_depth(top_k)
     weight = core.settings.hybrid_weight
-    keyword_future = None
-    # Translations only where the keyword side orders the hits alone: fused, BM25 abstains on passages in
-    # other languages anyway, and their translated scores only shrank the scale of the question's own
-    # language (XQuAD-R multi, German and Russian questions: -0.013 nDCG@10; README)
-    alone = weight >= 1.0
-    # The term sets (translations, compound parts) serve only a keyword-alone ranking and explain;
-    # the fused default searches the plain terms, so it does not build them.
-    keywords = crosslingual.build(query, translate=alone) if alone or explain else None
+    keyword_future = translated_future = None
+    # Keyword-alone, BM25 searches the translations with the query's own words. Fused, the question's own
+    # BM25 judges passages in its language only and the translations alone judge the others (query.hybrid):
+    # mixing them in one list shrank the own language's scale (XQuAD-R multi -0.013 nDCG@10; README).
+    alone, query_language = weight >= 1.0, language(query)
+    translate = alone or (weight > 0.0 and query_language is not None)
+    keywords = crosslingual.build(query, translate=translate) if translate or explain else None
     if weight > 0.0:
         terms = keywords.fts() if keywords is not None and alone else query_terms(query)
         keyword_future = _KEYWORD_POOL.submit(core.index.keyword_side, terms, fetch, where, RANK_COLUMNS)
+        if keywords is not None and not alone and (wanted := keywords.translations()):
+            translated_future = _KEYWORD_POOL.submit(core.index.keyword_side, wanted, fetch, where, RANK_COLUMNS)
     vector = core.embedder.embed_query(query)
     vector_side = core.index.vector_side(vector, fetch, where, RANK_COLUMNS)
     keyword_side = keyword_future.result() if keyword_future else Side([], 0.0, 0.0)
+    translated = None
+    if translated_future is not None:
+        found_translated = translated_future.result()  # scaled by its best alone (query.hybrid)
+        translated = Side(found_translated.rows, found_translated.best, 0.0)
     found = {row["id"] for row in vector_side.rows}
-    similarity = core.index.similarities(vector, [r["id"] for r in keyword_side.rows if r["id"] not in found])
-    # BM25 still abstains on passages in another language than the question's, translated or not: on
-    # XQuAD-R multi letting translated BM25 speak there cost 0.04 nDCG@10 (README, "Cross-language keyword search")
-    fused = fuse(vector_side, keyword_side, weight, language(query), similarity)
+    only_keyword = {r["id"] for r in [*keyword_side.rows, *(translated.rows if translated else ())]} - found
+    similarity = core.index.similarities(vector, sorted(only_keyword))
+    fused = fuse(vector_side, keyword_side, weight, query_language, similarity, translated)
     fused = cap_distance(fused, core.settings.max_distance)
     fused = group_cut(fused, core.settings.grouping)
     # Twice the hits asked for, so near-identical passages can collapse and still leave top_k distinct ones;

@@ -26,8 +26,10 @@ sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]
 from eval_manuals import GROUPS, figures, normalise, open_manuals  # noqa: E402
 from manuals_set import load_questions  # noqa: E402
 
+from appliance import crosslingual  # noqa: E402
 from appliance.ingest.chunk import section_text  # noqa: E402
 from appliance.keywords import analyze, language, query_terms  # noqa: E402
+from appliance.query import hybrid  # noqa: E402
 from appliance.query.assemble import RANK_COLUMNS  # noqa: E402
 from appliance.query.hybrid import Candidate, Side, fuse  # noqa: E402
 
@@ -52,12 +54,15 @@ def cut(side: Side, depth: int, key: str) -> Side:
     return Side.whole(rows, key)
 
 
-def fused(data: dict, weight: float, depth: int, keyword: Side | None = None) -> list[Candidate]:
+def fused(data: dict, weight: float, depth: int, keyword: Side | None = None,
+          translated: bool = False) -> list[Candidate]:
+    """The appliance's fusion of the stored sides read at `depth`; `translated`: with the translated list."""
     vector = cut(data["vector"], depth, "_distance")
     kw = cut(keyword if keyword is not None else data["keyword"], depth, "_score")
     found = {r["id"] for r in vector.rows}
-    sims = {i: s for i, s in data["sims"].items() if i not in found}
-    return fuse(vector, kw, weight, data["lang"], sims)
+    sims = {i: s for i, s in {**data["sims"], **data["tsims"]}.items() if i not in found}
+    words = Side(data["translated"].rows[:depth], data["translated"].best, 0.0) if translated else None
+    return fuse(vector, kw, weight, data["lang"], sims, words)
 
 
 def section_evidence(cands: list[Candidate], share: float, how: str = "max") -> list[Candidate]:
@@ -98,6 +103,74 @@ def prf_terms(app: Any, data: dict, weight: float, depth: int, docs: int, terms:
     return " ".join([*data["terms"].split(), *extra])
 
 
+def with_translations(data: dict, weight: float, depth: int, share: float) -> list[Candidate]:
+    """The default fusion with the translated keyword list judging passages in other languages
+    (query.hybrid.fuse), a translated match weighed `share` of an own-language one."""
+    saved, hybrid.TRANSLATED_SHARE = hybrid.TRANSLATED_SHARE, share
+    try:
+        return fused(data, weight, depth, translated=True)
+    finally:
+        hybrid.TRANSLATED_SHARE = saved
+
+
+def pruned(app: Any, data: dict, weight: float, targets: int, least: float) -> list[Candidate]:
+    """The translated fusion with each word's translations pruned to `targets` per language of at
+    least `least` of the dictionary's evidence (crosslingual.MAX_TARGETS, MIN_WEIGHT)."""
+    saved = crosslingual.MAX_TARGETS, crosslingual.MIN_WEIGHT
+    crosslingual.MAX_TARGETS, crosslingual.MIN_WEIGHT = targets, least
+    try:
+        wanted = crosslingual.build(data["q"]["question"]).translations()
+    finally:
+        crosslingual.MAX_TARGETS, crosslingual.MIN_WEIGHT = saved
+    side = app.index.keyword_side(wanted, DEEP, None, COLUMNS) if wanted else Side([], 0.0, 0.0)
+    found = {r["id"] for r in data["vector"].rows}
+    sims = app.index.similarities(app.embedder.embed_query(data["q"]["question"]),
+                                  [r["id"] for r in side.rows if r["id"] not in found])
+    return fused({**data, "translated": side, "tsims": sims}, weight, 150, translated=True)
+
+
+def carried_terms(question: str, how: str) -> dict[str, float]:
+    """The translated terms plus the question's own terms of the words it does not read in its own
+    language (`foreign`: an identifier, a name, an English command in a Russian question) or of every
+    word (`all`)."""
+    keywords = crosslingual.build(question)
+    own = language(question)
+    out = keywords.translations()
+    for term_set in keywords.sets:
+        if how == "all" or term_set.language != own:
+            for m in term_set.members:
+                if m.kind != "translation":
+                    out[m.term] = max(out.get(m.term, 0.0), m.weight)
+    return out
+
+
+def carried(app: Any, data: dict, weight: float, how: str) -> list[Candidate]:
+    wanted = carried_terms(data["q"]["question"], how)
+    side = app.index.keyword_side(wanted, DEEP, None, COLUMNS) if wanted else Side([], 0.0, 0.0)
+    found = {r["id"] for r in data["vector"].rows}
+    sims = app.index.similarities(app.embedder.embed_query(data["q"]["question"]),
+                                  [r["id"] for r in side.rows if r["id"] not in found])
+    return fused({**data, "translated": side, "tsims": sims}, weight, 150, translated=True)
+
+
+def balanced(data: dict, weight: float, depth: int, per_language: int) -> list[Candidate]:
+    """Vector candidates: the first `depth` plus the first `per_language` of each document language."""
+    rows = list(data["vector"].rows[:depth])
+    ids = {r["id"] for r in rows}
+    counts: Counter[str | None] = Counter()
+    for r in data["vector"].rows:
+        lang = language(r.get("text") or "")
+        counts[lang] += 1
+        if counts[lang] <= per_language and r["id"] not in ids:
+            rows.append(r)
+            ids.add(r["id"])
+    whole = cut(data["vector"], depth, "_distance")
+    vector = Side(rows, whole.best, whole.floor)
+    kw = cut(data["keyword"], depth, "_score")
+    sims = {i: s for i, s in data["sims"].items() if i not in ids}
+    return fuse(vector, kw, weight, data["lang"], sims)
+
+
 def variants(app: Any, weight: float) -> dict[str, Callable[[dict], list[Candidate]]]:
     out: dict[str, Callable[[dict], list[Candidate]]] = {"base": lambda d: fused(d, weight, 40)}
     for depth in (20, 80, 150, 300):
@@ -107,6 +180,15 @@ def variants(app: Any, weight: float) -> dict[str, Callable[[dict], list[Candida
         out[f"section-sum{share}"] = lambda d, s=share: section_evidence(fused(d, weight, 40), s, "sum")
         out[f"neighbour{share}"] = lambda d, s=share: with_neighbours(fused(d, weight, 40), s)
         out[f"depth150+section-max{share}"] = lambda d, s=share: section_evidence(fused(d, weight, 150), s)
+    for share in (0.5, 0.7, 0.8, 0.9, 1.0):
+        out[f"translated{share}"] = lambda d, s=share: with_translations(d, weight, 150, s)
+    for targets in (1, 2, 3, 5):
+        for least in (0.05, 0.15, 0.3):
+            out[f"prune{targets}x{least}"] = lambda d, t=targets, m=least: pruned(app, d, weight, t, m)
+    for how in ("foreign", "all"):
+        out[f"carry-{how}"] = lambda d, h=how: carried(app, d, weight, h)
+    for n in (10, 30, 60):
+        out[f"balanced{n}"] = lambda d, n=n: balanced(d, weight, 150, n)
     for docs, terms in ((3, 5), (5, 10), (10, 10)):
         out[f"prf{docs}x{terms}"] = lambda d, n=docs, t=terms: fused(
             d, weight, 40, app.index.keyword_side(prf_terms(app, d, weight, 40, n, t), DEEP, None, COLUMNS))
@@ -122,7 +204,12 @@ def read_sides(app: Any, questions: list[dict]) -> list[dict]:
         kside = app.index.keyword_side(terms, DEEP, None, COLUMNS) if terms else Side([], 0.0, 0.0)
         found = {r["id"] for r in vside.rows}
         sims = app.index.similarities(vector, [r["id"] for r in kside.rows if r["id"] not in found])
+        keywords = crosslingual.build(q["question"])
+        wanted = keywords.translations()
+        tside = app.index.keyword_side(wanted, DEEP, None, COLUMNS) if wanted else Side([], 0.0, 0.0)
+        tsims = app.index.similarities(vector, [r["id"] for r in tside.rows if r["id"] not in found])
         out.append({"q": q, "vector": vside, "keyword": kside, "sims": sims, "terms": terms,
+                    "translated": tside, "tsims": tsims,
                     "lang": language(q["question"]), "answers": answering(app, q)})
     return out
 
@@ -160,7 +247,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    groups = ["all", "en", "de", "ru", "cross-lingual", "paraphrase"]
+    groups = ["all", "en", "de", "ru", "cross-lingual", "same-language", "paraphrase"]
     print(f"{'variant':28} " + " ".join(f"{g[:13]:>13}" for g in groups) + "   (passage hit@5 / MRR@10)")
     for name, res in results.items():
         print(f"{name:28} " + " ".join(f"{res[g]['passageHit@5']:6.3f}/{res[g]['passageMRR@10']:6.3f}"

@@ -62,7 +62,7 @@ def model_dir(models_dir: Path, spec: Bakeable) -> Path:
 
 
 def _fix(spec: Bakeable) -> str:
-    return f"`minirag models bake {spec.id} --force`"
+    return f"`minirag models bake {spec.id} --force` (or `make models` in a checkout)"
 
 
 def check_baked(spec: Bakeable, models_dir: Path, *, full: bool = True) -> Path:

@@ -1,11 +1,16 @@
-"""Cross-language keyword search end to end: real model index, the keyword side alone (weight 1.0)."""
+"""Cross-language keyword search end to end: real model index, the keyword side alone (weight 1.0)
+and the default fusion, and search without the dictionaries."""
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from appliance import dictionaries
+from appliance.errors import InvalidArgument
 
 PASSAGES = {
     "pump.md": "# Cooling system\n\nTo replace the coolant pump, drain the coolant first, then unbolt the pump "
@@ -93,12 +98,62 @@ def test_status_names_the_dictionaries(keyword_app: Any) -> None:
     assert described["state"] == "loaded" and "de-en" in described["pairs"]
 
 
-def test_the_default_ranking_searches_the_questions_own_words(tmp_path: Path, make_app: Callable[..., Any]) -> None:
+@pytest.fixture
+def fused_app(tmp_path: Path, make_app: Callable[..., Any]) -> Iterator[Any]:
+    """Every passage indexed, searched by the default fusion."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in PASSAGES.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    app = make_app(docs)
+    app.sync()
+    yield app
+
+
+def test_the_default_ranking_lets_the_translations_judge_the_english_passage(fused_app: Any) -> None:
+    hits = fused_app.search("Wie tauscht man die Kühlmittelpumpe aus?", top_k=6, explain=True).results
+    pump = next(h for h in hits if h.display_path == "pump.md")
+    assert pump.explain["keywordRank"] is not None  # the translated list found it: BM25 no longer abstains
+    assert "translation" in _kinds(pump)
+    german = next(h for h in hits if h.display_path == "wartung.md")
+    assert german.explain["keywordRank"] is not None and "query" in _kinds(german)  # its own words
+
+
+def test_bad_queries_answer_in_the_default_ranking(fused_app: Any) -> None:
+    assert fused_app.search("pompe de refroidissement", top_k=3).results  # French: no dictionary, no error
+    stop_word = fused_app.search("die", top_k=3, explain=True).results  # one stop word: the vector side alone
+    assert stop_word and all(h.explain["keywordRank"] is None for h in stop_word)
+    mixed = fused_app.search("coolant насос Pumpe", top_k=3, explain=True).results  # three scripts and languages
+    assert mixed and mixed[0].display_path in {"pump.md", "teile.md", "wartung.md"}
+    short_words = " ".join(["x", "я", "7", "ü"] * 500)  # 2,000 words within the 4,000-character limit
+    assert len(short_words.split()) == 2000 and fused_app.search(short_words, top_k=3).results
+    words = " ".join(["Wie", "tauscht", "man", "die", "Kühlmittelpumpe", "aus"] * 334)  # 2,004 words
+    with pytest.raises(InvalidArgument, match="characters; at most 4000"):
+        fused_app.search(words, top_k=3)
+
+
+def test_without_dictionaries_search_goes_on_and_status_says_why(tmp_path: Path, models_dir: Path,
+                                                                real_embedder: Any) -> None:
+    from tests.conftest import app_factory
+
+    broken = tmp_path / "models"
+    broken.mkdir()
+    for entry in models_dir.iterdir():  # every model as it is, the dictionaries a copy missing one file
+        if entry.name == dictionaries.DICTIONARY_ID.replace("/", "__"):
+            shutil.copytree(entry, broken / entry.name)
+            (broken / entry.name / "en-de.tsv").unlink()
+        else:
+            (broken / entry.name).symlink_to(entry)
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "pump.md").write_text(PASSAGES["pump.md"], encoding="utf-8")
-    app = make_app(docs)
-    app.sync()
-    hit = app.search("Wie tauscht man die Pumpe?", top_k=1, explain=True).results[0]
-    assert hit.explain["vectorRank"] == 1
-    assert "translation" not in _kinds(hit)  # fused, BM25 abstains across languages: nothing translated
+    try:
+        app = app_factory(tmp_path, broken, real_embedder)(docs)
+        app.sync()
+        described = app.status().dictionaries
+        assert described["state"] == "unavailable" and "without translation" in described["effect"]
+        assert "en-de.tsv" in described["error"]["message"] and "make models" in described["error"]["hint"]
+        hit = app.search("Wie tauscht man die Pumpe?", top_k=1, explain=True).results[0]
+        assert hit.display_path == "pump.md" and "translation" not in _kinds(hit)
+    finally:
+        dictionaries.forget()

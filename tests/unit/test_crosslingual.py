@@ -45,6 +45,18 @@ def test_a_words_translations_into_one_language_weigh_as_one_term(baked: diction
         assert len(kept) <= crosslingual.MAX_TARGETS * 2
 
 
+def test_the_list_for_other_languages_carries_untranslatable_words_as_themselves(
+        baked: dictionaries.Dictionaries) -> None:
+    russian = crosslingual.build("Что показывает команда dpkg-query о пакете?", baked)
+    assert russian.language == "ru"
+    across = russian.translations()
+    assert {"dpkg", "query"} <= set(across)  # an identifier no dictionary knows reads the same in every language
+    assert "команд" not in across and "пакет" not in across  # the question's own Russian words stay its own
+    assert "command" in across  # and are there by their translations
+    german = crosslingual.build("Wie tauscht man die Pumpe?", baked).translations()
+    assert "pump" in german and not {"tauscht", "tausch"} & set(german)
+
+
 def test_german_compounds_split_into_known_words(baked: dictionaries.Dictionaries) -> None:
     assert compound_parts("kühlmittelpumpe") == ("kühlmittel", "pumpe")
     assert compound_parts("konfigurationsdatei") == ("konfiguration", "datei")

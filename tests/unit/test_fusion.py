@@ -74,6 +74,29 @@ def test_bm25_abstains_on_passages_in_another_language() -> None:
     assert {c.id: c.score for c in gated}["de-answer"] == pytest.approx(1 - 0.04 / 0.20)  # its vector score alone
 
 
+def test_translations_judge_other_languages_and_leave_the_own_scale_alone() -> None:
+    # A German question: its own BM25 list judges German passages, the list of its words' translations
+    # (scaled by its best alone) judges the others; a passage that list misses scores 0 on that side.
+    vec = [_v("de-near", 0.10, text=DE), _v("en-answer", 0.14, text=EN), _v("en-other", 0.12, text=EN),
+           _v("far", 0.30, text=DE)]
+    kw = [_k("de-near", 4.0, text=DE), _k("far", 1.0, text=DE)]
+    words = Side([_k("en-answer", 6.0, text=EN), _k("de-near", 5.0, text=DE), _k("en-deep", 3.0, text=EN)],
+                 best=6.0, floor=0.0)
+    plain = {c.id: c for c in fuse(vec, kw, 0.5, "de")}
+    out = hybrid.fuse(Side.whole(vec, "_distance"), Side.whole(kw, "_score"), 0.5, "de", None, words)
+    by_id = {c.id: c for c in out}
+    share = 0.5 * hybrid.TRANSLATED_SHARE
+    assert by_id["de-near"].score == pytest.approx(plain["de-near"].score)  # own language: as without
+    assert by_id["far"].score == pytest.approx(plain["far"].score)
+    assert by_id["en-answer"].score == pytest.approx((1 - share) * (1 - 0.04 / 0.20) + share * 1.0)
+    assert by_id["en-other"].score == pytest.approx((1 - share) * (1 - 0.02 / 0.20))  # missed: 0 there
+    assert by_id["en-deep"].score == pytest.approx(share * 0.5) and by_id["en-deep"].keyword_rank == 2
+    assert [c.id for c in out][:3] == ["de-near", "en-answer", "en-other"]
+    assert [c.id for c in fuse(vec, kw, 0.5, "de")][:3] == ["de-near", "en-other", "en-answer"]  # untranslated
+    unknown = hybrid.fuse(Side.whole(vec, "_distance"), Side.whole(kw, "_score"), 0.5, None, None, words)
+    assert "en-deep" not in {c.id for c in unknown}  # no question language: nothing to translate from
+
+
 def test_passages_of_unknown_language_are_judged_by_bm25() -> None:
     vec = [_v("a", 0.1, text="ERR_ZORBLATT_7741 4711"), _v("b", 0.2, text=DE)]
     assert fuse(vec, [_k("b", 1.0, text=DE)], 0.5, "en")[0].id == "a"  # b is German: vector alone, 0.0
