@@ -8,16 +8,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from appliance.config import Environment, Settings
 from appliance.errors import ApplianceError, ConfigError
 from appliance.instructions import build_instructions
-from appliance.wire import to_wire
 
 if TYPE_CHECKING:
-    from appliance.mcp_models import Shape
     from appliance.service import Appliance
 
 log = logging.getLogger("appliance.server")
@@ -90,11 +87,6 @@ class Runtime:
 
                 self._appliance = Appliance(self.settings())
             return self._appliance
-
-
-def tool_data(shape: Shape, work: Callable[[], Any]) -> dict[str, Any]:
-    """What a tool returns as structured content: `work()`'s result, validated by `shape`, as JSON data."""
-    return shape.render(to_wire(work()))
 
 
 def result_text(data: dict[str, Any]) -> str:

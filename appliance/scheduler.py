@@ -211,11 +211,11 @@ class Scheduler:
             self._say(f"scheduled sync kept files instead of deleting them: {held}", warn=True)
         else:
             self._last_logged = None
-        changed = data["added"] + data["updated"] + data["deleted"] + data["failedCount"]
+        changed = report.added + report.updated + report.deleted + report.failed_count
         (log.info if changed else log.debug)(
             "scheduled sync: seen %d, added %d, updated %d, deleted %d, failed %d; %d chunks in %.1f s",
-            data["seen"], data["added"], data["updated"], data["deleted"], data["failedCount"],
-            data["chunks"], data["seconds"])
+            report.seen, report.added, report.updated, report.deleted, report.failed_count,
+            report.chunks, report.seconds)
         return now + self.interval
 
     def precheck(self) -> str | None:

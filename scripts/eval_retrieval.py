@@ -39,7 +39,6 @@ sys.path.insert(0, str(ROOT))
 from appliance.config import load_settings  # noqa: E402
 from appliance.results import RankedHit  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
-from appliance.wire import to_wire  # noqa: E402
 
 DATASETS = {
     "scifact": "scifact",
@@ -277,7 +276,7 @@ def evaluate_xling(app: Appliance, questions: list[dict]) -> dict:
         started = time.perf_counter()
         result = app.search(q["question"], top_k=40)
         times.append(time.perf_counter() - started)
-        ranks[q["id"]] = judge(to_wire(result.results), q, root)
+        ranks[q["id"]] = judge([hit.wire() for hit in result.results], q, root)
         by_direction.setdefault(f"{q['docLang']}->{q['lang']}", []).append(ranks[q["id"]])
     times.sort()
     return {**xling_figures(list(ranks.values())), "queries": len(ranks),

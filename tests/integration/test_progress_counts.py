@@ -15,7 +15,6 @@ import numpy as np
 
 from appliance.config import load_settings
 from appliance.service import Appliance
-from appliance.wire import to_wire
 from tests.adapters.test_mcp_jobs_paging import ROOT, HashEmbedder
 
 FILES = 12
@@ -43,7 +42,7 @@ def test_sync_status_counts_files_and_chunks_when_written_while_the_model_is_beh
     job = app.sync_start()
     seen: list[dict[str, Any]] = []
     while True:
-        record = to_wire(app.sync_status(job.job_id))
+        record = app.sync_status(job.job_id).wire()
         if record["finishedAt"] is not None:
             break
         if record.get("progress") and record["progress"].get("phase") == "indexing":

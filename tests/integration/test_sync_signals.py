@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from appliance.errors import RootsChanged
-from appliance.wire import to_wire
 
 pytestmark = pytest.mark.model
 
@@ -50,7 +49,7 @@ def test_a_root_mounted_elsewhere_is_refused_not_reindexed(make_app, tmp_path: P
         moved.sync()
     assert str(host) in caught.value.message and str(container) in caught.value.message
     assert "--forget-roots" in caught.value.hint
-    status = to_wire(moved.status())["index"]
+    status = moved.status().wire()["index"]
     assert status["unconfiguredRoots"] == {str(host): 3} and status["sourceCount"] == 3
     report = moved.sync(forget_roots=True)
     assert (report.added, report.deleted) == (3, 3)
