@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from appliance.chunks import RankedChunk
 from appliance.crosslingual import KeywordQuery
 from appliance.keywords import analyze
 from appliance.query.hybrid import Candidate
-from appliance.records import RankedChunk
 from appliance.results import Explanation, SearchResults
 
 

@@ -25,9 +25,9 @@ from typing import Any, Literal
 
 import regex as _regex_module
 
+from appliance.chunks import StoredChunk
 from appliance.errors import InvalidArgument
 from appliance.paging import REPLY_BUDGET_CHARS, json_chars
-from appliance.records import StoredChunk
 from appliance.results import GrepMatch, GrepResults
 
 MAX_RESULTS_CAP = 500

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from appliance import native_memory, stopping, sync_plan, sync_stamp
+from appliance.chunks import Converted
 from appliance.core import Core, valid_source_id
 from appliance.errors import (
     ApplianceError,
@@ -27,7 +28,6 @@ from appliance.ingest.snapshots import Kept, Member, dedupe_sequence, snapshot_m
 from appliance.keywords import keywords_field
 from appliance.locking import sync_lock
 from appliance.pipeline import EmbedWritePipeline, Work
-from appliance.records import Converted
 from appliance.results import Deleted, FileProblem, RunReport, Tally
 from appliance.reuse import IndexLookup, ReusingEmbed, embed_key
 from appliance.state import SyncProgress, record_finished_sync

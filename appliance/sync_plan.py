@@ -7,11 +7,11 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from appliance.chunks import Converted
 from appliance.core import Core
 from appliance.errors import ApplianceError, IndexCorrupt, RootsChanged
 from appliance.ingest.chunk import SCHEME_VERSION, reconstruct
 from appliance.ingest.discover import FoundFile
-from appliance.records import Converted
 from appliance.results import HeldRoot
 from appliance.store import SourceRow
 

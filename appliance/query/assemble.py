@@ -5,9 +5,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from appliance.chunks import Chunk, RankedChunk, StoredChunk
 from appliance.ingest.chunk import section_text
 from appliance.paging import REPLY_BUDGET_CHARS, json_chars
-from appliance.records import Chunk, RankedChunk, StoredChunk
 from appliance.results import Place, RankedHit, SearchResults, SourceRef, Trimmed
 
 SectionsMode = Literal["excerpt", "full", "none"]

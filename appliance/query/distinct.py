@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from appliance.records import RankedChunk, StoredChunk
+from appliance.chunks import RankedChunk, StoredChunk
 from appliance.results import Place
 
 SAME_PASSAGE = 0.5

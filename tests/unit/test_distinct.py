@@ -1,8 +1,8 @@
 """Near-identical hits collapse into the best-ranked one, which names the others."""
 from __future__ import annotations
 
+from appliance.chunks import RankedChunk
 from appliance.query.distinct import collapse, same_passage, shingles
-from appliance.records import RankedChunk
 from tests.fixtures.chunks import stored_chunk
 
 PASSAGE = ("The pump must be primed before the first start: open the bleed valve, fill the housing with "
