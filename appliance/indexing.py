@@ -14,7 +14,9 @@ from appliance.chunks import Converted
 from appliance.core import Core, valid_source_id
 from appliance.errors import (
     ApplianceError,
+    Hint,
     InvalidArgument,
+    NextAction,
     NotFound,
     UnsupportedFile,
     UrlIngestDisabled,
@@ -276,7 +278,7 @@ def delete(core: Core, target: str, is_source: bool = False, *, require_absolute
     recorded = core.index.source(source_id)
     chunks = core.index.count_chunks_of(source_id)
     if recorded is None and not chunks:
-        raise NotFound(f"Nothing indexed for {source_id}", hint="`minirag list` shows what is indexed.")
+        raise NotFound(f"Nothing indexed for {source_id}", hint=Hint("{} shows what is indexed.", NextAction("list")))
     core.index.delete_sources([source_id])
     return Deleted(source=source_id, chunks_removed=chunks)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from appliance.core import Core
-from appliance.errors import InvalidArgument, NotFound
+from appliance.errors import Hint, InvalidArgument, NextAction, NotFound
 from appliance.ingest import convert
 from appliance.ingest.chunk import reconstruct
 from appliance.ingest.discover import RULES_SET_ASIDE, FoundFile, Skipped, display_of, printable, walk
@@ -72,9 +72,11 @@ def read(core: Core, target: str, is_source: bool = False, *, require_absolute: 
         why = not_indexed_reason(core, source_id)
         if why is not None:
             raise NotFound(f"{source_id} is not indexed: {why}",
-                           hint="A sync will not index it as it is; `minirag list` names every file left out and why.")
+                           hint=Hint("A sync will not index it as it is; {} names every file left out and why.",
+                                     NextAction("list")))
         raise NotFound(f"Nothing indexed for {source_id}",
-                       hint="Run `minirag sync` (or ingest the file) first; `minirag list` shows what is indexed.")
+                       hint=Hint("Run {} (or ingest the file) first; {} shows what is indexed.", NextAction("sync"),
+                                 NextAction("list")))
     chunks.sort(key=lambda c: c.chunk_index)
     content = reconstruct([c.to_chunk() for c in chunks])
     current = hashlib.sha1(f"{source_id}\0{content}".encode("utf-8", "surrogatepass")).hexdigest()[:16]

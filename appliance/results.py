@@ -7,6 +7,7 @@ status page reads `wire()`: one model per result, no second conversion.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar, Literal
 
@@ -16,11 +17,13 @@ from pydantic import (
     Field,
     SerializationInfo,
     SerializerFunctionWrapHandler,
+    SkipValidation,
+    field_serializer,
     model_serializer,
 )
 from pydantic.alias_generators import to_camel
 
-from appliance.errors import ApplianceError
+from appliance.errors import ApplianceError, Hint, NextAction
 
 Json = dict[str, object]
 """A JSON object whose keys are data (settings, another process's record), not a record's fields."""
@@ -68,9 +71,10 @@ class Record(BaseModel):
             data = {key: value for key, value in data.items() if key in given}
         return data
 
-    def wire(self, *, tools: bool = False) -> Json:
-        """The record as JSON data: for the MCP tools (`tools`) or for the CLI and the status page."""
-        return self.model_dump(mode="json", by_alias=True, context={"tools": tools})
+    def wire(self, *, tools: bool = False, say: Callable[[NextAction], str] | None = None) -> Json:
+        """The record as JSON data: for the MCP tools (`tools`) or for the CLI and the status page; `say`
+        words the next actions errors name for the reader (the CLI's wording without it)."""
+        return self.model_dump(mode="json", by_alias=True, context={"tools": tools, "say": say})
 
 
 class ErrorInfo(Record):
@@ -78,11 +82,17 @@ class ErrorInfo(Record):
     model_config = ConfigDict(extra="allow")
     code: str = Field(description="Stable machine-readable code, e.g. invalid_argument, not_found, config_error.")
     message: str = Field(description="One sentence: what went wrong and to what.")
-    hint: str | None = Field(default=None, description="What to do about it.")
+    hint: SkipValidation[str | None] = Field(default=None, description="What to do about it.")
+    """The error's hint as given: a Hint keeps its next actions for the reader's wording (`wire`'s `say`)."""
 
     @classmethod
     def of(cls, exc: ApplianceError) -> ErrorInfo:
         return cls(code=exc.code, message=exc.message, hint=exc.hint)
+
+    @field_serializer("hint")
+    def _worded(self, hint: str | None, info: SerializationInfo) -> str | None:
+        say = (info.context or {}).get("say")
+        return hint.worded(say) if say is not None and isinstance(hint, Hint) else hint
 
 
 class SyncRunning(Record):

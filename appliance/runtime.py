@@ -89,6 +89,6 @@ class Runtime:
             return self._appliance
 
 
-def result_text(data: dict[str, Any]) -> str:
+def result_text(data: dict[str, object]) -> str:
     """The text content that accompanies a tool's structured content."""
     return json.dumps(data, ensure_ascii=False, default=str)

@@ -19,7 +19,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import anyio
 from fastmcp import Context, FastMCP
@@ -31,7 +31,7 @@ from mcp.types import TextContent, ToolAnnotations
 from pydantic import Field
 
 from appliance import __version__
-from appliance.agent_hints import for_agents
+from appliance.agent_hints import for_agents, say
 from appliance.errors import ApplianceError, ConfigError, InvalidArgument, UrlIngestDisabled
 from appliance.mcp_models import (
     DELETED,
@@ -84,7 +84,7 @@ Scope = Annotated[str | None, Field(None, min_length=1, max_length=4096,
                                                 "(matching stops at a '/').")]
 
 
-def _result(data: dict[str, Any], *, is_error: bool = False) -> ToolResult:
+def _result(data: dict[str, object], *, is_error: bool = False) -> ToolResult:
     return ToolResult(content=[TextContent(type="text", text=result_text(data))], structured_content=data,
                       is_error=is_error)
 
@@ -102,27 +102,16 @@ async def _render(work: Callable[[], Record]) -> ToolResult:
     """Run `work` in a worker thread; its record as the tool's result, or its error."""
     try:
         record = await anyio.to_thread.run_sync(work)
-        return _result(_hints_for_agents(record, record.wire(tools=True)))
+        if isinstance(record, Status | StatusUnavailable):  # texts in the CLI's words, some written elsewhere
+            return _result(cast("dict[str, object]", for_agents(record.wire(tools=True))))
+        return _result(record.wire(tools=True, say=say))
     except ApplianceError as exc:
-        return _result({"error": for_agents(exc.to_dict())}, is_error=True)
+        return _result({"error": ErrorInfo.of(exc).wire(tools=True, say=say)}, is_error=True)
     except Stopped as exc:  # the server is stopping (its client left): no traceback for that
         return error_result("stopped", f"The server is stopping ({exc})", "Call again once it runs.")
     except Exception:
         log.exception("tool call failed")
         return internal_error()
-
-
-def _hints_for_agents(record: Record, data: dict[str, Any]) -> dict[str, Any]:
-    """Reword CLI commands in status warnings and job errors (never in document text) for an agent."""
-    if isinstance(record, Status | StatusUnavailable):
-        reworded: dict[str, Any] = for_agents(data)
-        return reworded
-    if data.get("error"):
-        data["error"] = for_agents(data["error"])
-    for job in data.get("jobs") or ():
-        if job.get("error"):
-            job["error"] = for_agents(job["error"])
-    return data
 
 
 def _status(runtime: Runtime) -> Status | StatusUnavailable:

