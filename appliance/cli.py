@@ -19,7 +19,7 @@ import typer
 
 from appliance import __version__
 from appliance.citations import hit_place
-from appliance.config import Environment, Settings, read_environment
+from appliance.config import Environment, Overrides, Settings, read_environment
 from appliance.errors import ApplianceError
 from appliance.models.cli import models_app
 from appliance.paging import READ_PAGE_CHARS
@@ -80,7 +80,7 @@ handles piece by piece (~1 s after a `minirag sync`; the kernel takes the memory
 a command writes is committed before it returns."""
 
 
-def _emit(data: Any, as_json: bool, human: str | None = None) -> None:
+def _emit(data: object, as_json: bool, human: str | None = None) -> None:
     if as_json or human is None:
         sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
     else:
@@ -475,7 +475,8 @@ def serve_http(ctx: typer.Context,
     """Run the MCP server over streamable HTTP at /mcp (a non-loopback address needs MCP_AUTH_TOKEN)."""
     from appliance.http_server import main as http_main
 
-    overrides = {"base_dirs": base_dir, "db_path": db_path, "models_dir": models_dir, "model_name": model_name}
+    overrides: Overrides = {"base_dirs": base_dir, "db_path": db_path, "models_dir": models_dir,
+                            "model_name": model_name}
     raise typer.Exit(http_main(address, _environment(ctx), overrides))
 
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import AfterValidator, BeforeValidator, PrivateAttr, ValidationError, ValidationInfo
 from pydantic_core import PydanticUseDefault
@@ -167,7 +167,7 @@ def _number(kind: type) -> BeforeValidator:
 
 
 def _must(test: Callable[[Any], bool], what: str) -> AfterValidator:
-    def check(value: Any, info: ValidationInfo) -> Any:
+    def check(value: object, info: ValidationInfo) -> object:
         if value is not None and not test(value):
             raise _Invalid(f"{_var(info)} must {what}, not {value}")
         return value
@@ -231,6 +231,15 @@ OptionalPath = Annotated[Path | None, BeforeValidator(_nonempty)]
 
 
 # ------------------------------------------------------------------ the environment
+
+class Overrides(TypedDict, total=False):
+    """The CLI's flags over the environment: Environment.settings' arguments."""
+
+    base_dirs: list[str] | None
+    db_path: str | None
+    models_dir: str | None
+    model_name: str | None
+
 
 class Environment(BaseSettings):
     """Every environment variable the appliance reads (field name = the variable in lower case).

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from appliance import __version__
 from appliance.core import Core
@@ -55,7 +54,7 @@ def status(core: Core) -> Status:
                   dictionaries=core.dictionaries.describe())
 
 
-def first_sync(core: Core, scheduler: dict[str, Any] | None, now: float | None = None) -> FirstSync:
+def first_sync(core: Core, scheduler: dict[str, object] | None, now: float | None = None) -> FirstSync:
     """When the sync that fills an empty (or never wholly synced) index starts, as far as this process can tell.
 
     A live scheduler says it in nextRunAt. In the container's stdio mode the scheduler is started by
@@ -83,7 +82,7 @@ def first_sync(core: Core, scheduler: dict[str, Any] | None, now: float | None =
                              "start a sync with `minirag sync`")
 
 
-def _at(at: Any, now: float, message: str) -> FirstSync:
+def _at(at: object, now: float, message: str) -> FirstSync:
     if not isinstance(at, int | float):
         return FirstSync(message=message)
     wait = max(0.0, round(at - now, 1))

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from appliance.core import Core
 from appliance.errors import Hint, InvalidArgument, NextAction, NotFound
@@ -34,7 +34,7 @@ from appliance.results import (
 from appliance.store import SourceRow
 
 if TYPE_CHECKING:
-    from appliance.grep import GrepDoc
+    from appliance.grep import Coverage, GrepDoc
 
 
 GREP_BATCH_CHUNKS = 2000
@@ -235,7 +235,7 @@ def _grep_documents(core: Core, sources: Sequence[SourceRow]) -> Iterator[GrepDo
 
 
 def _grep_coverage(core: Core, known: dict[str, SourceRow], indexed: int, under: Path | None,
-                   selected: Callable[[str, str, str, str], bool]) -> dict[str, Any]:
+                   selected: Callable[[str, str, str, str], bool]) -> Coverage:
     """What grep cannot search among the files the filters select: new (not indexed yet) and
     failed files, and changed ones (searched as last indexed), with a sentence saying so."""
     new = failed = changed = 0

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from appliance.config import Environment, Settings
+from appliance.config import Environment, Overrides, Settings
 from appliance.errors import ApplianceError, ConfigError
 from appliance.instructions import build_instructions
 
@@ -26,9 +26,9 @@ class Runtime:
     `environment` is what the process's composition root read; `overrides` are the CLI flags
     (the keyword arguments of `Environment.settings`)."""
 
-    def __init__(self, environment: Environment, overrides: dict[str, Any] | None = None) -> None:
+    def __init__(self, environment: Environment, overrides: Overrides | None = None) -> None:
         self.environment = environment
-        self.overrides = overrides or {}
+        self.overrides: Overrides = overrides or {}
         self._lock = threading.Lock()
         self._settings: Settings | None = None
         self._settings_error: ConfigError | None = None

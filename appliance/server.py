@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from fastmcp.server.middleware import CallNext, MiddlewareContext
     from fastmcp.tools import Tool
 
-    from appliance.config import Environment
+    from appliance.config import Environment, Overrides
     from appliance.service import Appliance
 
     Call = Callable[[Callable[[Appliance], Record]], Awaitable[ToolResult]]
@@ -132,7 +132,7 @@ FOLLOW_MAX_S = 45.0
 jobId, for sync_status): clients time a request out after 60 s by default, progress or not."""
 
 
-def _progress_token(ctx: Context) -> Any:
+def _progress_token(ctx: Context) -> object:
     """The request's progressToken (the client asked for progress notifications), or None."""
     rc = ctx.request_context
     return (rc.meta or {}).get("progressToken") if rc is not None else None
@@ -451,7 +451,7 @@ def _ingest_url(app: Appliance, url: str) -> RunReport | SyncJob:
     return app.ingest_url_bounded(url)
 
 
-def serve_stdio(environment: Environment, overrides: dict[str, Any], *, ready_fd: int | None = None) -> None:
+def serve_stdio(environment: Environment, overrides: Overrides, *, ready_fd: int | None = None) -> None:
     """`minirag serve`: MCP on stdin/stdout until the client disconnects, then exit. Logs go to stderr only.
 
     The warm-up (the service, LanceDB, fastembed, the model, the index) starts on its own thread

@@ -36,7 +36,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import parse_qs
 
 import anyio
@@ -196,11 +196,11 @@ def _asset(name: str) -> bytes:
     return (resources.files("appliance") / "static" / name).read_bytes()
 
 
-def named_error(code: str, message: str, hint: str | None = None) -> dict[str, Any]:
+def named_error(code: str, message: str, hint: str | None = None) -> dict[str, str | None]:
     return {"code": code, "message": message, "hint": hint}
 
 
-def error_response(error: dict[str, Any]) -> JSONResponse:
+def error_response(error: dict[str, str | None]) -> JSONResponse:
     """`{"error": {code, message, hint}}` with the status its code maps to."""
     status = STATUS_FOR_CODE.get(error.get("code") or "", 503)
     headers = dict(SECURITY_HEADERS)
@@ -230,7 +230,7 @@ def _query_int(request: Request, name: str, default: int, low: int, high: int) -
     return value
 
 
-async def _answer(work: Callable[[], Any]) -> JSONResponse:
+async def _answer(work: Callable[[], object]) -> JSONResponse:
     """Run `work` in a worker thread; its dict as JSON, or its failure as a named error."""
     try:
         with anyio.fail_after(CALL_TIMEOUT_S):
@@ -248,7 +248,7 @@ async def _answer(work: Callable[[], Any]) -> JSONResponse:
     return JSONResponse(data, headers=SECURITY_HEADERS)
 
 
-def _status(runtime: Runtime, sign_in: bool) -> dict[str, Any]:
+def _status(runtime: Runtime, sign_in: bool) -> dict[str, object]:
     """Appliance.status() (or the configuration error) with this server's recent jobs."""
     from appliance.server import _status as status_or_config_error
 
@@ -259,7 +259,7 @@ def _status(runtime: Runtime, sign_in: bool) -> dict[str, Any]:
     return out | {"signInRequired": sign_in, "now": time.time()}
 
 
-def _sync(runtime: Runtime) -> dict[str, Any]:
+def _sync(runtime: Runtime) -> dict[str, object]:
     """The sync part of the status alone, from the index's small state files (no LanceDB, no walk
     of the roots): what the page polls every 2.5 s, so a short sync shows too."""
     from appliance.state import read_scheduler_state
@@ -276,7 +276,7 @@ def _activity(runtime: Runtime) -> SyncActivity:
     return activity
 
 
-def _search(runtime: Runtime, query: str, top_k: int) -> dict[str, Any]:
+def _search(runtime: Runtime, query: str, top_k: int) -> dict[str, object]:
     if not query.strip():
         raise InvalidArgument("The query is empty", hint="Ask with a few words or an exact identifier.")
     answer = runtime.appliance().search(query, top_k=top_k, sections="none")
@@ -296,7 +296,7 @@ def page_passage(hit: Passage) -> str:
     return text
 
 
-def _read(runtime: Runtime, params: dict[str, str], offset: int) -> dict[str, Any]:
+def _read(runtime: Runtime, params: dict[str, str], offset: int) -> dict[str, object]:
     path, source = params.get("path") or None, params.get("source") or None
     if path is not None and source is None:
         target, is_source = path, False
