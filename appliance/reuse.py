@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from appliance.results import Tally
 from appliance.store import Index
 
 Lookup = Callable[[list[str]], dict[str, np.ndarray]]
@@ -51,7 +52,7 @@ class ReusingEmbed:
     """
 
     def __init__(self, embed: Callable[[list[str]], np.ndarray | Sequence[np.ndarray]], lookup: Lookup,
-                 dim: int, *, tally: Any) -> None:
+                 dim: int, *, tally: Tally) -> None:
         self._embed, self._lookup, self._dim, self._tally = embed, lookup, dim, tally
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
 

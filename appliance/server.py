@@ -49,7 +49,7 @@ from appliance.mcp_models import (
     Schema,
 )
 from appliance.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_CHARS, READ_PAGE_CHARS
-from appliance.results import ErrorInfo, Record, RunReport, Status, StatusUnavailable, SyncJob
+from appliance.results import ErrorInfo, Record, RunReport, Status, StatusUnavailable, SyncJob, SyncRunning
 from appliance.runtime import Runtime, result_text
 from appliance.state import progress_line
 from appliance.stopping import Stopped
@@ -149,7 +149,7 @@ async def _follow(ctx: Context, job_id: str, call: Call) -> ToolResult:
             return job
         run = data.get("progress") or {}
         await ctx.report_progress(data["filesDone"], data["filesTotal"] or None,
-                                  (progress_line(run) if run.get("phase") else
+                                  (progress_line(SyncRunning.model_validate(run)) if run.get("phase") else
                                    f"{data['phase']} {data['filesDone']}/{data['filesTotal']} files"
                                    + (f", at {data['currentPath']}" if data.get("currentPath") else ""))
                                   + f" (jobId {job_id})")

@@ -21,6 +21,7 @@ from typing import Any
 from appliance.errors import storage_error
 from appliance.locking import lock_holder
 from appliance.quoting import label
+from appliance.results import SyncRunning
 
 LAST_SYNC_FILE = "last_sync.json"
 SCHEDULER_FILE = "scheduler.json"
@@ -53,7 +54,7 @@ def read_json(db_path: Path, name: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def write_json(db_path: Path, name: str, data: Any) -> None:
+def write_json(db_path: Path, name: str, data: object) -> None:
     """Replace DB_PATH/name atomically (a reader sees the old file or the new one); OSError on failure."""
     path = db_path / name
     tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
@@ -163,7 +164,7 @@ class SyncProgress:
         now = self.clock()
         if now - self._logged >= LOG_EVERY_S:
             self._logged = now
-            log.info("%s", progress_line(self.data, now))
+            log.info("%s", progress_line(SyncRunning.model_validate(self.data), now))
         if not force and now - self._published < PUBLISH_EVERY_S:
             return False
         self._published = now
@@ -185,31 +186,31 @@ def chunks_expected(converted: int, total: int, cut: int) -> int | None:
     return cut + round(max(0, total - converted) * cut / converted)
 
 
-def progress_line(data: dict[str, Any], now: float | None = None) -> str:
+def progress_line(run: SyncRunning, now: float | None = None) -> str:
     """One human line for a running sync's progress record."""
-    elapsed = (now or time.time()) - float(data.get("startedAt") or 0)
-    if data.get("phase") == "scanning":
-        return f"sync ({data.get('startedBy')}): scanning, {data.get('filesSeen', 0):,} files seen, {elapsed:.0f} s"
-    if data.get("phase") == "finishing":
-        return f"sync ({data.get('startedBy')}): finishing, {data.get('chunksWritten', 0):,} chunks written"
-    done, total = int(data.get("filesDone") or 0), int(data.get("filesTotal") or 0)
-    written, expected = int(data.get("chunksWritten") or 0), data.get("chunksTotal")
-    converted = int(data.get("filesConverted") or done)
-    parts = [f"sync ({data.get('startedBy')}): {done:,}/{total:,} files stored"
+    elapsed = (now or time.time()) - (run.started_at or 0)
+    if run.phase == "scanning":
+        return f"sync ({run.started_by}): scanning, {run.files_seen or 0:,} files seen, {elapsed:.0f} s"
+    if run.phase == "finishing":
+        return f"sync ({run.started_by}): finishing, {run.chunks_written or 0:,} chunks written"
+    done, total = run.files_done or 0, run.files_total or 0
+    written, expected = run.chunks_written or 0, run.chunks_total
+    converted = run.files_converted or done
+    parts = [f"sync ({run.started_by}): {done:,}/{total:,} files stored"
              + (f" ({converted:,} converted)" if converted > done else ""),
-             f"{written:,}" + (f"/{'' if data.get('chunksTotalKnown') else '~'}{expected:,}" if expected else "")
+             f"{written:,}" + (f"/{'' if run.chunks_total_known else '~'}{expected:,}" if expected else "")
              + " chunks written" + (f" ({100 * written // expected}%)" if expected else "")]
-    if data.get("chunksReused"):
-        parts.append(f"{data['chunksReused']:,} reused without the model")
-    if data.get("chunksPerSecond"):
-        parts.append(f"{data['chunksPerSecond']:.1f} chunks/s")
-    elif data.get("filesPerSecond"):
-        parts.append(f"{data['filesPerSecond']:.2f} files/s")
-    if data.get("etaSeconds") is not None:
-        eta = int(data["etaSeconds"])
+    if run.chunks_reused:
+        parts.append(f"{run.chunks_reused:,} reused without the model")
+    if run.chunks_per_second:
+        parts.append(f"{run.chunks_per_second:.1f} chunks/s")
+    elif run.files_per_second:
+        parts.append(f"{run.files_per_second:.2f} files/s")
+    if run.eta_seconds is not None:
+        eta = int(run.eta_seconds)
         parts.append(f"about {eta // 60} min {eta % 60} s left" if eta >= 60 else f"about {eta} s left")
-    if data.get("currentPath"):
-        parts.append(f"at {label(data['currentPath'])}")
+    if run.current_path:
+        parts.append(f"at {label(run.current_path)}")
     return ", ".join(parts)
 
 
@@ -233,12 +234,12 @@ def read_last_sync(db_path: Path) -> dict[str, Any] | None:
     return read_json(db_path, LAST_SYNC_FILE)
 
 
-def save_last_sync(db_path: Path, report: dict[str, Any]) -> None:
+def save_last_sync(db_path: Path, report: dict[str, object]) -> None:
     """Record a finished sync's report (with `finishedAt`); OSError when the index is not writable."""
     write_json(db_path, LAST_SYNC_FILE, report)
 
 
-def record_finished_sync(db_path: Path, report: dict[str, Any], scope: Path | None) -> None:
+def record_finished_sync(db_path: Path, report: dict[str, object], scope: Path | None) -> None:
     """save_last_sync with the finishing time and the sync's scope; an unwritable index raises its
     named storage error (what a sync and a sync answered from its stamp both report)."""
     try:
@@ -266,7 +267,7 @@ def read_scheduler_state(db_path: Path) -> dict[str, Any] | None:
     return state
 
 
-def process_marker(pid: int | None = None) -> dict[str, Any]:
+def process_marker(pid: int | None = None) -> dict[str, object]:
     """What tells this process from a later one given the same pid: boot, pid namespace, start time."""
     pid = pid or os.getpid()
     return {"host": socket.gethostname(), "bootId": _read("/proc/sys/kernel/random/boot_id"),

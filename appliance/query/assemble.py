@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal, NotRequired, TypedDict
 
 from appliance.chunks import Chunk, RankedChunk, StoredChunk
 from appliance.ingest.chunk import section_text
@@ -19,9 +19,32 @@ RANK_COLUMNS = ["id", "source_id", "parent_id", "text"]
 """What the two ranked lists read: enough to fuse (text: the passage's language), group and cap by source."""
 
 
-def passage(chunk: StoredChunk) -> dict[str, Any]:
+class PassageFields(TypedDict):
+    """What a hit says of its chunk: the keyword arguments of a results.Hit or RankedHit."""
+
+    file_path: str | None
+    source: str
+    source_kind: str
+    display_path: str
+    title: str | None
+    chunk_index: int
+    text: str
+    parent_id: str
+    heading: str | None
+    start_line: int | None
+    end_line: int | None
+    page_start: int | None
+    page_end: int | None
+    slide: int | None
+    sheet: str | None
+    doc_class: str | None
+    snapshot_date: NotRequired[str]
+    also_unchanged_on: NotRequired[list[str]]
+
+
+def passage(chunk: StoredChunk) -> PassageFields:
     """What a hit says of its chunk, as the keyword arguments of a results.Hit or RankedHit."""
-    out: dict[str, Any] = {
+    out: PassageFields = {
         "file_path": chunk.source_id if chunk.source_kind == "file" else None, "source": chunk.source_id,
         "source_kind": chunk.source_kind, "display_path": chunk.path, "title": chunk.title or None,
         "chunk_index": chunk.chunk_index, "text": chunk.text, "parent_id": chunk.parent_id,
@@ -29,7 +52,7 @@ def passage(chunk: StoredChunk) -> dict[str, Any]:
         "page_start": chunk.page_start, "page_end": chunk.page_end, "slide": chunk.slide,
         "sheet": chunk.sheet or None, "doc_class": chunk.doc_class or None}
     if chunk.snapshot_date:
-        out |= {"snapshot_date": chunk.snapshot_date, "also_unchanged_on": list(chunk.also_unchanged_on or [])}
+        out["snapshot_date"], out["also_unchanged_on"] = chunk.snapshot_date, list(chunk.also_unchanged_on or [])
     return out
 
 
