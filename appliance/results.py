@@ -343,6 +343,32 @@ class FirstSync(Record):
     message: Annotated[str, Field(description="What is pending, who will run it, or how to start it.")]
 
 
+class SettingsView(Record):
+    """The settings in effect, as status shows them (config.Settings.describe)."""
+
+    base_dirs: list[str]
+    db_path: str
+    models_dir: str
+    model_name: str
+    max_file_size: int
+    ingest_foreground_max_bytes: int
+    chunk_token_budget: int | None
+    hybrid_weight: float
+    grouping: str | None
+    max_distance: float | None
+    max_files: int | None
+    ocr_languages: str
+    ocr_min_chars_per_page: int
+    convert_timeout_seconds: float
+    convert_memory_mb: int
+    allow_url_ingest: bool
+    allow_private_urls: bool
+    snapshot_dedupe: bool
+    sync_interval_seconds: int
+    sync_delete_limit: int
+    change_detection: str
+
+
 CONFIG_ERROR = "Set when the configuration is invalid; every other tool refuses until it is fixed."
 
 
@@ -352,7 +378,7 @@ class Status(Record):
     cli_leaves_out: ClassVar[frozenset[str]] = frozenset({"first_sync", "config_error"})
 
     version: str
-    config: Json
+    config: SettingsView
     ocr: str
     ocr_hint: str | None = Field(default=None, exclude_if=_none)
     model: ModelInfo
@@ -383,7 +409,7 @@ class StatusUnavailable(Record):
     config_error: Annotated[ErrorInfo, Field(description=CONFIG_ERROR)]
     sync_running: SyncRunning | None = None
     last_sync: Json | None = None
-    config: Json | None = Field(default=None, exclude_if=_none)
+    config: SettingsView | None = Field(default=None, exclude_if=_none)
 
 
 class Document(Record):

@@ -79,12 +79,12 @@ class SyncProgress:
         self.forward = forward
         self.clock = clock
         now = clock()
-        self.data: dict[str, Any] = {"pid": os.getpid(), "startedBy": started_by, "startedAt": now,
-                                     "phase": "scanning", "filesDone": 0, "filesTotal": 0, "filesSeen": 0,
-                                     "filesConverted": 0, "chunksWritten": 0, "chunksTotal": None,
-                                     "chunksTotalKnown": False, "chunksEmbedded": 0, "chunksReused": 0,
-                                     "currentPath": None, "filesPerSecond": None, "chunksPerSecond": None,
-                                     "etaSeconds": None, "updatedAt": now}
+        self.run = SyncRunning(pid=os.getpid(), started_by=started_by, started_at=now, phase="scanning",
+                               files_done=0, files_total=0, files_seen=0, files_converted=0, chunks_written=0,
+                               chunks_total=None, chunks_total_known=False, chunks_embedded=0, chunks_reused=0,
+                               current_path=None, files_per_second=None, chunks_per_second=None, eta_seconds=None,
+                               updated_at=now)
+        """The record other processes read (its wire form is the progress file)."""
         self._indexing_since: float | None = None
         self._first_write: tuple[float, int] | None = None
         self._last_write: tuple[float, int] = (now, 0)
@@ -95,7 +95,7 @@ class SyncProgress:
         self._publish(force=True)
 
     def scanning(self, seen: int) -> None:
-        self.data["filesSeen"] = seen
+        self._set(files_seen=seen)
         if self._publish() and self.forward is not None:
             self.forward("scanning", seen, 0, "")
 
@@ -122,12 +122,12 @@ class SyncProgress:
         if chunks and chunks != self._last_write[1]:
             self._last_write = (now, chunks)
         rate = self._chunk_rate()
-        self.data.update(phase="indexing", filesDone=done, filesTotal=total, filesConverted=converted,
-                         currentPath=path, chunksWritten=chunks, chunksEmbedded=embedded, chunksReused=reused,
-                         chunksTotal=expected, chunksTotalKnown=converted >= total and expected is not None,
-                         filesPerSecond=round(done / elapsed, 3) if done and elapsed > 0 else None,
-                         chunksPerSecond=round(rate, 2) if rate else None,
-                         etaSeconds=self._eta(done, total, expected, rate, elapsed))
+        self._set(phase="indexing", files_done=done, files_total=total, files_converted=converted,
+                  current_path=path, chunks_written=chunks, chunks_embedded=embedded, chunks_reused=reused,
+                  chunks_total=expected, chunks_total_known=converted >= total and expected is not None,
+                  files_per_second=round(done / elapsed, 3) if done and elapsed > 0 else None,
+                  chunks_per_second=round(rate, 2) if rate else None,
+                  eta_seconds=self._eta(done, total, expected, rate, elapsed))
         self._publish(force=entering)  # before the caller's hook, which may take its time
         if self.forward is not None and path is not None:
             self.forward("indexing", done, total, path)
@@ -151,7 +151,7 @@ class SyncProgress:
         return round((total - done) * elapsed / done) if done and elapsed > 0 else None
 
     def finishing(self, chunks: int) -> None:
-        self.data.update(phase="finishing", currentPath=None, chunksWritten=chunks, etaSeconds=None)
+        self._set(phase="finishing", current_path=None, chunks_written=chunks, eta_seconds=None)
         self._publish(force=True)
 
     def close(self) -> None:
@@ -159,20 +159,23 @@ class SyncProgress:
         with contextlib.suppress(OSError):
             (self.db_path / PROGRESS_FILE).unlink(missing_ok=True)
 
+    def _set(self, **fields: object) -> None:
+        self.run = self.run.model_copy(update=fields)
+
     def _publish(self, force: bool = False) -> bool:
         """Write the record when it is due (True), else nothing (False)."""
         now = self.clock()
         if now - self._logged >= LOG_EVERY_S:
             self._logged = now
-            log.info("%s", progress_line(SyncRunning.model_validate(self.data), now))
+            log.info("%s", progress_line(self.run, now))
         if not force and now - self._published < PUBLISH_EVERY_S:
             return False
         self._published = now
         if self._broken:
             return True
-        self.data["updatedAt"] = now
+        self._set(updated_at=now)
         try:
-            write_json(self.db_path, PROGRESS_FILE, self.data)
+            write_json(self.db_path, PROGRESS_FILE, self.run.wire(tools=True))
         except OSError:
             self._broken = True  # an unwritable index: the sync itself reports that
         return True
