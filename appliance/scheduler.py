@@ -321,10 +321,8 @@ def first_run_at(db_path: Path, interval: float, now: float) -> float:
     A sync of one path (`minirag sync /docs/a`, an MCP sync_start with a path) or one that left
     nothing indexed does not count: a container restarted on such an index syncs at once."""
     last = read_last_sync(db_path) or {}
-    try:
-        finished = float(last.get("finishedAt") or 0) if last.get("scope") is None else 0.0
-    except (ValueError, TypeError):
-        finished = 0.0
+    at = last.get("finishedAt")
+    finished = float(at) if isinstance(at, int | float) and last.get("scope") is None else 0.0
     if not any(last.get(key) for key in ("added", "updated", "unchanged", "refreshed")):
         finished = 0.0  # nothing indexed by it: the index is empty (or held nothing of the roots)
     return now if now - finished >= interval else finished + interval

@@ -16,7 +16,6 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from appliance.errors import storage_error
 from appliance.locking import lock_holder
@@ -45,7 +44,7 @@ LOG_EVERY_S = 10.0
 log = logging.getLogger("appliance.sync")
 
 
-def read_json(db_path: Path, name: str) -> dict[str, Any] | None:
+def read_json(db_path: Path, name: str) -> dict[str, object] | None:
     """The file's JSON object, or None when it is missing, unreadable or not an object."""
     try:
         data = json.loads((db_path / name).read_text("utf-8"))
@@ -217,7 +216,7 @@ def progress_line(run: SyncRunning, now: float | None = None) -> str:
     return ", ".join(parts)
 
 
-def running_sync(db_path: Path) -> dict[str, Any] | None:
+def running_sync(db_path: Path) -> dict[str, object] | None:
     """The sync holding DB_PATH's lock, with its progress when it publishes any; None when none runs.
 
     The progress file counts only when the lock holder wrote it: a file left by a killed
@@ -233,7 +232,7 @@ def running_sync(db_path: Path) -> dict[str, Any] | None:
 
 
 # ---- the last finished sync ---------------------------------------------------------
-def read_last_sync(db_path: Path) -> dict[str, Any] | None:
+def read_last_sync(db_path: Path) -> dict[str, object] | None:
     return read_json(db_path, LAST_SYNC_FILE)
 
 
@@ -252,7 +251,7 @@ def record_finished_sync(db_path: Path, report: dict[str, object], scope: Path |
 
 
 # ---- the scheduler's record -----------------------------------------------------------
-def read_scheduler_state(db_path: Path) -> dict[str, Any] | None:
+def read_scheduler_state(db_path: Path) -> dict[str, object] | None:
     """The scheduler's last recorded state, or None when it never ran here.
 
     `alive` says whether that scheduler still runs (None: cannot be told from here). A
@@ -292,7 +291,7 @@ def hold_alive_lock(db_path: Path) -> int | None:
     return fd
 
 
-def _alive(db_path: Path, state: dict[str, Any]) -> bool | None:
+def _alive(db_path: Path, state: dict[str, object]) -> bool | None:
     held = _alive_lock_held(db_path)
     if held is not None and state.get("aliveLock"):
         return held  # the lock answers across pid namespaces, and a reused pid cannot fake it
