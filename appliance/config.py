@@ -155,8 +155,8 @@ def _number(kind: type) -> BeforeValidator:
     return BeforeValidator(parse)
 
 
-def _must(test: Callable[[Any], bool], what: str) -> AfterValidator:
-    def check(value: object, info: ValidationInfo) -> object:
+def _must(test: Callable[[float], bool], what: str) -> AfterValidator:
+    def check(value: float | None, info: ValidationInfo) -> float | None:
         if value is not None and not test(value):
             raise _Invalid(f"{_var(info)} must {what}, not {value}")
         return value

@@ -19,7 +19,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Literal, cast
 
 import anyio
 from fastmcp import Context, FastMCP
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from appliance.config import Environment, Overrides
     from appliance.service import Appliance
 
+    ToolFunction = Callable[..., Awaitable[ToolResult]]
     Call = Callable[[Callable[[Appliance], Record]], Awaitable[ToolResult]]
     """create_server's `call`: run a service operation in a thread, its record as the tool's result."""
 
@@ -210,12 +211,12 @@ def create_server(runtime: Runtime) -> FastMCP:
     def call(work: Callable[[Appliance], Record]) -> Awaitable[ToolResult]:
         return _render(lambda: work(runtime.appliance()))
 
-    def tool(annotations: ToolAnnotations, schema: Schema) -> Callable[[Callable[..., Any]], Any]:
+    def tool(annotations: ToolAnnotations, schema: Schema) -> Callable[[ToolFunction], ToolFunction]:
         """Declare `fn` as a tool returning what `schema` describes, described by its docstring as written.
 
         fastmcp would parse the docstring with griffe (three parsers, and griffe's import, about
         0.2 s of a cold start); none of ours has sections to split off, so it goes in whole."""
-        def declare(fn: Callable[..., Any]) -> Any:
+        def declare(fn: ToolFunction) -> ToolFunction:
             description, fn.__doc__ = inspect.getdoc(fn), None
             return mcp.tool(annotations=annotations, output_schema=schema, description=description)(fn)
         return declare
