@@ -12,6 +12,7 @@ from functools import reduce
 
 from pydantic import BaseModel, TypeAdapter
 
+from appliance.record import Record
 from appliance.results import (
     Deleted,
     Document,
@@ -19,7 +20,6 @@ from appliance.results import (
     FileList,
     GrepResults,
     Neighbors,
-    Record,
     RootList,
     RunReport,
     SearchMarkdown,

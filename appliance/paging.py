@@ -22,7 +22,8 @@ from pathlib import Path
 from pydantic import JsonValue
 
 from appliance.errors import InvalidArgument
-from appliance.results import FileList, FileState, ItemState, Record
+from appliance.record import Record
+from appliance.results import FileList, FileState, ItemState
 
 DEFAULT_PAGE = 500
 """The MCP tool's default page (10,011 files were one 1.94 MB reply); a page also stops at the reply budget."""

@@ -23,7 +23,6 @@ from appliance.results import (
     FileList,
     FileState,
     GrepResults,
-    Hit,
     IndexedFile,
     ItemState,
     MissingFile,
@@ -139,7 +138,7 @@ def read_neighbors(core: Core, target: str, is_source: bool, chunk_index: int, *
         kept.add(i)
         used += len(around[i].text)
     return Neighbors(source=source_id, chunk_index=chunk_index,
-                     chunks=[Hit(**passage(around[i])) for i in sorted(kept)],
+                     chunks=[passage(around[i]) for i in sorted(kept)],
                      omitted_before=sum(1 for i in around if i < chunk_index and i not in kept),
                      omitted_after=sum(1 for i in around if i > chunk_index and i not in kept))
 

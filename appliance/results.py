@@ -2,31 +2,18 @@
 
 The CLI prints a record's `wire()`, the MCP server returns `wire(tools=True)` and gives the
 records' JSON schemas as its tools' output schemas (with each field's description), and the
-status page reads `wire()`: one model per result, no second conversion.
+status page reads `wire()`: one model per result, no second conversion (appliance.record).
 """
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializationInfo,
-    SerializerFunctionWrapHandler,
-    SkipValidation,
-    field_serializer,
-    model_serializer,
-)
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field, SerializationInfo, SkipValidation, field_serializer
 
-from appliance.errors import ApplianceError, Hint, NextAction
-
-Json = dict[str, object]
-"""A JSON object whose keys are data (settings, another process's record), not a record's fields."""
+from appliance.errors import ApplianceError, Hint
+from appliance.record import Json, Record, is_none
 
 
 @dataclass(frozen=True)
@@ -40,41 +27,6 @@ class FileProblem:
     @classmethod
     def from_dict(cls, data: dict[str, str]) -> FileProblem:
         return cls(data["path"], data["code"], data["reason"])
-
-
-def _none(value: object) -> bool:
-    return value is None
-
-
-class Record(BaseModel):
-    """A result record: fields under camelCase names on the wire, built by their Python names.
-
-    `cli_leaves_out` names fields whose key the CLI's JSON leaves out when None while the tools'
-    results carry it as null (their output schemas promise the key); an `as_written` record (another
-    process's file) shows the CLI only the keys it was given."""
-
-    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, validate_by_alias=True, frozen=True)
-    cli_leaves_out: ClassVar[frozenset[str]] = frozenset()
-    as_written: ClassVar[bool] = False
-
-    @model_serializer(mode="wrap")
-    def _for_reader(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Json:
-        data: Json = handler(self)
-        if (info.context or {}).get("tools"):
-            return data
-        for name in self.cli_leaves_out:
-            key = to_camel(name)
-            if key in data and data[key] is None:
-                del data[key]
-        if self.as_written:
-            given = {to_camel(name) for name in self.model_fields_set} | set(self.model_extra or ())
-            data = {key: value for key, value in data.items() if key in given}
-        return data
-
-    def wire(self, *, tools: bool = False, say: Callable[[NextAction], str] | None = None) -> Json:
-        """The record as JSON data: for the MCP tools (`tools`) or for the CLI and the status page; `say`
-        words the next actions errors name for the reader (the CLI's wording without it)."""
-        return self.model_dump(mode="json", by_alias=True, context={"tools": tools, "say": say})
 
 
 class ErrorInfo(Record):
@@ -314,8 +266,8 @@ class IndexHealth(Record):
     db_path: str
     source_count: int
     failed_count: int
-    unconfigured_roots: dict[str, int] | None = Field(default=None, exclude_if=_none)
-    roots_warning: str | None = Field(default=None, exclude_if=_none)
+    unconfigured_roots: dict[str, int] | None = Field(default=None, exclude_if=is_none)
+    roots_warning: str | None = Field(default=None, exclude_if=is_none)
     chunk_count: int
     unindexed_rows: int
     has_keyword_index: bool
@@ -323,13 +275,13 @@ class IndexHealth(Record):
     query_path: str
     """"memory" (the exact in-memory replica) or "index" (LanceDB's indexes), by the memory it takes."""
     stale_chunk_count: int
-    scheme_warning: str | None = Field(default=None, exclude_if=_none)
+    scheme_warning: str | None = Field(default=None, exclude_if=is_none)
     identity: Json | None
     """store.Identity's fields as stored (snake_case on the wire too)."""
-    consistency_warning: str | None = Field(default=None, exclude_if=_none)
-    identity_warning: str | None = Field(default=None, exclude_if=_none)
-    identity_mismatch: str | None = Field(default=None, exclude_if=_none)
-    identity_hint: str | None = Field(default=None, exclude_if=_none)
+    consistency_warning: str | None = Field(default=None, exclude_if=is_none)
+    identity_warning: str | None = Field(default=None, exclude_if=is_none)
+    identity_mismatch: str | None = Field(default=None, exclude_if=is_none)
+    identity_hint: str | None = Field(default=None, exclude_if=is_none)
 
 
 class FirstSync(Record):
@@ -380,11 +332,11 @@ class Status(Record):
     version: str
     config: SettingsView
     ocr: str
-    ocr_hint: str | None = Field(default=None, exclude_if=_none)
+    ocr_hint: str | None = Field(default=None, exclude_if=is_none)
     model: ModelInfo
-    chunk_token_budget: int | None = Field(default=None, exclude_if=_none)
-    index: IndexHealth | None = Field(default=None, exclude_if=_none)
-    index_error: ErrorInfo | None = Field(default=None, exclude_if=_none)
+    chunk_token_budget: int | None = Field(default=None, exclude_if=is_none)
+    index: IndexHealth | None = Field(default=None, exclude_if=is_none)
+    index_error: ErrorInfo | None = Field(default=None, exclude_if=is_none)
     sync_running: Annotated[SyncRunning | None, Field(description="The sync running now (any process), with progress.")]
     scheduler: Json | None
     last_sync: Annotated[Json | None, Field(description="The last finished sync's report.")]
@@ -395,7 +347,7 @@ class Status(Record):
     dictionaries: Annotated[Json | None, Field(description=
         "The cross-language dictionaries: loaded (with their language pairs), or unavailable with the error and "
         "how to bake them (search then runs without translation and compound splitting).")] \
-        = Field(default=None, exclude_if=_none)
+        = Field(default=None, exclude_if=is_none)
     config_error: Annotated[ErrorInfo | None, Field(description=CONFIG_ERROR)] = None
     """Always None here (the tools' status carries the key); StatusUnavailable sets it."""
 
@@ -409,7 +361,7 @@ class StatusUnavailable(Record):
     config_error: Annotated[ErrorInfo, Field(description=CONFIG_ERROR)]
     sync_running: SyncRunning | None = None
     last_sync: Json | None = None
-    config: SettingsView | None = Field(default=None, exclude_if=_none)
+    config: SettingsView | None = Field(default=None, exclude_if=is_none)
 
 
 class Document(Record):
@@ -458,12 +410,12 @@ class Place(Record):
     source: str
     display_path: str
     chunk_index: int
-    start_line: int | None = Field(default=None, exclude_if=_none)
-    end_line: int | None = Field(default=None, exclude_if=_none)
-    page_start: int | None = Field(default=None, exclude_if=_none)
-    page_end: int | None = Field(default=None, exclude_if=_none)
-    slide: int | None = Field(default=None, exclude_if=_none)
-    sheet: str | None = Field(default=None, exclude_if=_none)
+    start_line: int | None = Field(default=None, exclude_if=is_none)
+    end_line: int | None = Field(default=None, exclude_if=is_none)
+    page_start: int | None = Field(default=None, exclude_if=is_none)
+    page_end: int | None = Field(default=None, exclude_if=is_none)
+    slide: int | None = Field(default=None, exclude_if=is_none)
+    sheet: str | None = Field(default=None, exclude_if=is_none)
 
 
 class Passage(Record):
@@ -508,12 +460,12 @@ class _Ranking(Record):
         "With explain: vectorRank and keywordRank (1-based among that side's candidates; null where the side "
         "did not find the passage) and `matched`, the query terms the passage holds, each with its kind: the "
         "query's own word, a translation (with its dictionary and language pair) or a compound part.")] \
-        = Field(default=None, exclude_if=_none)
+        = Field(default=None, exclude_if=is_none)
 
 
 class _Snapshot(Record):
-    snapshot_date: str | None = Field(default=None, exclude_if=_none)
-    also_unchanged_on: list[str] | None = Field(default=None, exclude_if=_none)
+    snapshot_date: str | None = Field(default=None, exclude_if=is_none)
+    also_unchanged_on: list[str] | None = Field(default=None, exclude_if=is_none)
     """The dates of the later snapshots this dated passage is unchanged in (set with snapshot_date)."""
 
 

@@ -49,7 +49,8 @@ from appliance.mcp_models import (
     Schema,
 )
 from appliance.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_CHARS, READ_PAGE_CHARS
-from appliance.results import ErrorInfo, Record, RunReport, Status, StatusUnavailable, SyncJob, SyncRunning
+from appliance.record import Record
+from appliance.results import ErrorInfo, RunReport, Status, StatusUnavailable, SyncJob, SyncRunning
 from appliance.runtime import Runtime, result_text
 from appliance.state import progress_line
 from appliance.stopping import Stopped

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Literal, NotRequired, TypedDict
+from typing import Literal
 
 from appliance.chunks import Chunk, RankedChunk, StoredChunk
 from appliance.ingest.chunk import section_text
 from appliance.paging import REPLY_BUDGET_CHARS, json_chars
-from appliance.results import Place, RankedHit, SearchResults, SourceRef, Trimmed
+from appliance.results import Hit, Place, RankedHit, SearchResults, SourceRef, Trimmed
 
 SectionsMode = Literal["excerpt", "full", "none"]
 EXCERPT_CONTEXT_CHARS = 300
@@ -19,41 +19,16 @@ RANK_COLUMNS = ["id", "source_id", "parent_id", "text"]
 """What the two ranked lists read: enough to fuse (text: the passage's language), group and cap by source."""
 
 
-class PassageFields(TypedDict):
-    """What a hit says of its chunk: the keyword arguments of a results.Hit or RankedHit."""
-
-    file_path: str | None
-    source: str
-    source_kind: str
-    display_path: str
-    title: str | None
-    chunk_index: int
-    text: str
-    parent_id: str
-    heading: str | None
-    start_line: int | None
-    end_line: int | None
-    page_start: int | None
-    page_end: int | None
-    slide: int | None
-    sheet: str | None
-    doc_class: str | None
-    snapshot_date: NotRequired[str]
-    also_unchanged_on: NotRequired[list[str]]
-
-
-def passage(chunk: StoredChunk) -> PassageFields:
-    """What a hit says of its chunk, as the keyword arguments of a results.Hit or RankedHit."""
-    out: PassageFields = {
-        "file_path": chunk.source_id if chunk.source_kind == "file" else None, "source": chunk.source_id,
-        "source_kind": chunk.source_kind, "display_path": chunk.path, "title": chunk.title or None,
-        "chunk_index": chunk.chunk_index, "text": chunk.text, "parent_id": chunk.parent_id,
-        "heading": chunk.heading or None, "start_line": chunk.start_line, "end_line": chunk.end_line,
-        "page_start": chunk.page_start, "page_end": chunk.page_end, "slide": chunk.slide,
-        "sheet": chunk.sheet or None, "doc_class": chunk.doc_class or None}
-    if chunk.snapshot_date:
-        out["snapshot_date"], out["also_unchanged_on"] = chunk.snapshot_date, list(chunk.also_unchanged_on or [])
-    return out
+def passage(chunk: StoredChunk) -> Hit:
+    """What a hit says of its chunk (a search hit adds its ranking and the places of its copies)."""
+    dated = chunk.snapshot_date or None
+    return Hit(file_path=chunk.source_id if chunk.source_kind == "file" else None, source=chunk.source_id,
+               source_kind=chunk.source_kind, display_path=chunk.path, title=chunk.title or None,
+               chunk_index=chunk.chunk_index, text=chunk.text, parent_id=chunk.parent_id,
+               heading=chunk.heading or None, start_line=chunk.start_line, end_line=chunk.end_line,
+               page_start=chunk.page_start, page_end=chunk.page_end, slide=chunk.slide,
+               sheet=chunk.sheet or None, doc_class=chunk.doc_class or None, snapshot_date=dated,
+               also_unchanged_on=list(chunk.also_unchanged_on or []) if dated else None)
 
 
 def within_budget(result: SearchResults, budget: int = REPLY_BUDGET_CHARS) -> SearchResults:
@@ -119,7 +94,8 @@ def assemble(query: str, hits: Sequence[RankedChunk], sections: Sequence[StoredC
     results, sources, seen = [], [], set()
     for hit in hits:
         chunk = hit.chunk
-        results.append(RankedHit(**passage(chunk), also_in=(also_in or {}).get(hit.id), score=round(hit.score, 6),
+        results.append(RankedHit(**passage(chunk).model_dump(exclude={"also_in"}), also_in=(also_in or {}).get(hit.id),
+                                 score=round(hit.score, 6),
                                  distance=None if hit.distance is None else round(hit.distance, 6)))
         if chunk.source_id not in seen:
             seen.add(chunk.source_id)

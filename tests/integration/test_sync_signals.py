@@ -31,7 +31,7 @@ def test_same_size_and_mtime_edit_is_seen_only_with_hash_detection(make_app, tmp
     os.utime(note, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert make_app(docs).sync().unchanged == 1  # the documented trade-off of the default
     hashing = make_app(docs, CHANGE_DETECTION="hash")
-    assert hashing.status().config["changeDetection"] == "hash"
+    assert hashing.status().config.change_detection == "hash"
     report = hashing.sync()
     assert report.updated == 1
     assert "Fridays" in hashing.read(str(note)).content
