@@ -235,7 +235,7 @@ def normalise(text: str) -> str:
 def hit_files(hit: RankedHit, root: Path) -> list[str]:
     """The corpus paths one hit stands for: its own file and every file its passage was also found in
     (a passage found in several copies is one hit, the copies listed in alsoIn)."""
-    sources = [hit.source, *(w["source"] for w in hit.also_in or [])]
+    sources = [hit.source, *(w.source for w in hit.also_in or [])]
     return [str(Path(s).relative_to(root)) for s in sources]
 
 
@@ -276,7 +276,7 @@ def evaluate_xling(app: Appliance, questions: list[dict]) -> dict:
         started = time.perf_counter()
         result = app.search(q["question"], top_k=40)
         times.append(time.perf_counter() - started)
-        ranks[q["id"]] = judge([hit.wire() for hit in result.results], q, root)
+        ranks[q["id"]] = judge(result.results, q, root)
         by_direction.setdefault(f"{q['docLang']}->{q['lang']}", []).append(ranks[q["id"]])
     times.sort()
     return {**xling_figures(list(ranks.values())), "queries": len(ranks),
