@@ -44,3 +44,17 @@ def test_an_errors_next_actions_are_worded_by_each_reader() -> None:
     for text in (missing.hint, IndexMismatch.hint):  # the structured wording is the one agents always got
         assert ErrorInfo(code="x", message="y", hint=text).wire()["hint"] == text
         assert for_agents(text) in (ErrorInfo.of(missing).wire(tools=True, say=say)["hint"], rebuild["hint"])
+
+
+def test_an_index_error_inside_a_result_is_worded_for_agents_too() -> None:
+    """list_roots' indexError used to reach agents in the CLI's words (only top-level and job errors were
+    reworded); every error a tool's result holds is worded by the same `say` now."""
+    from appliance.agent_hints import say
+    from appliance.errors import IndexCorrupt
+    from appliance.results import ErrorInfo, RootList
+
+    listed = RootList(roots=[], index_error=ErrorInfo.of(IndexCorrupt("The index cannot be read")))
+    assert "`minirag sync --clean` to rebuild" in str(listed.wire()["indexError"])
+    hint = listed.wire(tools=True, say=say)["indexError"]
+    assert isinstance(hint, dict) and hint["hint"].startswith(
+        "Run `minirag sync --clean` (an operator's command on the appliance's host, not an MCP tool) to rebuild")
