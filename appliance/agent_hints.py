@@ -1,13 +1,16 @@
-"""Hints worded for an agent: the MCP adapter names MCP tools where the service's hints name CLI commands.
+"""Next actions worded for an agent: the MCP adapter names its tools where the CLI names commands.
 
-The service words its hints for the person at a shell (`minirag sync`). Over MCP the
-reader is an agent that cannot run commands: a command with an MCP equivalent becomes
-that tool, and one without (a rebuild, a model bake) is marked as the operator's to run.
+An error's hint names what to run next as errors.NextAction, and the MCP server words each with
+`say`: a command with an MCP equivalent becomes that tool, one without (a rebuild, a model bake)
+is marked as the operator's to run. The status also carries texts other processes wrote in the
+CLI's words (the last sync's report, the scheduler's state, the index's warnings): `for_agents`
+words the commands they name the same way.
 """
 from __future__ import annotations
 
 import re
-from typing import Any
+
+from appliance.errors import NextAction
 
 _COMMAND = re.compile(r"`minirag ([a-z][a-z-]*)((?: [^`]*)?)`")
 _TOOLS = {"sync": "sync_start", "list": "list_files", "status": "status", "read": "read_file",
@@ -15,18 +18,20 @@ _TOOLS = {"sync": "sync_start", "list": "list_files", "status": "status", "read"
           "read-neighbors": "read_chunk_neighbors", "ingest-url": "ingest_url"}
 
 
-def _reword(match: re.Match[str]) -> str:
-    command, rest = match.group(1), match.group(2)
+def say(action: NextAction) -> str:
+    """`action` as an agent reads it: the MCP tool that does it, or the operator's command."""
+    command, _, rest = f"{action.command} {action.args}".strip().partition(" ")
     tool = _TOOLS.get(command)
-    if tool is not None and not rest.strip().startswith("-"):
+    if tool is not None and not rest.startswith("-"):
         return f"the `{tool}` tool"
-    return f"`minirag {command}{rest}` (an operator's command on the appliance's host, not an MCP tool)"
+    return f"{action.for_cli()} (an operator's command on the appliance's host, not an MCP tool)"
 
 
-def for_agents(value: Any) -> Any:
-    """`value` (a string, or dicts and lists of them) with CLI commands reworded for an MCP client."""
+def for_agents(value: object) -> object:
+    """`value` (a string, or dicts and lists of them) with the CLI commands it names worded by `say`."""
     if isinstance(value, str):
-        return _COMMAND.sub(_reword, value) if "`minirag " in value else value
+        return _COMMAND.sub(lambda m: say(NextAction(m.group(1), m.group(2).strip())), value) \
+            if "`minirag " in value else value
     if isinstance(value, dict):
         return {key: for_agents(item) for key, item in value.items()}
     if isinstance(value, list):

@@ -1,15 +1,14 @@
 """Where in its document a hit is, as people read it: the CLI prints it, the status page shows it."""
 from __future__ import annotations
 
-from typing import Any
-
 from appliance.quoting import label
+from appliance.results import GrepMatch, Passage, Place
 
 
-def hit_place(hit: dict[str, Any]) -> str:
-    """`place` of a hit, a grep match or an alsoIn entry in its wire shape."""
-    line = hit.get("startLine") or hit.get("lineNumber")  # a search hit's first line, a grep match's line
-    return place(line, hit.get("pageStart"), hit.get("pageEnd"), hit.get("slide"), hit.get("sheet"))
+def hit_place(hit: Passage | GrepMatch | Place) -> str:
+    """`place` of a hit, a grep match or an alsoIn entry."""
+    line = hit.line_number if isinstance(hit, GrepMatch) else hit.start_line
+    return place(line, hit.page_start, hit.page_end, hit.slide, hit.sheet)
 
 
 def place(line: int | None, page_start: int | None, page_end: int | None, slide: int | None,

@@ -19,15 +19,16 @@ import typer
 
 from appliance import __version__
 from appliance.citations import hit_place
-from appliance.config import Environment, Settings, read_environment
+from appliance.config import Environment, Overrides, Settings, read_environment
 from appliance.errors import ApplianceError
 from appliance.models.cli import models_app
 from appliance.paging import READ_PAGE_CHARS
 from appliance.quoting import label
-from appliance.wire import to_wire
+from appliance.results import ErrorInfo, IndexedFile, StatusUnavailable
 
 if TYPE_CHECKING:
     from appliance.query.assemble import SectionsMode
+    from appliance.results import Explanation, Status
     from appliance.service import Appliance, Progress, RunReport
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None,
@@ -79,7 +80,7 @@ handles piece by piece (~1 s after a `minirag sync`; the kernel takes the memory
 a command writes is committed before it returns."""
 
 
-def _emit(data: Any, as_json: bool, human: str | None = None) -> None:
+def _emit(data: object, as_json: bool, human: str | None = None) -> None:
     if as_json or human is None:
         sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
     else:
@@ -135,21 +136,21 @@ def _progress(enabled: bool) -> Iterator[Progress | None]:
 
 
 def _print_run(report: RunReport, as_json: bool) -> None:
-    data = to_wire(report)
-    for item in data["failed"]:
-        typer.echo(f"warn: {label(item['path'])}: {label(item['reason'])}", err=True)
-    for held in report.held_roots:
+    r = report
+    for item in r.failed:
+        typer.echo(f"warn: {label(item.path)}: {label(item.reason)}", err=True)
+    for held in r.held_roots:
         typer.echo(f"error: {label(held.reason)}", err=True)
-    for item in data["rulesSetAside"]:
-        typer.echo(f"note: {label(item['path'])}: {label(item['reason'])}", err=True)
-    by_code = Counter(item["code"] for item in data["skipped"])
+    for item in r.rules_set_aside:
+        typer.echo(f"note: {label(item.path)}: {label(item.reason)}", err=True)
+    by_code = Counter(item.code for item in r.skipped)
     left_out = f" ({', '.join(f'{code} {n}' for code, n in sorted(by_code.items()))}; `minirag list` names them)" \
         if by_code else ""
-    human = (f"seen {data['seen']}: added {data['added']}, updated {data['updated']}, unchanged {data['unchanged']}, "
-             f"refreshed {data['refreshed']}, deleted {data['deleted']}, skipped {data['skippedCount']}{left_out}, "
-             f"failed {data['failedCount']}; {data['chunks']} chunks ({data['chunksEmbedded']} embedded, "
-             f"{data['chunksReused']} reused) in {data['seconds']:.1f} s")
-    _emit(data, as_json, human)
+    human = (f"seen {r.seen}: added {r.added}, updated {r.updated}, unchanged {r.unchanged}, "
+             f"refreshed {r.refreshed}, deleted {r.deleted}, skipped {r.skipped_count}{left_out}, "
+             f"failed {r.failed_count}; {r.chunks} chunks ({r.chunks_embedded} embedded, "
+             f"{r.chunks_reused} reused) in {r.seconds:.1f} s")
+    _emit(r.wire(), as_json, human)
     if not report.ok:
         raise typer.Exit(1)
 
@@ -275,35 +276,36 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
         with _reported(as_json):
             gathered = _appliance(ctx, base_dir, db_path, models_dir, model_name).gather(
                 text, top_k=top_k, scope=scope, doc_class=doc_class, context_lines=context_lines)
-        _emit(to_wire(gathered), as_json, gathered.markdown)
+        _emit(gathered.wire(), as_json, gathered.markdown)
         return
     with _reported(as_json):
-        result = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).search(
+        result = _appliance(ctx, base_dir, db_path, models_dir, model_name).search(
             text, top_k=top_k, scope=scope, doc_class=doc_class, sections=cast("SectionsMode", sections),
-            explain=explain))
+            explain=explain)
     lines = []
-    for n, hit in enumerate(result["results"], 1):
-        where = label(hit["displayPath"]) + hit_place(hit)
-        dist = "-" if hit["distance"] is None else f"{hit['distance']:.3f}"
-        lines.append(f"{n:2}. {where}  [chunk {hit['chunkIndex']}, distance {dist}]"
-                     + (f"  — {label(hit['title'])}" if hit.get("title") else ""))
-        lines.append("    " + label(" ".join(hit["text"].split())[:300]))
-        if hit.get("explain"):
-            lines.append("    " + explain_line(hit["explain"]))
-    _emit(result, as_json, "\n".join(lines) or "no results")
+    for n, hit in enumerate(result.results, 1):
+        where = label(hit.display_path) + hit_place(hit)
+        dist = "-" if hit.distance is None else f"{hit.distance:.3f}"
+        lines.append(f"{n:2}. {where}  [chunk {hit.chunk_index}, distance {dist}]"
+                     + (f"  — {label(hit.title)}" if hit.title else ""))
+        lines.append("    " + label(" ".join(hit.text.split())[:300]))
+        if hit.explain:
+            lines.append("    " + explain_line(hit.explain))
+    _emit(result.wire(), as_json, "\n".join(lines) or "no results")
 
 
-def explain_line(explain: dict[str, Any]) -> str:
+def explain_line(explain: Explanation) -> str:
     """`--explain` in one line: both sides' ranks and the matched terms with where each came from."""
     def side(rank: int | None) -> str:
         return "-" if rank is None else str(rank)
 
     terms = []
-    for m in explain["matched"]:
+    for m in explain.matched:
         origin = {"query": "", "compound": f" (part of {m.get('compound')})",
-                  "translation": f" ({m.get('pair')}, {m.get('dictionary')})"}[m["kind"]]
-        terms.append(f"{m['term']}{'' if m['term'] == m['word'] else ' <- ' + m['word']}{origin}")
-    return (f"why: vector rank {side(explain['vectorRank'])}, keyword rank {side(explain['keywordRank'])}; "
+                  "translation": f" ({m.get('pair')}, {m.get('dictionary')})"}[m["kind"] or "query"]
+        came_from = "" if m["term"] == m["word"] else f" <- {m['word']}"
+        terms.append(f"{m['term']}{came_from}{origin}")
+    return (f"why: vector rank {side(explain.vector_rank)}, keyword rank {side(explain.keyword_rank)}; "
             f"matched: {', '.join(terms) or 'none'}")
 
 
@@ -326,7 +328,7 @@ def read(ctx: typer.Context, target: Annotated[str | None, typer.Argument(help="
         doc = _appliance(ctx, base_dir, db_path, models_dir, model_name).read(
             source or target or "", source is not None, offset=offset, max_chars=max_chars,
             start_line=start_line, end_line=end_line, page_start=page_start, page_end=page_end)
-    _emit(to_wire(doc), as_json, doc.content)
+    _emit(doc.wire(), as_json, doc.content)
     if not as_json and doc.next_offset is not None:
         typer.echo(f"[{doc.remaining_chars} more characters: --offset {doc.next_offset}]", err=True)
 
@@ -346,10 +348,9 @@ def read_neighbors(ctx: typer.Context, file_path: Annotated[str | None, typer.Op
         out = _appliance(ctx, base_dir, db_path, models_dir, model_name).read_neighbors(
             source or file_path or "", source is not None, chunk_index, before=before, after=after,
             max_chars=max_chars)
-    out = to_wire(out)
-    _emit(out, as_json, "\n\n".join(f"[{c['chunkIndex']}{hit_place(c)}] {c['text']}" for c in out["chunks"]))
-    if not as_json and (out["omittedBefore"] or out["omittedAfter"]):
-        typer.echo(f"({out['omittedBefore']} chunks before and {out['omittedAfter']} after left out; "
+    _emit(out.wire(), as_json, "\n\n".join(f"[{c.chunk_index}{hit_place(c)}] {c.text}" for c in out.chunks))
+    if not as_json and (out.omitted_before or out.omitted_after):
+        typer.echo(f"({out.omitted_before} chunks before and {out.omitted_after} after left out; "
                    "raise --max-chars or ask again from the first/last chunk shown)", err=True)
 
 
@@ -365,17 +366,17 @@ def list_(ctx: typer.Context, scope: Annotated[str | None, typer.Option("--scope
     """List every file under the roots with its state, and indexed data/URL sources (all of them,
     or one page with --limit/--cursor)."""
     with _reported(as_json):
-        out = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).list_files(
-            scope=scope, include_ignored=ignored, limit=limit, cursor=cursor))
-    if out["nextCursor"] and not as_json:
-        typer.echo(f"more: {out['total']} entries in all; next page: --cursor {out['nextCursor']}", err=True)
+        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).list_files(
+            scope=scope, include_ignored=ignored, limit=limit, cursor=cursor)
+    if out.next_cursor and not as_json:
+        typer.echo(f"more: {out.total} entries in all; next page: --cursor {out.next_cursor}", err=True)
     lines = []
-    for f in out["files"]:
-        extra = f" ({label(f['reason'])})" if f.get("reason") else ""
-        ocr = f" [ocr:{f['ocrEngine']}]" if f.get("ocrEngine") else ""
-        lines.append(f"{f['state']:9} {label(f['filePath'])}{ocr}{extra}")
-    lines += [f"{s['sourceKind']:9} {label(s['source'])}" for s in out["sources"]]
-    _emit(out, as_json, "\n".join(lines) or "no files under the roots")
+    for f in out.files:
+        extra = f" ({label(f.reason)})" if f.reason else ""
+        ocr = f" [ocr:{f.ocr_engine}]" if isinstance(f, IndexedFile) and f.ocr_engine else ""
+        lines.append(f"{f.state:9} {label(f.file_path)}{ocr}{extra}")
+    lines += [f"{s.source_kind:9} {label(s.source)}" for s in out.sources]
+    _emit(out.wire(), as_json, "\n".join(lines) or "no files under the roots")
 
 
 @app.command()
@@ -383,10 +384,10 @@ def status(ctx: typer.Context, base_dir: BaseDir = None, db_path: DbPath = None,
            model_name: ModelName = None, as_json: AsJson = False) -> None:
     """Configuration and index health. Exits 0 even when the configuration is broken."""
     try:
-        out = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).status())
+        out: Status | StatusUnavailable = _appliance(ctx, base_dir, db_path, models_dir, model_name).status()
     except ApplianceError as exc:
-        out = {"version": __version__, "configError": exc.to_dict()}
-    _emit(out, True)
+        out = StatusUnavailable(version=__version__, config_error=ErrorInfo.of(exc))
+    _emit(out.wire(), True)
 
 
 @app.command()
@@ -398,8 +399,7 @@ def delete(ctx: typer.Context, target: Annotated[str | None, typer.Argument(help
     with _reported(as_json):
         deleted = _appliance(ctx, base_dir, db_path, models_dir, model_name).delete(source or target or "",
                                                                                     source is not None)
-    out = to_wire(deleted)
-    _emit(out, as_json, f"deleted {label(out['source'])} ({out['chunksRemoved']} chunks)")
+    _emit(deleted.wire(), as_json, f"deleted {label(deleted.source)} ({deleted.chunks_removed} chunks)")
 
 
 @app.command()
@@ -418,16 +418,16 @@ def grep(ctx: typer.Context,
     """Exact-match search over the indexed text of every document (PDF, Office, scans, text, data and URL
     items): file, place (line, page, slide, sheet), line."""
     with _reported(as_json):
-        out = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).grep(
+        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).grep(
             pattern, regex=regex, case_sensitive=case_sensitive, scope=scope, root=root, file_glob=file_glob,
-            max_results=max_results))
-    lines = [f"{label(hit['source'])}{hit_place(hit)}: {label(hit['line'])}" for hit in out["matches"]]
-    if out["truncated"] or out["stopped"]:
-        lines.append(f"(stopped early: {out['stopped'] or 'max results reached'})")
+            max_results=max_results)
+    lines = [f"{label(hit.source)}{hit_place(hit)}: {label(hit.line)}" for hit in out.matches]
+    if out.truncated or out.stopped:
+        lines.append(f"(stopped early: {out.stopped or 'max results reached'})")
     if not as_json:
-        typer.echo(f"searched {out['documentsSearched']} of {out['documentsIndexed']} indexed documents"
-                   + (f"; {out['note']}" if out["note"] else ""), err=True)
-    _emit(out, as_json, "\n".join(lines) or "no matches")
+        typer.echo(f"searched {out.documents_searched} of {out.documents_indexed} indexed documents"
+                   + (f"; {out.note}" if out.note else ""), err=True)
+    _emit(out.wire(), as_json, "\n".join(lines) or "no matches")
 
 
 @app.command()
@@ -435,11 +435,11 @@ def roots(ctx: typer.Context, base_dir: BaseDir = None, db_path: DbPath = None, 
           model_name: ModelName = None, as_json: AsJson = False) -> None:
     """List the document roots by name and path, with their indexed and failed file counts."""
     with _reported(as_json):
-        out = to_wire(_appliance(ctx, base_dir, db_path, models_dir, model_name).list_roots())
-    lines = [f"{label(r['name'])}\t{label(r['path'])}\t{r['indexedFiles']} indexed, {r['failedFiles']} failed"
-             + ("" if r["exists"] else " (missing)") for r in out["roots"]]
-    lines.append(f"data items: {out['dataSources']}, url items: {out['urlSources']}")
-    _emit(out, as_json, "\n".join(lines))
+        out = _appliance(ctx, base_dir, db_path, models_dir, model_name).list_roots()
+    lines = [f"{label(r.name)}\t{label(r.path)}\t{r.indexed_files} indexed, {r.failed_files} failed"
+             + ("" if r.exists else " (missing)") for r in out.roots]
+    lines.append(f"data items: {out.data_sources}, url items: {out.url_sources}")
+    _emit(out.wire(), as_json, "\n".join(lines))
 
 
 @app.command()
@@ -459,7 +459,8 @@ def serve_http(ctx: typer.Context,
     """Run the MCP server over streamable HTTP at /mcp (a non-loopback address needs MCP_AUTH_TOKEN)."""
     from appliance.http_server import main as http_main
 
-    overrides = {"base_dirs": base_dir, "db_path": db_path, "models_dir": models_dir, "model_name": model_name}
+    overrides: Overrides = {"base_dirs": base_dir, "db_path": db_path, "models_dir": models_dir,
+                            "model_name": model_name}
     raise typer.Exit(http_main(address, _environment(ctx), overrides))
 
 

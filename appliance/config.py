@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import AfterValidator, BeforeValidator, PrivateAttr, ValidationError, ValidationInfo
 from pydantic_core import PydanticUseDefault
@@ -31,6 +31,7 @@ from pydantic_settings import (
 
 from appliance.errors import ConfigError
 from appliance.models.manifest import default_models_dir
+from appliance.results import SettingsView
 
 DEFAULT_MODEL = "intfloat/multilingual-e5-small"
 DEFAULT_MAX_FILE_SIZE = 100 * 1024 * 1024
@@ -92,31 +93,19 @@ class Settings:
     percentage of them at once (sync_plan.held_roots); 100 turns that check off (a missing or empty
     root is always held)."""
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> SettingsView:
         """The values in effect, as `status` prints them."""
-        return {
-            "baseDirs": [str(r) for r in self.roots],
-            "dbPath": str(self.db_path),
-            "modelsDir": str(self.models_dir),
-            "modelName": self.model_name,
-            "maxFileSize": self.max_file_size,
-            "ingestForegroundMaxBytes": self.ingest_foreground_max_bytes,
-            "chunkTokenBudget": self.chunk_token_budget,
-            "hybridWeight": self.hybrid_weight,
-            "grouping": self.grouping,
-            "maxDistance": self.max_distance,
-            "maxFiles": self.max_files,
-            "ocrLanguages": self.ocr_languages,
-            "ocrMinCharsPerPage": self.ocr_min_chars_per_page,
-            "convertTimeoutSeconds": self.convert_timeout_s,
-            "convertMemoryMb": self.convert_memory_mb,
-            "allowUrlIngest": self.allow_url_ingest,
-            "allowPrivateUrls": self.allow_private_urls,
-            "snapshotDedupe": self.snapshot_dedupe,
-            "syncIntervalSeconds": self.sync_interval_s,
-            "syncDeleteLimit": self.sync_delete_limit,
-            "changeDetection": self.change_detection,
-        }
+        return SettingsView(
+            base_dirs=[str(r) for r in self.roots], db_path=str(self.db_path), models_dir=str(self.models_dir),
+            model_name=self.model_name, max_file_size=self.max_file_size,
+            ingest_foreground_max_bytes=self.ingest_foreground_max_bytes, chunk_token_budget=self.chunk_token_budget,
+            hybrid_weight=self.hybrid_weight, grouping=self.grouping, max_distance=self.max_distance,
+            max_files=self.max_files, ocr_languages=self.ocr_languages,
+            ocr_min_chars_per_page=self.ocr_min_chars_per_page, convert_timeout_seconds=self.convert_timeout_s,
+            convert_memory_mb=self.convert_memory_mb, allow_url_ingest=self.allow_url_ingest,
+            allow_private_urls=self.allow_private_urls, snapshot_dedupe=self.snapshot_dedupe,
+            sync_interval_seconds=self.sync_interval_s, sync_delete_limit=self.sync_delete_limit,
+            change_detection=self.change_detection)
 
 
 
@@ -166,8 +155,8 @@ def _number(kind: type) -> BeforeValidator:
     return BeforeValidator(parse)
 
 
-def _must(test: Callable[[Any], bool], what: str) -> AfterValidator:
-    def check(value: Any, info: ValidationInfo) -> Any:
+def _must(test: Callable[[float], bool], what: str) -> AfterValidator:
+    def check(value: float | None, info: ValidationInfo) -> float | None:
         if value is not None and not test(value):
             raise _Invalid(f"{_var(info)} must {what}, not {value}")
         return value
@@ -231,6 +220,15 @@ OptionalPath = Annotated[Path | None, BeforeValidator(_nonempty)]
 
 
 # ------------------------------------------------------------------ the environment
+
+class Overrides(TypedDict, total=False):
+    """The CLI's flags over the environment: Environment.settings' arguments."""
+
+    base_dirs: list[str] | None
+    db_path: str | None
+    models_dir: str | None
+    model_name: str | None
+
 
 class Environment(BaseSettings):
     """Every environment variable the appliance reads (field name = the variable in lower case).

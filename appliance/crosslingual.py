@@ -54,8 +54,8 @@ class Member:
     via: str | None = None
     """For a translation the dictionary and the language pair; for a compound part the compound."""
 
-    def describe(self) -> dict[str, object]:
-        out: dict[str, object] = {"term": self.term, "kind": self.kind}
+    def describe(self) -> dict[str, str | None]:
+        out: dict[str, str | None] = {"term": self.term, "kind": self.kind}
         if self.kind == "translation":
             out["dictionary"], _, out["pair"] = (self.via or "").rpartition(" ")
         elif self.kind == "compound":

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from appliance.errors import ModelCorrupt
+from appliance.errors import Hint, ModelCorrupt, NextAction
 from appliance.models.bake import check_baked
 from appliance.models.manifest import ModelSpec, load_spec
 
@@ -268,7 +268,7 @@ class OnnxEmbedder:
         pad_id = tok.token_to_id(pad)
         if pad_id is None:
             raise ModelCorrupt(f"Model {self.spec.id}: its tokenizer has no id for the pad token {pad!r}",
-                               hint=f"Re-bake it: `minirag models bake {self.spec.id} --force`.")
+                               hint=Hint("Re-bake it: {}.", NextAction("models bake", f"{self.spec.id} --force")))
         # fastembed's OnnxTextEmbedding, patched below: its tokenizer and session options have no public hook.
         # Ours goes in before the session loads, so fastembed finds a tokenizer and does not parse
         # tokenizer.json a second time (~0.7 s of every model load: 250,000 pieces).

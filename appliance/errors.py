@@ -1,10 +1,44 @@
-"""Every failure the appliance reports: a stable code, one sentence, and a hint."""
+"""Every failure the appliance reports: a stable code, one sentence, and a hint.
+
+A hint that names something to run next names it as a NextAction (the operation and its
+arguments), and each adapter words it for its reader: the CLI as the command, the MCP server
+as its tool (or as the operator's command when no tool does it).
+"""
 from __future__ import annotations
 
 import errno
 import os
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+
+@dataclass(frozen=True)
+class NextAction:
+    """An operation to run next: the CLI command (`models bake`) and its arguments (`--force`)."""
+
+    command: str
+    args: str = ""
+
+    def for_cli(self) -> str:
+        return f"`minirag {self.command}{' ' + self.args if self.args else ''}`"
+
+
+class Hint(str):
+    """A hint whose `{}` places are next actions. As a str it is the CLI's wording (what the CLI
+    prints and stored records keep); `worded` gives another reader's from the same template."""
+
+    template: str
+    actions: tuple[NextAction, ...]
+
+    def __new__(cls, template: str, *actions: NextAction) -> Hint:
+        hint = super().__new__(cls, template.format(*(action.for_cli() for action in actions)))
+        hint.template, hint.actions = template, actions
+        return hint
+
+    def worded(self, say: Callable[[NextAction], str]) -> str:
+        return self.template.format(*(say(action) for action in self.actions))
 
 
 class ApplianceError(Exception):
@@ -28,17 +62,17 @@ class ApplianceError(Exception):
 
 class ConfigError(ApplianceError):
     code = "config_error"
-    hint = "Fix the setting named in the message; `minirag status` shows the values in effect."
+    hint = Hint("Fix the setting named in the message; {} shows the values in effect.", NextAction("status"))
 
 
 class ModelMissing(ApplianceError):
     code = "model_missing"
-    hint = "Run `minirag models bake` (or `make models`), then `minirag models verify`."
+    hint = Hint("Run {} (or `make models`), then {}.", NextAction("models bake"), NextAction("models verify"))
 
 
 class ModelCorrupt(ApplianceError):
     code = "model_corrupt"
-    hint = "Re-bake the model: `minirag models bake --force`, then `minirag models verify`."
+    hint = Hint("Re-bake the model: {}, then {}.", NextAction("models bake", "--force"), NextAction("models verify"))
 
 
 class InvalidArgument(ApplianceError):
@@ -75,14 +109,15 @@ class OcrUnavailable(ApplianceError):
 
 class IndexMismatch(ApplianceError):
     code = "index_mismatch"
-    hint = ("Run `minirag sync --full` to rebuild the index with the current model and budget, "
-            "or point DB_PATH elsewhere.")
+    hint = Hint("Run {} to rebuild the index with the current model and budget, or point DB_PATH elsewhere.",
+                NextAction("sync", "--full"))
 
 
 class IndexCorrupt(ApplianceError):
     code = "index_corrupt"
-    hint = ("Run `minirag sync --clean` to rebuild the index from the documents; it re-embeds ingest_data "
-            "and URL items from their stored text, and refuses (naming them) when that text is unreadable.")
+    hint = Hint("Run {} to rebuild the index from the documents; it re-embeds ingest_data and URL items from "
+                "their stored text, and refuses (naming them) when that text is unreadable.",
+                NextAction("sync", "--clean"))
 
 
 class IndexBusy(ApplianceError):
@@ -94,8 +129,8 @@ class IndexBusy(ApplianceError):
 
 class DiskFull(ApplianceError):
     code = "disk_full"
-    hint = ("Free space on the filesystem that holds DB_PATH (`df` shows it), then run `minirag sync`; "
-            "the index keeps serving its last complete state meanwhile.")
+    hint = Hint("Free space on the filesystem that holds DB_PATH (`df` shows it), then run {}; the index keeps "
+                "serving its last complete state meanwhile.", NextAction("sync"))
 
 
 class IndexUnwritable(ApplianceError):
@@ -212,7 +247,7 @@ class RootsChanged(ApplianceError):
 
 class SyncBusy(ApplianceError):
     code = "sync_busy"
-    hint = "Wait for the running sync to finish; `minirag status` shows its progress."
+    hint = Hint("Wait for the running sync to finish; {} shows its progress.", NextAction("status"))
 
 
 class UrlRefused(ApplianceError):

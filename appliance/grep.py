@@ -21,13 +21,13 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, Protocol, Required, TypedDict, Unpack
 
 import regex as _regex_module
 
+from appliance.chunks import StoredChunk
 from appliance.errors import InvalidArgument
 from appliance.paging import REPLY_BUDGET_CHARS, json_chars
-from appliance.records import StoredChunk
 from appliance.results import GrepMatch, GrepResults
 
 MAX_RESULTS_CAP = 500
@@ -39,7 +39,48 @@ DEADLINE_S = 10.0
 LINE_TIMEOUT_S = 0.25
 
 
-def describe(source_id: str, kind: str, display: str, title: str | None) -> dict[str, Any]:
+class Described(TypedDict):
+    """What every match of a document repeats: GrepMatch's fields of the document."""
+
+    source: str
+    source_kind: str
+    file_path: str | None
+    display_path: str
+    title: str | None
+
+
+class Located(TypedDict):
+    """Where in its document a match is: GrepMatch's fields of the place."""
+
+    chunk_index: int
+    heading: str | None
+    page_start: int | None
+    page_end: int | None
+    slide: int | None
+    sheet: str | None
+    line_number: int | None
+
+
+class Coverage(TypedDict, total=False):
+    """What the filters select and what grep could not search of it (GrepResults' coverage fields)."""
+
+    documents_indexed: Required[int]
+    unindexed_files: int
+    failed_files: int
+    stale_files: int
+    note: str | None
+
+
+class Found(Protocol):
+    """A match of the pattern in a line (`re` or `regex`)."""
+
+    def start(self) -> int: ...
+
+
+Search = Callable[[str], Found | None]
+
+
+def describe(source_id: str, kind: str, display: str, title: str | None) -> Described:
     """What every match of a document repeats (GrepMatch's source, source_kind, file_path, display_path, title)."""
     return {"source": source_id, "source_kind": kind, "file_path": source_id if kind == "file" else None,
             "display_path": display, "title": title or None}
@@ -49,19 +90,20 @@ def describe(source_id: str, kind: str, display: str, title: str | None) -> dict
 class GrepDoc:
     """One indexed document: its text (chunk bodies joined) and where each chunk starts in it."""
 
-    source: dict[str, Any]
+    source: Described
     """What every match of it repeats (describe)."""
     text: str
     starts: list[int]
-    places: list[dict[str, Any]]
-    """Per chunk: chunk_index, heading, page_start, page_end, slide, sheet, and its first line (`_line`)."""
+    places: list[Located]
+    """Per chunk: chunk_index, heading, page_start, page_end, slide, sheet, and its first line (line_number)."""
 
     @classmethod
     def from_chunks(cls, chunks: Sequence[StoredChunk]) -> GrepDoc:
         """The document of `chunks` (the stored chunks of one source, in chunk order)."""
         first = chunks[0]
         source = describe(first.source_id, first.source_kind, first.path, first.title)
-        parts, starts, places, at = [], [], [], 0
+        parts, starts, at = [], [], 0
+        places: list[Located] = []
         for chunk in chunks:
             body = chunk.body
             starts.append(at)
@@ -70,27 +112,25 @@ class GrepDoc:
             places.append({"chunk_index": chunk.chunk_index, "heading": chunk.heading or None,
                            "page_start": chunk.page_start, "page_end": chunk.page_end,
                            "slide": chunk.slide, "sheet": chunk.sheet or None,
-                           "_line": chunk.start_line})
+                           "line_number": chunk.start_line})
         return cls(source, "".join(parts), starts, places)
 
     @classmethod
-    def empty(cls, source: dict[str, Any]) -> GrepDoc:
+    def empty(cls, source: Described) -> GrepDoc:
         """An indexed document without text (an empty file): searched, never matched."""
         return cls(source, "", [], [])
 
     @property
     def converted(self) -> bool:
         """True when the text is a converter's Markdown (no source lines): PDF, Office, HTML, scans."""
-        return bool(self.places) and self.places[0]["_line"] is None
+        return bool(self.places) and self.places[0]["line_number"] is None
 
-    def locate(self, offset: int) -> dict[str, Any]:
+    def locate(self, offset: int) -> Located:
         """Where the text at `offset` is: the source's line (when it has lines), page, slide, sheet, chunk."""
         k = max(0, bisect_right(self.starts, offset) - 1)
-        place = dict(self.places[k])
-        first_line = place.pop("_line")
-        place["line_number"] = (None if first_line is None
-                               else first_line + self.text.count("\n", self.starts[k], offset))
-        return place
+        first_line = self.places[k]["line_number"]
+        return self.places[k] | {"line_number": None if first_line is None
+                                 else first_line + self.text.count("\n", self.starts[k], offset)}
 
 
 @dataclass
@@ -111,11 +151,11 @@ class GrepScan:
     """Why the scan was cut short; None when it ran to the end."""
     seconds: float = 0.0
 
-    def results(self, *, documents_indexed: int, **coverage: Any) -> GrepResults:
+    def results(self, **coverage: Unpack[Coverage]) -> GrepResults:
         """The record, with what the caller knows about what was not searched (GrepResults' coverage fields)."""
         return GrepResults(pattern=self.pattern, regex=self.is_regex, matches=self.matches,
                            match_count=len(self.matches), documents_searched=self.documents_searched,
-                           files_searched=self.files_searched, documents_indexed=documents_indexed, **coverage,
+                           files_searched=self.files_searched, **coverage,
                            truncated=self.truncated, stopped=self.stopped, seconds=round(self.seconds, 3))
 
     def count(self, doc: GrepDoc) -> None:
@@ -180,7 +220,7 @@ class _LineTimeout(Exception):
     pass
 
 
-def _timed_search(compiled: re.Pattern[str]) -> Callable[[str], Any]:
+def _timed_search(compiled: re.Pattern[str]) -> Search:
     """A search with a per-line timeout (the `regex` package); InvalidArgument for a pattern only
     the standard library accepts."""
     try:
@@ -191,7 +231,7 @@ def _timed_search(compiled: re.Pattern[str]) -> Callable[[str], Any]:
             f"The regular expression is not supported by the timed matcher: {exc}",
             hint="Rewrite the pattern, or pass regex=false to search for the text literally.") from None
 
-    def search(line: str) -> Any:
+    def search(line: str) -> Found | None:
         try:
             return timed.search(line, timeout=LINE_TIMEOUT_S)
         except TimeoutError:
@@ -207,7 +247,7 @@ def _anywhere(compiled: re.Pattern[str], text: str) -> bool:
     return ("\\" in text or "*" in text) and compiled.search(_MARKUP.sub(lambda m: m.group(1) or "", text)) is not None
 
 
-def _scan(docs: Iterable[GrepDoc], search: Callable[[str], Any], max_results: int, deadline: float,
+def _scan(docs: Iterable[GrepDoc], search: Search, max_results: int, deadline: float,
           result: GrepScan, anywhere: Callable[[GrepDoc], bool] | None = None) -> None:
     for doc in _until(docs, deadline, result):
         result.count(doc)
@@ -263,7 +303,7 @@ def _plain(line: str) -> tuple[str, list[int]]:
     return "".join(out), columns
 
 
-def _matching_lines(text: str, search: Callable[[str], Any], deadline: float, *,
+def _matching_lines(text: str, search: Search, deadline: float, *,
                     converted: bool = False) -> Iterator[tuple[int, str, int, int]]:
     """(offset of the line in text, the line as shown, the match's column in text's line, its column in
     the line shown) of every matching line. A line with Markdown escapes or emphasis is also tried as a

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from appliance import __version__
 from appliance.core import Resources
@@ -11,7 +10,16 @@ from appliance.ingest.chunk import SCHEME_VERSION
 from appliance.ingest.discover import ignore_problems
 from appliance.ingest.ocr import ocr_status
 from appliance.locking import lock_holder
-from appliance.results import FirstSync, IndexHealth, ModelInfo, RootCounts, RootList, Status
+from appliance.results import (
+    ErrorInfo,
+    FirstSync,
+    IndexHealth,
+    ModelInfo,
+    RootCounts,
+    RootList,
+    Status,
+    SyncRunning,
+)
 from appliance.state import (
     SCHEDULER_START_LIMIT_S,
     process_started_at,
@@ -32,20 +40,21 @@ def status(core: Resources) -> Status:
         budget = core.budget
         index = _index_health(core)
     except ApplianceError as exc:
-        index_error = exc.to_dict()
+        index_error = ErrorInfo.of(exc)
     db_path = core.settings.db_path
     running, scheduler, last = running_sync(db_path), read_scheduler_state(db_path), read_last_sync(db_path)
     empty = index is not None and not (index.source_count or index.failed_count)
     pending = running is None and index_error is None and (empty or last is None or last.get("scope") is not None)
     return Status(version=__version__, config=core.settings.describe(), ocr=name, ocr_hint=hint or None, model=model,
                   chunk_token_budget=budget, index=index, index_error=index_error,
-                  sync_running=running, scheduler=scheduler, last_sync=last,
+                  sync_running=SyncRunning.model_validate(running) if running else None, scheduler=scheduler,
+                  last_sync=last,
                   ignore_problems=ignore_problems(core.settings.roots),  # rules files that could not be applied
                   first_sync=first_sync(core, scheduler) if pending else None,
                   dictionaries=core.dictionaries.describe())
 
 
-def first_sync(core: Resources, scheduler: dict[str, Any] | None, now: float | None = None) -> FirstSync:
+def first_sync(core: Resources, scheduler: dict[str, object] | None, now: float | None = None) -> FirstSync:
     """When the sync that fills an empty (or never wholly synced) index starts, as far as this process can tell.
 
     A live scheduler says it in nextRunAt. In the container's stdio mode the scheduler is started by
@@ -73,7 +82,7 @@ def first_sync(core: Resources, scheduler: dict[str, Any] | None, now: float | N
                              "start a sync with `minirag sync`")
 
 
-def _at(at: Any, now: float, message: str) -> FirstSync:
+def _at(at: object, now: float, message: str) -> FirstSync:
     if not isinstance(at, int | float):
         return FirstSync(message=message)
     wait = max(0.0, round(at - now, 1))
@@ -137,7 +146,7 @@ def list_roots(core: Resources) -> RootList:
         sources = core.index.source_rows()
     except ApplianceError as exc:
         return RootList(roots=[RootCounts(name=name, path=str(path), exists=path.is_dir()) for name, path in named],
-                        index_error=exc.to_dict())
+                        index_error=ErrorInfo.of(exc))
     roots = []
     for name, path in named:
         mine = [s for s in sources if s.source_kind == "file" and s.root == str(path)]

@@ -25,13 +25,13 @@ import ipaddress
 import json
 import logging
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-    from appliance.config import Environment
+    from appliance.config import Environment, Overrides
     from appliance.runtime import Runtime
     from appliance.status_page import Sessions, Throttle
 
@@ -189,7 +189,7 @@ def serve_http(host: str, port: int, token: str, runtime: Runtime, allowed_hosts
     stopping.exit_when_quiet("the HTTP server is stopping")
 
 
-def main(address: str, environment: Environment, overrides: dict[str, Any] | None = None) -> int:
+def main(address: str, environment: Environment, overrides: Overrides | None = None) -> int:
     """`minirag serve-http`: `environment` is what the CLI read at start, `overrides` its flags."""
     from appliance.errors import ConfigError
     from appliance.runtime import Runtime

@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from appliance import native_memory, stopping, sync_plan, sync_stamp
+from appliance.chunks import Converted
 from appliance.core import Resources, valid_source_id
 from appliance.errors import (
     ApplianceError,
+    Hint,
     InvalidArgument,
+    NextAction,
     NotFound,
     UnsupportedFile,
     UrlIngestDisabled,
@@ -32,7 +35,6 @@ from appliance.ingest.snapshots import Kept, Member, dedupe_sequence, snapshot_m
 from appliance.keywords import keywords_field
 from appliance.locking import sync_lock
 from appliance.pipeline import EmbedWritePipeline, Work
-from appliance.records import Converted
 from appliance.results import Deleted, FileProblem, RunReport, Tally
 from appliance.reuse import IndexLookup, ReusingEmbed, embed_key
 from appliance.state import SyncProgress, record_finished_sync
@@ -288,7 +290,7 @@ def delete(core: Resources, target: str, is_source: bool = False, *, require_abs
     recorded = core.index.source(source_id)
     chunks = core.index.count_chunks_of(source_id)
     if recorded is None and not chunks:
-        raise NotFound(f"Nothing indexed for {source_id}", hint="`minirag list` shows what is indexed.")
+        raise NotFound(f"Nothing indexed for {source_id}", hint=Hint("{} shows what is indexed.", NextAction("list")))
     core.index.delete_sources([source_id])
     return Deleted(source=source_id, chunks_removed=chunks)
 

@@ -24,10 +24,10 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 from appliance.errors import ApplianceError, NotFound, SyncBusy
-from appliance.results import JobPhase, RunReport, SyncJob
+from appliance.results import ErrorInfo, JobPhase, RunReport, SyncJob
 from appliance.stopping import Cancelled, Scope, Stopped
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class _Job:
     started_at: float = field(default_factory=time.time)
     finished_at: float | None = None
     report: RunReport | None = None
-    error: dict[str, Any] | None = None
+    error: ErrorInfo | None = None
     scope: Scope = field(default_factory=Scope)
 
     @property
@@ -190,20 +190,21 @@ class SyncJobs:
             job.files_done = job.files_total = max(job.files_total, report.seen)
             job.phase = "succeeded"
         except ApplianceError as exc:
-            job.error, job.phase = exc.to_dict(), "failed"
+            job.error, job.phase = ErrorInfo.of(exc), "failed"
         except Cancelled as exc:
-            job.error = {"code": "cancelled", "message": f"The {job.kind} job stopped: {exc}",
-                         "hint": "Nothing of it was written but what a write already in flight held; "
-                                 "start it again to finish it."}
+            job.error = ErrorInfo(code="cancelled", message=f"The {job.kind} job stopped: {exc}",
+                                  hint="Nothing of it was written but what a write already in flight held; "
+                                       "start it again to finish it.")
             job.phase = "cancelled"
         except Stopped as exc:  # the server is shutting down
-            job.error = {"code": "stopped", "message": f"The sync stopped because the server is stopping ({exc})",
-                         "hint": "The next sync finishes it."}
+            job.error = ErrorInfo(code="stopped", message=f"The sync stopped because the server is stopping ({exc})",
+                                  hint="The next sync finishes it.")
             job.phase = "failed"
         except Exception:  # a bug: keep the traceback on stderr, give the poller a stable code
             log.exception("%s job %s crashed", job.kind, job.job_id)
-            job.error = {"code": "internal_error", "message": f"The {job.kind} job stopped on an unexpected error",
-                         "hint": "The server log (stderr) has the details."}
+            job.error = ErrorInfo(code="internal_error",
+                                  message=f"The {job.kind} job stopped on an unexpected error",
+                                  hint="The server log (stderr) has the details.")
             job.phase = "failed"
         finally:
             job.current_path = ""

@@ -8,7 +8,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from appliance.errors import SyncBusy, storage_error
 
@@ -32,7 +31,8 @@ def sync_lock(db_path: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = lock_holder(db_path) or {}
-            age = time.time() - float(holder.get("startedAt", time.time()))
+            started = holder.get("startedAt")
+            age = time.time() - started if isinstance(started, int | float) else 0.0
             raise SyncBusy(
                 f"Another sync is running (pid {holder.get('pid', '?')}, for {age:.0f} s) on {db_path}"
             ) from None
@@ -51,7 +51,7 @@ def sync_lock(db_path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def lock_holder(db_path: Path) -> dict[str, Any] | None:
+def lock_holder(db_path: Path) -> dict[str, object] | None:
     """The running sync's {pid, startedAt}, or None when no sync holds the lock."""
     path = db_path / LOCK_FILE
     try:

@@ -42,7 +42,6 @@ import socket
 import sys
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 _REFUSAL = (
     "network access is disabled in this appliance: {what} was refused "
@@ -248,7 +247,7 @@ def _refuse(what: str) -> None:
     raise PermissionError(_REFUSAL.format(what=what))
 
 
-def _hook(event: str, args: tuple[Any, ...]) -> None:
+def _hook(event: str, args: tuple[object, ...]) -> None:
     if not event.startswith("socket."):
         return
     if event in _SEND_EVENTS:

@@ -18,11 +18,12 @@ import json
 import os
 import secrets
 from pathlib import Path
-from typing import Any
+
+from pydantic import JsonValue
 
 from appliance.errors import InvalidArgument
+from appliance.record import Record
 from appliance.results import FileList, FileState, ItemState
-from appliance.wire import to_wire
 
 DEFAULT_PAGE = 500
 """The MCP tool's default page (10,011 files were one 1.94 MB reply); a page also stops at the reply budget."""
@@ -41,14 +42,12 @@ _PROCESS_KEY = secrets.token_bytes(32)
 """Signs the cursors of an index this process cannot write a key into (they page on within this process)."""
 _PAGE_OVERHEAD_CHARS = 2_000
 """The keys, totals and a cursor around a page's entries (a cursor of a long path is ~1,000)."""
-_WIRE_DEFAULTS: dict[int, dict[str, Any]] = {_FILES: {"reason": None}, _SOURCES: {"title": None, "chunkCount": 0}}
-"""Keys list_files' entries carry over MCP even when None (results.NULL_IN_TOOLS; an ItemState always has both)."""
 
 
-def json_chars(value: Any) -> int:
-    """Characters of `value` (a record in its wire shape) as JSON, encoded as tool replies are
-    (runtime.result_text)."""
-    return len(json.dumps(to_wire(value), ensure_ascii=False, default=str))
+def json_chars(value: Record | JsonValue, *, tools: bool = False) -> int:
+    """Characters of `value` (a record, in its wire shape) as JSON, encoded as tool replies are
+    (server.result_text)."""
+    return len(json.dumps(value.wire(tools=tools) if isinstance(value, Record) else value, ensure_ascii=False))
 
 
 def cursor_key(db_path: Path) -> bytes:
@@ -103,8 +102,8 @@ _Entry = tuple[tuple[int, str], FileState | ItemState]
 
 def _within_budget(entries: list[_Entry]) -> list[_Entry]:
     used = _PAGE_OVERHEAD_CHARS
-    for n, (key, entry) in enumerate(entries):
-        used += json_chars(_WIRE_DEFAULTS[key[0]] | to_wire(entry)) + 2
+    for n, (_key, entry) in enumerate(entries):
+        used += json_chars(entry, tools=True) + 2
         if used > REPLY_BUDGET_CHARS and n:
             return entries[:n]
     return entries

@@ -7,10 +7,10 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from appliance.core import Resources
-from appliance.errors import InvalidArgument, NotFound
+from appliance.errors import Hint, InvalidArgument, NextAction, NotFound
 from appliance.ingest import convert
 from appliance.ingest.chunk import reconstruct
 from appliance.ingest.discover import RULES_SET_ASIDE, FoundFile, Skipped, display_of, printable, walk
@@ -23,7 +23,6 @@ from appliance.results import (
     FileList,
     FileState,
     GrepResults,
-    Hit,
     IndexedFile,
     ItemState,
     MissingFile,
@@ -34,7 +33,7 @@ from appliance.results import (
 from appliance.store import SourceRow
 
 if TYPE_CHECKING:
-    from appliance.grep import GrepDoc
+    from appliance.grep import Coverage, GrepDoc
 
 
 GREP_BATCH_CHUNKS = 2000
@@ -72,9 +71,11 @@ def read(core: Resources, target: str, is_source: bool = False, *, require_absol
         why = not_indexed_reason(core, source_id)
         if why is not None:
             raise NotFound(f"{source_id} is not indexed: {why}",
-                           hint="A sync will not index it as it is; `minirag list` names every file left out and why.")
+                           hint=Hint("A sync will not index it as it is; {} names every file left out and why.",
+                                     NextAction("list")))
         raise NotFound(f"Nothing indexed for {source_id}",
-                       hint="Run `minirag sync` (or ingest the file) first; `minirag list` shows what is indexed.")
+                       hint=Hint("Run {} (or ingest the file) first; {} shows what is indexed.", NextAction("sync"),
+                                 NextAction("list")))
     chunks.sort(key=lambda c: c.chunk_index)
     content = reconstruct([c.to_chunk() for c in chunks])
     current = hashlib.sha1(f"{source_id}\0{content}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
@@ -137,7 +138,7 @@ def read_neighbors(core: Resources, target: str, is_source: bool, chunk_index: i
         kept.add(i)
         used += len(around[i].text)
     return Neighbors(source=source_id, chunk_index=chunk_index,
-                     chunks=[Hit(**passage(around[i])) for i in sorted(kept)],
+                     chunks=[passage(around[i]) for i in sorted(kept)],
                      omitted_before=sum(1 for i in around if i < chunk_index and i not in kept),
                      omitted_after=sum(1 for i in around if i > chunk_index and i not in kept))
 
@@ -233,7 +234,7 @@ def _grep_documents(core: Resources, sources: Sequence[SourceRow]) -> Iterator[G
 
 
 def _grep_coverage(core: Resources, known: dict[str, SourceRow], indexed: int, under: Path | None,
-                   selected: Callable[[str, str, str, str], bool]) -> dict[str, Any]:
+                   selected: Callable[[str, str, str, str], bool]) -> Coverage:
     """What grep cannot search among the files the filters select: new (not indexed yet) and
     failed files, and changed ones (searched as last indexed), with a sentence saying so."""
     new = failed = changed = 0

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from appliance.results import Tally
 from appliance.store import Index
 
 Lookup = Callable[[list[str]], dict[str, np.ndarray]]
@@ -51,7 +51,7 @@ class ReusingEmbed:
     """
 
     def __init__(self, embed: Callable[[list[str]], np.ndarray | Sequence[np.ndarray]], lookup: Lookup,
-                 dim: int, *, tally: Any) -> None:
+                 dim: int, *, tally: Tally) -> None:
         self._embed, self._lookup, self._dim, self._tally = embed, lookup, dim, tally
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
 
@@ -116,11 +116,11 @@ class IndexLookup:
             self._unkeyed = {self._key_of_row(row): row["id"] for row in rows}
         return self._unkeyed
 
-    def _key_of_row(self, row: dict[str, Any]) -> str:
+    def _key_of_row(self, row: Mapping[str, object]) -> str:
         """A stored row's embed_key; a row from before the column is keyed from its text as that code embedded it."""
         if row.get("embed_key"):
             return str(row["embed_key"])
-        text = row["text"]
+        text, title = str(row["text"]), row["title"]
         if row["chunk_index"] == 0:
-            text = self._titled(text, row["title"])
+            text = self._titled(text, title if isinstance(title, str) else None)
         return embed_key(text)

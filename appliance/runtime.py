@@ -8,16 +8,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from appliance.config import Environment, Settings
+from appliance.config import Environment, Overrides, Settings
 from appliance.errors import ApplianceError, ConfigError
 from appliance.instructions import build_instructions
-from appliance.wire import to_wire
 
 if TYPE_CHECKING:
-    from appliance.mcp_models import Shape
     from appliance.service import Appliance
 
 log = logging.getLogger("appliance.server")
@@ -29,9 +26,9 @@ class Runtime:
     `environment` is what the process's composition root read; `overrides` are the CLI flags
     (the keyword arguments of `Environment.settings`)."""
 
-    def __init__(self, environment: Environment, overrides: dict[str, Any] | None = None) -> None:
+    def __init__(self, environment: Environment, overrides: Overrides | None = None) -> None:
         self.environment = environment
-        self.overrides = overrides or {}
+        self.overrides: Overrides = overrides or {}
         self._lock = threading.Lock()
         self._settings: Settings | None = None
         self._settings_error: ConfigError | None = None
@@ -100,11 +97,6 @@ class Runtime:
             return self._appliance
 
 
-def tool_data(shape: Shape, work: Callable[[], Any]) -> dict[str, Any]:
-    """What a tool returns as structured content: `work()`'s result, validated by `shape`, as JSON data."""
-    return shape.render(to_wire(work()))
-
-
-def result_text(data: dict[str, Any]) -> str:
+def result_text(data: dict[str, object]) -> str:
     """The text content that accompanies a tool's structured content."""
     return json.dumps(data, ensure_ascii=False, default=str)

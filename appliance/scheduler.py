@@ -207,11 +207,11 @@ class Scheduler:
             self._say(f"scheduled sync kept files instead of deleting them: {held}", warn=True)
         else:
             self._last_logged = None
-        changed = data["added"] + data["updated"] + data["deleted"] + data["failedCount"]
+        changed = report.added + report.updated + report.deleted + report.failed_count
         (log.info if changed else log.debug)(
             "scheduled sync: seen %d, added %d, updated %d, deleted %d, failed %d; %d chunks in %.1f s",
-            data["seen"], data["added"], data["updated"], data["deleted"], data["failedCount"],
-            data["chunks"], data["seconds"])
+            report.seen, report.added, report.updated, report.deleted, report.failed_count,
+            report.chunks, report.seconds)
         return now + self.interval
 
     def _open(self, started: float) -> Appliance:
@@ -342,10 +342,8 @@ def first_run_at(db_path: Path, interval: float, now: float) -> float:
     A sync of one path (`minirag sync /docs/a`, an MCP sync_start with a path) or one that left
     nothing indexed does not count: a container restarted on such an index syncs at once."""
     last = read_last_sync(db_path) or {}
-    try:
-        finished = float(last.get("finishedAt") or 0) if last.get("scope") is None else 0.0
-    except (ValueError, TypeError):
-        finished = 0.0
+    at = last.get("finishedAt")
+    finished = float(at) if isinstance(at, int | float) and last.get("scope") is None else 0.0
     if not any(last.get(key) for key in ("added", "updated", "unchanged", "refreshed")):
         finished = 0.0  # nothing indexed by it: the index is empty (or held nothing of the roots)
     return now if now - finished >= interval else finished + interval

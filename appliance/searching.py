@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import get_args
 
 from appliance import crosslingual
+from appliance.chunks import RankedChunk
 from appliance.config import TOP_K_CAP
 from appliance.core import Resources
 from appliance.errors import ApplianceError, InvalidArgument
@@ -17,7 +18,6 @@ from appliance.query.assemble import RANK_COLUMNS, SectionsMode, assemble, withi
 from appliance.query.distinct import collapse
 from appliance.query.filters import Filter
 from appliance.query.hybrid import Side, cap_distance, cap_files, fuse, group_cut
-from appliance.records import RankedChunk
 from appliance.results import SearchMarkdown, SearchResults
 
 MAX_QUERY_CHARS = 4000

@@ -19,8 +19,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from functools import partial
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, cast
 
 import anyio
 from fastmcp import Context, FastMCP
@@ -31,14 +30,30 @@ from fastmcp.tools import ToolResult
 from mcp.types import TextContent, ToolAnnotations
 from pydantic import Field
 
-from appliance import __version__, mcp_models as m
-from appliance.agent_hints import for_agents
+from appliance import __version__
+from appliance.agent_hints import for_agents, say
 from appliance.errors import ApplianceError, ConfigError, InvalidArgument, UrlIngestDisabled
+from appliance.mcp_models import (
+    DELETED,
+    DOCUMENT,
+    FILE_LIST,
+    GREP_RESULTS,
+    INGEST_OUTCOME,
+    NEIGHBORS,
+    ROOT_LIST,
+    RUN_REPORT,
+    SEARCH_ANSWER,
+    STATUS,
+    SYNC_JOB,
+    SYNC_STATUS,
+    Schema,
+)
 from appliance.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_CHARS, READ_PAGE_CHARS
-from appliance.runtime import Runtime, result_text, tool_data
+from appliance.record import Record
+from appliance.results import ErrorInfo, RunReport, Status, StatusUnavailable, SyncJob, SyncRunning
+from appliance.runtime import Runtime, result_text
 from appliance.state import progress_line
 from appliance.stopping import Stopped
-from appliance.wire import to_wire
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
@@ -47,11 +62,12 @@ if TYPE_CHECKING:
     from fastmcp.server.middleware import CallNext, MiddlewareContext
     from fastmcp.tools import Tool
 
-    from appliance.config import Environment
+    from appliance.config import Environment, Overrides
     from appliance.service import Appliance
 
-    Call = Callable[[m.Shape, Callable[[Appliance], Any]], Awaitable[ToolResult]]
-    """create_server's `call`: run a service operation in a thread, its result validated against a shape."""
+    ToolFunction = Callable[..., Awaitable[ToolResult]]
+    Call = Callable[[Callable[[Appliance], Record]], Awaitable[ToolResult]]
+    """create_server's `call`: run a service operation in a thread, its record as the tool's result."""
 
 log = logging.getLogger("appliance.server")
 
@@ -70,7 +86,7 @@ Scope = Annotated[str | None, Field(None, min_length=1, max_length=4096,
                                                 "(matching stops at a '/').")]
 
 
-def _result(data: dict[str, Any], *, is_error: bool = False) -> ToolResult:
+def _result(data: dict[str, object], *, is_error: bool = False) -> ToolResult:
     return ToolResult(content=[TextContent(type="text", text=result_text(data))], structured_content=data,
                       is_error=is_error)
 
@@ -84,23 +100,15 @@ def internal_error() -> ToolResult:
                         "The server log (stderr) has the traceback; retrying may help if the cause was transient.")
 
 
-def _schema(shape: m.Shape) -> dict[str, Any]:
-    """The tool's result shape or the error shape: some clients validate error results against it too."""
-    defs: dict[str, Any] = {}
-    for part in (shape, m.ERROR):
-        schema = part.json_schema()
-        defs |= schema.pop("$defs", {})
-        defs[part.name] = schema
-    return {"type": "object", "anyOf": [{"$ref": f"#/$defs/{shape.name}"}, {"$ref": "#/$defs/ErrorResult"}],
-            "$defs": defs}
-
-
-async def _render(shape: m.Shape, work: Callable[[], Any]) -> ToolResult:
-    """Run `work` in a worker thread; validate its result against `shape`, or render its error."""
+async def _render(work: Callable[[], Record]) -> ToolResult:
+    """Run `work` in a worker thread; its record as the tool's result, or its error."""
     try:
-        return _result(_hints_for_agents(shape, await anyio.to_thread.run_sync(partial(tool_data, shape, work))))
+        record = await anyio.to_thread.run_sync(work)
+        if isinstance(record, Status | StatusUnavailable):  # texts in the CLI's words, some written elsewhere
+            return _result(cast("dict[str, object]", for_agents(record.wire(tools=True))))
+        return _result(record.wire(tools=True, say=say))
     except ApplianceError as exc:
-        return _result({"error": for_agents(exc.to_dict())}, is_error=True)
+        return _result({"error": ErrorInfo.of(exc).wire(tools=True, say=say)}, is_error=True)
     except Stopped as exc:  # the server is stopping (its client left): no traceback for that
         return error_result("stopped", f"The server is stopping ({exc})", "Call again once it runs.")
     except Exception:
@@ -108,29 +116,15 @@ async def _render(shape: m.Shape, work: Callable[[], Any]) -> ToolResult:
         return internal_error()
 
 
-def _hints_for_agents(shape: m.Shape, data: dict[str, Any]) -> dict[str, Any]:
-    """Reword CLI commands in status warnings and job errors (never in document text) for an agent."""
-    if shape is m.STATUS:
-        reworded: dict[str, Any] = for_agents(data)
-        return reworded
-    if data.get("error"):
-        data["error"] = for_agents(data["error"])
-    for job in data.get("jobs") or ():
-        if job.get("error"):
-            job["error"] = for_agents(job["error"])
-    return data
-
-
-def _status(runtime: Runtime) -> dict[str, Any]:
+def _status(runtime: Runtime) -> Status | StatusUnavailable:
     """The service's status, or {version, configError} when the configuration cannot be used."""
     try:
-        status: dict[str, Any] = to_wire(runtime.appliance().status())
-        return status
+        return runtime.appliance().status()
     except ApplianceError as exc:
-        out: dict[str, Any] = {"version": __version__, "configError": exc.to_dict()}
+        config = None
         with contextlib.suppress(ConfigError):
-            out["config"] = runtime.settings().describe()
-        return out
+            config = runtime.settings().describe()
+        return StatusUnavailable(version=__version__, config_error=ErrorInfo.of(exc), config=config)
 
 
 PROGRESS_EVERY_S = 1.0
@@ -140,7 +134,7 @@ FOLLOW_MAX_S = 45.0
 jobId, for sync_status): clients time a request out after 60 s by default, progress or not."""
 
 
-def _progress_token(ctx: Context) -> Any:
+def _progress_token(ctx: Context) -> object:
     """The request's progressToken (the client asked for progress notifications), or None."""
     rc = ctx.request_context
     return (rc.meta or {}).get("progressToken") if rc is not None else None
@@ -151,13 +145,13 @@ async def _follow(ctx: Context, job_id: str, call: Call) -> ToolResult:
     (the running job)."""
     deadline = anyio.current_time() + FOLLOW_MAX_S
     while True:
-        job = await call(m.SYNC_JOB, lambda app: app.sync_status(job_id))
+        job = await call(lambda app: app.sync_status(job_id))
         data = job.structured_content or {}
         if job.is_error or data.get("finishedAt") or anyio.current_time() >= deadline:
             return job
         run = data.get("progress") or {}
         await ctx.report_progress(data["filesDone"], data["filesTotal"] or None,
-                                  (progress_line(run) if run.get("phase") else
+                                  (progress_line(SyncRunning.model_validate(run)) if run.get("phase") else
                                    f"{data['phase']} {data['filesDone']}/{data['filesTotal']} files"
                                    + (f", at {data['currentPath']}" if data.get("currentPath") else ""))
                                   + f" (jobId {job_id})")
@@ -215,20 +209,20 @@ def create_server(runtime: Runtime) -> FastMCP:
     mcp = FastMCP("minirag", instructions=runtime.instructions(), version=__version__,
                   mask_error_details=True, middleware=[ErrorsAsValues(), WarmUpAfterListing(runtime)])
 
-    def call(shape: m.Shape, work: Callable[[Appliance], Any]) -> Awaitable[ToolResult]:
-        return _render(shape, lambda: work(runtime.appliance()))
+    def call(work: Callable[[Appliance], Record]) -> Awaitable[ToolResult]:
+        return _render(lambda: work(runtime.appliance()))
 
-    def tool(annotations: ToolAnnotations, shape: m.Shape) -> Callable[[Callable[..., Any]], Any]:
-        """Declare `fn` as a tool returning `shape`, described by its docstring as written.
+    def tool(annotations: ToolAnnotations, schema: Schema) -> Callable[[ToolFunction], ToolFunction]:
+        """Declare `fn` as a tool returning what `schema` describes, described by its docstring as written.
 
         fastmcp would parse the docstring with griffe (three parsers, and griffe's import, about
         0.2 s of a cold start); none of ours has sections to split off, so it goes in whole."""
-        def declare(fn: Callable[..., Any]) -> Any:
+        def declare(fn: ToolFunction) -> ToolFunction:
             description, fn.__doc__ = inspect.getdoc(fn), None
-            return mcp.tool(annotations=annotations, output_schema=_schema(shape), description=description)(fn)
+            return mcp.tool(annotations=annotations, output_schema=schema, description=description)(fn)
         return declare
 
-    @tool(STARTS, m.SYNC_JOB)
+    @tool(STARTS, SYNC_JOB)
     async def sync_start(path: Annotated[str | None, Field(
             None, min_length=1, max_length=4096,
             description="Reconcile only under this absolute path (default: every root).")] = None,
@@ -244,13 +238,13 @@ def create_server(runtime: Runtime) -> FastMCP:
         Refuses with sync_busy while another sync holds the index. A request that carries a
         progressToken gets progress notifications, and the call returns when the job ends or
         after 45 s with the job still running (keep polling sync_status then)."""
-        started = await call(m.SYNC_JOB, lambda app: app.sync_start(path, require_absolute=True,
+        started = await call(lambda app: app.sync_start(path, require_absolute=True,
                                                                     allow_deletions=allowDeletions))
         if started.is_error or _progress_token(ctx) is None:
             return started
         return await _follow(ctx, (started.structured_content or {})["jobId"], call)
 
-    @tool(READ_ONLY, m.SYNC_STATUS)
+    @tool(READ_ONLY, SYNC_STATUS)
     async def sync_status(jobId: Annotated[str | None, Field(
             None, min_length=1, max_length=64,
             description="The jobId sync_start, ingest_data or ingest_url returned; omit it for the index's "
@@ -262,9 +256,9 @@ def create_server(runtime: Runtime) -> FastMCP:
         Without jobId: the sync running on this index now, whoever started it (the scheduler,
         another client, the CLI), with phase, files done/total, chunks written, rate and ETA;
         the last finished sync; and this server's recent jobs."""
-        return await call(m.SYNC_STATUS, lambda app: app.sync_status(jobId))
+        return await call(lambda app: app.sync_status(jobId))
 
-    @tool(STARTS, m.SYNC_JOB)
+    @tool(STARTS, SYNC_JOB)
     async def sync_cancel(jobId: Annotated[str, Field(
             min_length=1, max_length=64,
             description="The jobId sync_start, ingest_data or ingest_url returned.")]) -> ToolResult:
@@ -273,14 +267,14 @@ def create_server(runtime: Runtime) -> FastMCP:
         Returns the job; it stops within seconds (a conversion is killed, embedding is abandoned,
         a write in flight finishes) and sync_status then shows phase cancelled. What a cancelled
         sync did not index, the next sync does; a cancelled ingest wrote nothing."""
-        return await call(m.SYNC_JOB, lambda app: app.cancel_job(jobId))
+        return await call(lambda app: app.cancel_job(jobId))
 
-    @tool(WRITES, m.RUN_REPORT)
+    @tool(WRITES, RUN_REPORT)
     async def ingest_file(filePath: FilePath) -> ToolResult:
         """Index (or re-index) one file, replacing whatever was indexed for it before."""
-        return await call(m.RUN_REPORT, lambda app: app.ingest([filePath], require_absolute=True))
+        return await call(lambda app: app.ingest([filePath], require_absolute=True))
 
-    @tool(REPLACES, m.INGEST_OUTCOME)
+    @tool(REPLACES, INGEST_OUTCOME)
     async def ingest_data(
             content: Annotated[str, Field(min_length=1, description="The document text.")],
             source: Annotated[str, Field(min_length=1, max_length=1024, description=(
@@ -294,18 +288,18 @@ def create_server(runtime: Runtime) -> FastMCP:
         Small content is indexed before the call returns its counts. Content above the server's
         ingestForegroundMaxBytes (see status) is indexed in the background: the call returns a job
         with a jobId at once; poll sync_status with that jobId until phase is succeeded."""
-        return await call(m.INGEST_OUTCOME, lambda app: app.ingest_data_bounded(source, content, format, title=title))
+        return await call(lambda app: app.ingest_data_bounded(source, content, format, title=title))
 
-    @tool(FETCHES, m.INGEST_OUTCOME)
+    @tool(FETCHES, INGEST_OUTCOME)
     async def ingest_url(url: Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://",
                                                    description="An http(s) URL to fetch and index.")]) -> ToolResult:
         """Fetch a web page, convert it to Markdown and index it (only when the operator enabled URL ingest).
 
         A page whose text is above ingestForegroundMaxBytes is indexed in the background: the call
         returns a job with a jobId; poll sync_status with that jobId until phase is succeeded."""
-        return await call(m.INGEST_OUTCOME, lambda app: _ingest_url(app, url))
+        return await call(lambda app: _ingest_url(app, url))
 
-    @tool(READ_ONLY, m.SEARCH_ANSWER)
+    @tool(READ_ONLY, SEARCH_ANSWER)
     async def query_documents(
             query: Annotated[str, Field(min_length=1, max_length=4000,
                                         description="Words, a question or an identifier.")],
@@ -334,15 +328,15 @@ def create_server(runtime: Runtime) -> FastMCP:
         Cite each hit as displayPath (or title) with where it says: :startLine-endLine, p. pageStart(-pageEnd),
         slide N or sheet NAME. format "markdown" returns the same hits as one numbered block instead."""
         if format == "markdown":
-            answer = await call(m.SEARCH_MARKDOWN, lambda app: app.gather(
+            answer = await call(lambda app: app.gather(
                 query, top_k=topK, scope=scope, doc_class=docClass, context_lines=contextLines))
             if not answer.is_error:  # the block itself as the text a client shows
                 answer.content = [TextContent(type="text", text=(answer.structured_content or {})["markdown"])]
             return answer
-        return await call(m.SEARCH_RESULTS, lambda app: app.search(query, top_k=topK, scope=scope, doc_class=docClass,
+        return await call(lambda app: app.search(query, top_k=topK, scope=scope, doc_class=docClass,
                                                                    sections=sections, explain=explain))
 
-    @tool(READ_ONLY, m.NEIGHBORS)
+    @tool(READ_ONLY, NEIGHBORS)
     async def read_chunk_neighbors(
             chunkIndex: Annotated[int, Field(ge=0, le=10**9, description="chunkIndex of a search hit.")],
             filePath: FilePath | None = None, source: SourceId | None = None,
@@ -355,11 +349,11 @@ def create_server(runtime: Runtime) -> FastMCP:
         At most maxChars of text: the hit's chunk always, then the nearest ones. omittedBefore /
         omittedAfter count the requested chunks left out; ask again centred on the first or last
         chunk returned to read on (or use read_file for a whole document)."""
-        return await call(m.NEIGHBORS, lambda app: app.read_neighbors(
+        return await call(lambda app: app.read_neighbors(
             *_one_target(filePath, source), chunkIndex, before=before, after=after, require_absolute=True,
             max_chars=maxChars))
 
-    @tool(READ_ONLY, m.DOCUMENT)
+    @tool(READ_ONLY, DOCUMENT)
     async def read_file(filePath: FilePath | None = None, source: SourceId | None = None,
                         offset: Annotated[int, Field(
                             ge=0, description="Character offset to start at (from nextOffset).")] = 0,
@@ -383,11 +377,11 @@ def create_server(runtime: Runtime) -> FastMCP:
         offset=nextOffset and revision to continue. To read around a hit instead of the whole document, give
         startLine/endLine (files with lines: text, Markdown, JSON) or pageStart/pageEnd (PDF pages, slides);
         offsets then count within that part."""
-        return await call(m.DOCUMENT, lambda app: app.read(
+        return await call(lambda app: app.read(
             *_one_target(filePath, source), require_absolute=True, offset=offset, max_chars=maxChars,
             revision=revision, start_line=startLine, end_line=endLine, page_start=pageStart, page_end=pageEnd))
 
-    @tool(READ_ONLY, m.FILE_LIST)
+    @tool(READ_ONLY, FILE_LIST)
     async def list_files(
             scope: Scope = None,
             limit: Annotated[int, Field(
@@ -397,15 +391,15 @@ def create_server(runtime: Runtime) -> FastMCP:
     ) -> ToolResult:
         """Every file under the document roots with its state (sorted by path), then the indexed data
         and url sources, one page at a time: while nextCursor is not null, call again with it."""
-        return await call(m.FILE_LIST, lambda app: app.list_files(scope=scope, require_absolute=True,
+        return await call(lambda app: app.list_files(scope=scope, require_absolute=True,
                                                                   limit=limit, cursor=cursor))
 
-    @tool(REPLACES, m.DELETED)
+    @tool(REPLACES, DELETED)
     async def delete_file(filePath: FilePath | None = None, source: SourceId | None = None) -> ToolResult:
         """Remove a file, data item or url item from the index; the file on disk is never touched."""
-        return await call(m.DELETED, lambda app: app.delete(*_one_target(filePath, source), require_absolute=True))
+        return await call(lambda app: app.delete(*_one_target(filePath, source), require_absolute=True))
 
-    @tool(READ_ONLY, m.GREP_RESULTS)
+    @tool(READ_ONLY, GREP_RESULTS)
     async def grep(
             pattern: Annotated[str, Field(min_length=1, max_length=1000, description="Text (or a regex) to find.")],
             regex: Annotated[bool, Field(description="Treat pattern as a Python regular expression.")] = False,
@@ -423,23 +417,23 @@ def create_server(runtime: Runtime) -> FastMCP:
         slide or sheet; open it with read_file (startLine/endLine or pageStart/pageEnd around it).
         Use it for identifiers, error codes and exact phrases; bounded in count and time. Files not
         indexed yet are not searched: unindexedFiles and note say so."""
-        return await call(m.GREP_RESULTS, lambda app: app.grep(pattern, regex=regex, case_sensitive=caseSensitive,
+        return await call(lambda app: app.grep(pattern, regex=regex, case_sensitive=caseSensitive,
                                                                 scope=scope, root=root, file_glob=fileGlob,
                                                                 max_results=maxResults, require_absolute=True))
 
-    @mcp.tool(annotations=READ_ONLY, output_schema=_schema(m.ROOT_LIST))
+    @mcp.tool(annotations=READ_ONLY, output_schema=ROOT_LIST)
     async def list_roots() -> ToolResult:
         """The document roots this server searches, by name and absolute path, with how many files of
         each are indexed (and failed), plus the count of ingest_data and url items. A cheap first call
         to learn what corpus exists; grep's root takes a name or path from here."""
-        return await call(m.ROOT_LIST, lambda app: app.list_roots())
+        return await call(lambda app: app.list_roots())
 
-    @tool(READ_ONLY, m.STATUS)
+    @tool(READ_ONLY, STATUS)
     async def status() -> ToolResult:
         """Configuration and index health: roots, model, counts, stale chunks, a running sync.
 
         Answers even when the configuration is broken (then with configError)."""
-        return await _render(m.STATUS, lambda: _status(runtime))
+        return await _render(lambda: _status(runtime))
 
     return mcp
 
@@ -453,13 +447,13 @@ def _one_target(file_path: str | None, source: str | None) -> tuple[str, bool]:
     raise InvalidArgument("Give exactly one of filePath or source")
 
 
-def _ingest_url(app: Appliance, url: str) -> Any:
+def _ingest_url(app: Appliance, url: str) -> RunReport | SyncJob:
     if not app.settings.allow_url_ingest:
         raise UrlIngestDisabled(f"URL ingest is disabled on this server, so {url} was not fetched")
     return app.ingest_url_bounded(url)
 
 
-def serve_stdio(environment: Environment, overrides: dict[str, Any], *, ready_fd: int | None = None) -> None:
+def serve_stdio(environment: Environment, overrides: Overrides, *, ready_fd: int | None = None) -> None:
     """`minirag serve`: MCP on stdin/stdout until the client disconnects, then exit. Logs go to stderr only.
 
     The warm-up (the service, LanceDB, fastembed, the model, the index) starts on its own thread

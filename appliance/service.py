@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,6 +33,7 @@ from appliance.results import (
     Status,
     SyncActivity,
     SyncJob,
+    SyncRunning,
 )
 from appliance.state import read_last_sync, running_sync
 
@@ -181,9 +181,11 @@ class Appliance(Resources):
             job = self._jobs().get(job_id)
             running = running_sync(db_path) if job.kind == "sync" and job.finished_at is None else None
             if running is not None and running.get("pid") == os.getpid() and running.get("startedBy") == "mcp":
-                return replace(job, progress=running)  # the same figures status shows for this sync
+                return job.model_copy(update={"progress": SyncRunning.model_validate(running)})  # as status shows it
             return job
-        return SyncActivity(running=running_sync(db_path), last_sync=read_last_sync(db_path),
+        running = running_sync(db_path)
+        return SyncActivity(running=SyncRunning.model_validate(running) if running else None,
+                            last_sync=read_last_sync(db_path),
                             jobs=list(self._jobs().recent()))
 
     def cancel_job(self, job_id: str) -> SyncJob:

@@ -16,11 +16,11 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from appliance.errors import storage_error
 from appliance.locking import lock_holder
 from appliance.quoting import label
+from appliance.results import SyncRunning
 
 LAST_SYNC_FILE = "last_sync.json"
 SCHEDULER_FILE = "scheduler.json"
@@ -44,7 +44,7 @@ LOG_EVERY_S = 10.0
 log = logging.getLogger("appliance.sync")
 
 
-def read_json(db_path: Path, name: str) -> dict[str, Any] | None:
+def read_json(db_path: Path, name: str) -> dict[str, object] | None:
     """The file's JSON object, or None when it is missing, unreadable or not an object."""
     try:
         data = json.loads((db_path / name).read_text("utf-8"))
@@ -53,7 +53,7 @@ def read_json(db_path: Path, name: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def write_json(db_path: Path, name: str, data: Any) -> None:
+def write_json(db_path: Path, name: str, data: object) -> None:
     """Replace DB_PATH/name atomically (a reader sees the old file or the new one); OSError on failure."""
     path = db_path / name
     tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
@@ -78,12 +78,12 @@ class SyncProgress:
         self.forward = forward
         self.clock = clock
         now = clock()
-        self.data: dict[str, Any] = {"pid": os.getpid(), "startedBy": started_by, "startedAt": now,
-                                     "phase": "scanning", "filesDone": 0, "filesTotal": 0, "filesSeen": 0,
-                                     "filesConverted": 0, "chunksWritten": 0, "chunksTotal": None,
-                                     "chunksTotalKnown": False, "chunksEmbedded": 0, "chunksReused": 0,
-                                     "currentPath": None, "filesPerSecond": None, "chunksPerSecond": None,
-                                     "etaSeconds": None, "updatedAt": now}
+        self.run = SyncRunning(pid=os.getpid(), started_by=started_by, started_at=now, phase="scanning",
+                               files_done=0, files_total=0, files_seen=0, files_converted=0, chunks_written=0,
+                               chunks_total=None, chunks_total_known=False, chunks_embedded=0, chunks_reused=0,
+                               current_path=None, files_per_second=None, chunks_per_second=None, eta_seconds=None,
+                               updated_at=now)
+        """The record other processes read (its wire form is the progress file)."""
         self._indexing_since: float | None = None
         self._first_write: tuple[float, int] | None = None
         self._last_write: tuple[float, int] = (now, 0)
@@ -94,7 +94,7 @@ class SyncProgress:
         self._publish(force=True)
 
     def scanning(self, seen: int) -> None:
-        self.data["filesSeen"] = seen
+        self._set(files_seen=seen)
         if self._publish() and self.forward is not None:
             self.forward("scanning", seen, 0, "")
 
@@ -121,12 +121,12 @@ class SyncProgress:
         if chunks and chunks != self._last_write[1]:
             self._last_write = (now, chunks)
         rate = self._chunk_rate()
-        self.data.update(phase="indexing", filesDone=done, filesTotal=total, filesConverted=converted,
-                         currentPath=path, chunksWritten=chunks, chunksEmbedded=embedded, chunksReused=reused,
-                         chunksTotal=expected, chunksTotalKnown=converted >= total and expected is not None,
-                         filesPerSecond=round(done / elapsed, 3) if done and elapsed > 0 else None,
-                         chunksPerSecond=round(rate, 2) if rate else None,
-                         etaSeconds=self._eta(done, total, expected, rate, elapsed))
+        self._set(phase="indexing", files_done=done, files_total=total, files_converted=converted,
+                  current_path=path, chunks_written=chunks, chunks_embedded=embedded, chunks_reused=reused,
+                  chunks_total=expected, chunks_total_known=converted >= total and expected is not None,
+                  files_per_second=round(done / elapsed, 3) if done and elapsed > 0 else None,
+                  chunks_per_second=round(rate, 2) if rate else None,
+                  eta_seconds=self._eta(done, total, expected, rate, elapsed))
         self._publish(force=entering)  # before the caller's hook, which may take its time
         if self.forward is not None and path is not None:
             self.forward("indexing", done, total, path)
@@ -150,7 +150,7 @@ class SyncProgress:
         return round((total - done) * elapsed / done) if done and elapsed > 0 else None
 
     def finishing(self, chunks: int) -> None:
-        self.data.update(phase="finishing", currentPath=None, chunksWritten=chunks, etaSeconds=None)
+        self._set(phase="finishing", current_path=None, chunks_written=chunks, eta_seconds=None)
         self._publish(force=True)
 
     def close(self) -> None:
@@ -158,20 +158,23 @@ class SyncProgress:
         with contextlib.suppress(OSError):
             (self.db_path / PROGRESS_FILE).unlink(missing_ok=True)
 
+    def _set(self, **fields: object) -> None:
+        self.run = self.run.model_copy(update=fields)
+
     def _publish(self, force: bool = False) -> bool:
         """Write the record when it is due (True), else nothing (False)."""
         now = self.clock()
         if now - self._logged >= LOG_EVERY_S:
             self._logged = now
-            log.info("%s", progress_line(self.data, now))
+            log.info("%s", progress_line(self.run, now))
         if not force and now - self._published < PUBLISH_EVERY_S:
             return False
         self._published = now
         if self._broken:
             return True
-        self.data["updatedAt"] = now
+        self._set(updated_at=now)
         try:
-            write_json(self.db_path, PROGRESS_FILE, self.data)
+            write_json(self.db_path, PROGRESS_FILE, self.run.wire(tools=True))
         except OSError:
             self._broken = True  # an unwritable index: the sync itself reports that
         return True
@@ -185,35 +188,35 @@ def chunks_expected(converted: int, total: int, cut: int) -> int | None:
     return cut + round(max(0, total - converted) * cut / converted)
 
 
-def progress_line(data: dict[str, Any], now: float | None = None) -> str:
+def progress_line(run: SyncRunning, now: float | None = None) -> str:
     """One human line for a running sync's progress record."""
-    elapsed = (now or time.time()) - float(data.get("startedAt") or 0)
-    if data.get("phase") == "scanning":
-        return f"sync ({data.get('startedBy')}): scanning, {data.get('filesSeen', 0):,} files seen, {elapsed:.0f} s"
-    if data.get("phase") == "finishing":
-        return f"sync ({data.get('startedBy')}): finishing, {data.get('chunksWritten', 0):,} chunks written"
-    done, total = int(data.get("filesDone") or 0), int(data.get("filesTotal") or 0)
-    written, expected = int(data.get("chunksWritten") or 0), data.get("chunksTotal")
-    converted = int(data.get("filesConverted") or done)
-    parts = [f"sync ({data.get('startedBy')}): {done:,}/{total:,} files stored"
+    elapsed = (now or time.time()) - (run.started_at or 0)
+    if run.phase == "scanning":
+        return f"sync ({run.started_by}): scanning, {run.files_seen or 0:,} files seen, {elapsed:.0f} s"
+    if run.phase == "finishing":
+        return f"sync ({run.started_by}): finishing, {run.chunks_written or 0:,} chunks written"
+    done, total = run.files_done or 0, run.files_total or 0
+    written, expected = run.chunks_written or 0, run.chunks_total
+    converted = run.files_converted or done
+    parts = [f"sync ({run.started_by}): {done:,}/{total:,} files stored"
              + (f" ({converted:,} converted)" if converted > done else ""),
-             f"{written:,}" + (f"/{'' if data.get('chunksTotalKnown') else '~'}{expected:,}" if expected else "")
+             f"{written:,}" + (f"/{'' if run.chunks_total_known else '~'}{expected:,}" if expected else "")
              + " chunks written" + (f" ({100 * written // expected}%)" if expected else "")]
-    if data.get("chunksReused"):
-        parts.append(f"{data['chunksReused']:,} reused without the model")
-    if data.get("chunksPerSecond"):
-        parts.append(f"{data['chunksPerSecond']:.1f} chunks/s")
-    elif data.get("filesPerSecond"):
-        parts.append(f"{data['filesPerSecond']:.2f} files/s")
-    if data.get("etaSeconds") is not None:
-        eta = int(data["etaSeconds"])
+    if run.chunks_reused:
+        parts.append(f"{run.chunks_reused:,} reused without the model")
+    if run.chunks_per_second:
+        parts.append(f"{run.chunks_per_second:.1f} chunks/s")
+    elif run.files_per_second:
+        parts.append(f"{run.files_per_second:.2f} files/s")
+    if run.eta_seconds is not None:
+        eta = int(run.eta_seconds)
         parts.append(f"about {eta // 60} min {eta % 60} s left" if eta >= 60 else f"about {eta} s left")
-    if data.get("currentPath"):
-        parts.append(f"at {label(data['currentPath'])}")
+    if run.current_path:
+        parts.append(f"at {label(run.current_path)}")
     return ", ".join(parts)
 
 
-def running_sync(db_path: Path) -> dict[str, Any] | None:
+def running_sync(db_path: Path) -> dict[str, object] | None:
     """The sync holding DB_PATH's lock, with its progress when it publishes any; None when none runs.
 
     The progress file counts only when the lock holder wrote it: a file left by a killed
@@ -229,16 +232,16 @@ def running_sync(db_path: Path) -> dict[str, Any] | None:
 
 
 # ---- the last finished sync ---------------------------------------------------------
-def read_last_sync(db_path: Path) -> dict[str, Any] | None:
+def read_last_sync(db_path: Path) -> dict[str, object] | None:
     return read_json(db_path, LAST_SYNC_FILE)
 
 
-def save_last_sync(db_path: Path, report: dict[str, Any]) -> None:
+def save_last_sync(db_path: Path, report: dict[str, object]) -> None:
     """Record a finished sync's report (with `finishedAt`); OSError when the index is not writable."""
     write_json(db_path, LAST_SYNC_FILE, report)
 
 
-def record_finished_sync(db_path: Path, report: dict[str, Any], scope: Path | None) -> None:
+def record_finished_sync(db_path: Path, report: dict[str, object], scope: Path | None) -> None:
     """save_last_sync with the finishing time and the sync's scope; an unwritable index raises its
     named storage error (what a sync and a sync answered from its stamp both report)."""
     try:
@@ -248,7 +251,7 @@ def record_finished_sync(db_path: Path, report: dict[str, Any], scope: Path | No
 
 
 # ---- the scheduler's record -----------------------------------------------------------
-def read_scheduler_state(db_path: Path) -> dict[str, Any] | None:
+def read_scheduler_state(db_path: Path) -> dict[str, object] | None:
     """The scheduler's last recorded state, or None when it never ran here.
 
     `alive` says whether that scheduler still runs (None: cannot be told from here). A
@@ -266,7 +269,7 @@ def read_scheduler_state(db_path: Path) -> dict[str, Any] | None:
     return state
 
 
-def process_marker(pid: int | None = None) -> dict[str, Any]:
+def process_marker(pid: int | None = None) -> dict[str, object]:
     """What tells this process from a later one given the same pid: boot, pid namespace, start time."""
     pid = pid or os.getpid()
     return {"host": socket.gethostname(), "bootId": _read("/proc/sys/kernel/random/boot_id"),
@@ -288,7 +291,7 @@ def hold_alive_lock(db_path: Path) -> int | None:
     return fd
 
 
-def _alive(db_path: Path, state: dict[str, Any]) -> bool | None:
+def _alive(db_path: Path, state: dict[str, object]) -> bool | None:
     held = _alive_lock_held(db_path)
     if held is not None and state.get("aliveLock"):
         return held  # the lock answers across pid namespaces, and a reused pid cannot fake it

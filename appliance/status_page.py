@@ -36,7 +36,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import parse_qs
 
 import anyio
@@ -47,7 +47,7 @@ from appliance.citations import hit_place
 from appliance.errors import ApplianceError, InvalidArgument
 from appliance.paging import READ_PAGE_CHARS
 from appliance.quoting import label
-from appliance.wire import to_wire
+from appliance.results import Passage, Status, SyncActivity
 
 if TYPE_CHECKING:
     from starlette.types import Scope
@@ -196,11 +196,11 @@ def _asset(name: str) -> bytes:
     return (resources.files("appliance") / "static" / name).read_bytes()
 
 
-def named_error(code: str, message: str, hint: str | None = None) -> dict[str, Any]:
+def named_error(code: str, message: str, hint: str | None = None) -> dict[str, str | None]:
     return {"code": code, "message": message, "hint": hint}
 
 
-def error_response(error: dict[str, Any]) -> JSONResponse:
+def error_response(error: dict[str, str | None]) -> JSONResponse:
     """`{"error": {code, message, hint}}` with the status its code maps to."""
     status = STATUS_FOR_CODE.get(error.get("code") or "", 503)
     headers = dict(SECURITY_HEADERS)
@@ -230,7 +230,7 @@ def _query_int(request: Request, name: str, default: int, low: int, high: int) -
     return value
 
 
-async def _answer(work: Callable[[], Any]) -> JSONResponse:
+async def _answer(work: Callable[[], object]) -> JSONResponse:
     """Run `work` in a worker thread; its dict as JSON, or its failure as a named error."""
     try:
         with anyio.fail_after(CALL_TIMEOUT_S):
@@ -248,48 +248,55 @@ async def _answer(work: Callable[[], Any]) -> JSONResponse:
     return JSONResponse(data, headers=SECURITY_HEADERS)
 
 
-def _status(runtime: Runtime, sign_in: bool) -> dict[str, Any]:
+def _status(runtime: Runtime, sign_in: bool) -> dict[str, object]:
     """Appliance.status() (or the configuration error) with this server's recent jobs."""
     from appliance.server import _status as status_or_config_error
 
-    out = status_or_config_error(runtime)
-    if "configError" not in out:
-        out["recentJobs"] = to_wire(runtime.appliance().sync_status())["jobs"]
+    status = status_or_config_error(runtime)
+    out = status.wire()
+    if isinstance(status, Status):
+        out["recentJobs"] = _activity(runtime).wire()["jobs"]
     return out | {"signInRequired": sign_in, "now": time.time()}
 
 
-def _sync(runtime: Runtime) -> dict[str, Any]:
+def _sync(runtime: Runtime) -> dict[str, object]:
     """The sync part of the status alone, from the index's small state files (no LanceDB, no walk
     of the roots): what the page polls every 2.5 s, so a short sync shows too."""
     from appliance.state import read_scheduler_state
 
     app = runtime.appliance()
-    sync = to_wire(app.sync_status())
+    sync = _activity(runtime).wire()
     return {"syncRunning": sync["running"], "lastSync": sync["lastSync"], "recentJobs": sync["jobs"],
             "scheduler": read_scheduler_state(app.settings.db_path), "now": time.time()}
 
 
-def _search(runtime: Runtime, query: str, top_k: int) -> dict[str, Any]:
+def _activity(runtime: Runtime) -> SyncActivity:
+    activity = runtime.appliance().sync_status()
+    assert isinstance(activity, SyncActivity)  # no job id: the index's activity
+    return activity
+
+
+def _search(runtime: Runtime, query: str, top_k: int) -> dict[str, object]:
     if not query.strip():
         raise InvalidArgument("The query is empty", hint="Ask with a few words or an exact identifier.")
-    data: dict[str, Any] = to_wire(runtime.appliance().search(query, top_k=top_k, sections="none"))
+    answer = runtime.appliance().search(query, top_k=top_k, sections="none")
+    data = answer.wire()
     data.pop("parents", None)  # the page shows the passages; a document opens whole
-    for hit in data["results"]:
-        hit["citation"] = f"{label(hit['displayPath'])}{hit_place(hit)}"
-        hit["text"] = page_passage(hit)
-    return data
+    hits: list[object] = [hit.wire() | {"citation": f"{label(hit.display_path)}{hit_place(hit)}",
+                                           "text": page_passage(hit)} for hit in answer.results]
+    return data | {"results": hits}
 
 
-def page_passage(hit: dict[str, Any]) -> str:
+def page_passage(hit: Passage) -> str:
     """A hit's text as the page shows it under its heading: without the heading-path line that
     starts the chunk's text for the model (the page prints the heading above it already)."""
-    heading, text = hit.get("heading"), str(hit["text"])
+    heading, text = hit.heading, hit.text
     if heading and text.startswith(heading + "\n"):
         return text[len(heading) + 1:]
     return text
 
 
-def _read(runtime: Runtime, params: dict[str, str], offset: int) -> dict[str, Any]:
+def _read(runtime: Runtime, params: dict[str, str], offset: int) -> dict[str, object]:
     path, source = params.get("path") or None, params.get("source") or None
     if path is not None and source is None:
         target, is_source = path, False
@@ -297,10 +304,8 @@ def _read(runtime: Runtime, params: dict[str, str], offset: int) -> dict[str, An
         target, is_source = source, True
     else:
         raise InvalidArgument("Give exactly one of path or source", hint="Open a document from a search hit.")
-    data: dict[str, Any] = to_wire(runtime.appliance().read(target, is_source, require_absolute=True, offset=offset,
-                                                            max_chars=READ_PAGE_CHARS,
-                                                            revision=params.get("revision") or None))
-    return data
+    return runtime.appliance().read(target, is_source, require_absolute=True, offset=offset,
+                                    max_chars=READ_PAGE_CHARS, revision=params.get("revision") or None).wire()
 
 
 class Routes(Protocol):

@@ -37,10 +37,10 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
     from lancedb.table import Table
 
 from appliance import native_memory, replica as replica_module, stopping
+from appliance.chunks import STORED_CHUNK_COLUMNS, Chunk, StoredChunk
 from appliance.errors import CONFLICT_ATTEMPTS, IndexCorrupt, is_commit_conflict, storage_error
 from appliance.query.filters import Filter
 from appliance.query.hybrid import Side
-from appliance.records import STORED_CHUNK_COLUMNS, Chunk, StoredChunk
 from appliance.replica import KEY_COLUMNS, Replica, unit
 from appliance.swap import replace_chunks
 

@@ -7,11 +7,11 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from appliance.chunks import Converted
 from appliance.core import Resources
-from appliance.errors import ApplianceError, IndexCorrupt, RootsChanged
+from appliance.errors import ApplianceError, Hint, IndexCorrupt, NextAction, RootsChanged
 from appliance.ingest.chunk import SCHEME_VERSION, reconstruct
 from appliance.ingest.discover import FoundFile
-from appliance.records import Converted
 from appliance.results import HeldRoot
 from appliance.store import SourceRow
 
@@ -62,9 +62,9 @@ def check_roots(core: Resources, known: Iterable[SourceRow], *, forget: bool) ->
     raise RootsChanged(
         f"The index at {core.settings.db_path} holds documents under {roots}, which is not among the "
         f"configured roots ({configured}); a sync would delete them and embed them again under the new path",
-        hint=("Give this process the documents at the path the index knows them by (BASE_DIRS, or the "
-              "container's -v HOST_FOLDER:/docs), use a separate DB_PATH per layout, or run "
-              "`minirag sync --forget-roots` to drop the entries of roots that are gone for good."))
+        hint=Hint("Give this process the documents at the path the index knows them by (BASE_DIRS, or the "
+                  "container's -v HOST_FOLDER:/docs), use a separate DB_PATH per layout, or run {} to drop the "
+                  "entries of roots that are gone for good.", NextAction("sync", "--forget-roots")))
 
 
 def held_roots(core: Resources, known: Iterable[SourceRow], on_disk: set[str]) -> list[HeldRoot]:
@@ -135,8 +135,8 @@ def items_to_keep(core: Resources, discard_unrecoverable: bool) -> list[tuple[So
         raise IndexCorrupt(
             f"The stored text of {len(items)} ingest_data/URL items is unreadable ({exc.message}), so a "
             f"rebuild would lose them: {names}",
-            hint="Re-ingest them after the rebuild, then run `minirag sync --clean --discard-unrecoverable`; "
-                 "files on disk are always rebuilt.") from exc
+            hint=Hint("Re-ingest them after the rebuild, then run {}; files on disk are always rebuilt.",
+                      NextAction("sync", "--clean --discard-unrecoverable"))) from exc
     kept = []
     for item in items:
         chunks = by_source.get(item.source_id)

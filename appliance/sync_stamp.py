@@ -118,7 +118,10 @@ def replay(settings: Settings) -> RunReport | None:
             files.add(item)
         if files.hexdigest() != saved.get("files"):
             return None
-        report = _report(saved["report"], started)
+        stored = saved["report"]
+        if not isinstance(stored, dict):
+            return None
+        report = _report(stored, started)
         record_finished_sync(db_path, report.to_dict(), None)
     return report
 

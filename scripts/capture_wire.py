@@ -290,6 +290,9 @@ def capture(out: Path, index: Path | None) -> None:
         build_docs()
         first_sync = cli("sync", "--json")
         if index is not None:
+            from appliance.paging import cursor_key
+
+            cursor_key(DB)  # kept with the copy: list_files' cursors are signed alike in every run
             shutil.rmtree(index, ignore_errors=True)
             shutil.copytree(WORK, index / "work", symlinks=True)
             (index / "sync.json").write_text(json.dumps(first_sync, ensure_ascii=False), "utf-8")

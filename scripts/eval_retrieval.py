@@ -39,7 +39,6 @@ sys.path.insert(0, str(ROOT))
 from appliance.config import load_settings  # noqa: E402
 from appliance.results import RankedHit  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
-from appliance.wire import to_wire  # noqa: E402
 
 DATASETS = {
     "scifact": "scifact",
@@ -236,7 +235,7 @@ def normalise(text: str) -> str:
 def hit_files(hit: RankedHit, root: Path) -> list[str]:
     """The corpus paths one hit stands for: its own file and every file its passage was also found in
     (a passage found in several copies is one hit, the copies listed in alsoIn)."""
-    sources = [hit.source, *(w["source"] for w in hit.also_in or [])]
+    sources = [hit.source, *(w.source for w in hit.also_in or [])]
     return [str(Path(s).relative_to(root)) for s in sources]
 
 
@@ -277,7 +276,7 @@ def evaluate_xling(app: Appliance, questions: list[dict]) -> dict:
         started = time.perf_counter()
         result = app.search(q["question"], top_k=40)
         times.append(time.perf_counter() - started)
-        ranks[q["id"]] = judge(to_wire(result.results), q, root)
+        ranks[q["id"]] = judge(result.results, q, root)
         by_direction.setdefault(f"{q['docLang']}->{q['lang']}", []).append(ranks[q["id"]])
     times.sort()
     return {**xling_figures(list(ranks.values())), "queries": len(ranks),

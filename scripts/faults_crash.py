@@ -46,7 +46,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from appliance.store import FOLD_DUE_ROWS  # noqa: E402
-from appliance.wire import to_wire  # noqa: E402
 
 SUPPORTED = {".md", ".txt", ".pdf", ".docx", ".pptx", ".xlsx", ".xls", ".html", ".htm", ".csv", ".epub",
              ".ipynb", ".json"}
@@ -232,7 +231,7 @@ class Checker:
         app = app or self.fresh()
         problems = []
         try:
-            status = to_wire(app.status())
+            status = app.status().wire()
             if "indexError" in status:
                 problems.append(f"status: {status['indexError']}")
         except Exception as exc:  # noqa: BLE001 - any exception is a finding

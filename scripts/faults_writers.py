@@ -34,7 +34,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from appliance.store import FOLD_DUE_ROWS  # noqa: E402
-from appliance.wire import to_wire  # noqa: E402
 from scripts.faults_crash import QUERIES, Checker, generated_text, make_lab  # noqa: E402
 
 ROLES = ("sync", "ingest", "read")
@@ -73,7 +72,7 @@ def role_main(role: str, env: dict[str, str], docs: Path, until: float, seed: in
                     out["deleted"].append(victim)
             else:
                 app.search(QUERIES[n % len(QUERIES)], top_k=5)
-                status = to_wire(app.status())
+                status = app.status().wire()
                 if "indexError" in status:
                     raise RuntimeError(f"status: {status['indexError']}")
                 app.list_files()
@@ -107,7 +106,7 @@ def run(seconds: float, files: int, model: str, seed: int = 0) -> dict[str, Any]
     checker = Checker(lab.env)
     final = checker.fresh().sync()
     snap = checker.snapshot()
-    status = to_wire(checker.fresh().status())
+    status = checker.fresh().status().wire()
     stored = set(roles["ingest"].get("stored", []))
     deleted = set(roles["ingest"].get("deleted", []))
     data = {sid for sid in snap["sources"] if not sid.startswith("/")}

@@ -34,7 +34,6 @@ from appliance.config import load_settings  # noqa: E402
 from appliance.grep import _plain  # noqa: E402
 from appliance.ingest.textfile import read_text  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
-from appliance.wire import to_wire  # noqa: E402
 from tests.fixtures.embedders import HashEmbedder  # noqa: E402
 
 OLD_GREPPABLE = {".md", ".markdown", ".txt", ".csv", ".json", ".html", ".htm"}
@@ -87,7 +86,7 @@ def main() -> int:
         app.ingest_data("coverage-note", "# Coverage note\n\nThe ingest_data item holds the phrase "
                         "quartz lantern protocol seven.\n")
         sources = [s for s in app.index.source_rows() if not s.error_code]
-        result = to_wire(app.grep("no such text \u2300 anywhere"))  # matches nothing: every document searched
+        result = app.grep("no such text \u2300 anywhere").wire()  # matches nothing: every document searched
         per_doc, no_phrase = [], []
         for s in sorted(sources, key=lambda s: s.source_id):
             rows = sorted(app.index.chunk_rows(f"source_id = '{s.source_id.replace(chr(39), chr(39) * 2)}'",
@@ -97,7 +96,7 @@ def main() -> int:
                 no_phrase.append({"source": originals.get(s.source_id, s.source_id), "chunks": len(rows),
                                   "text": rows[0]["text"][:120] if rows else ""})
                 continue
-            found = to_wire(app.grep(phrase, max_results=500))
+            found = app.grep(phrase, max_results=500).wire()
             now = any(m["source"] == s.source_id for m in found["matches"])
             path = Path(s.source_id)
             old_searched = s.source_kind == "file" and path.suffix.lower() in OLD_GREPPABLE

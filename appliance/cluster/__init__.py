@@ -12,7 +12,7 @@ it at module level, so the default install and image never load it.
 """
 from __future__ import annotations
 
-from appliance.errors import ApplianceError
+from appliance.errors import ApplianceError, Hint, NextAction
 
 
 class ClusterUnavailable(ApplianceError):
@@ -28,5 +28,5 @@ class ClusterUnreachable(ApplianceError):
 
 class NodeMismatch(ApplianceError):
     code = "cluster_node_mismatch"
-    hint = ("Every node must run the same appliance version with the same baked model: copy the driver's "
-            "models/baked folder to the node (or bake it there) and check it with `minirag models verify`.")
+    hint = Hint("Every node must run the same appliance version with the same baked model: copy the driver's "
+                "models/baked folder to the node (or bake it there) and check it with {}.", NextAction("models verify"))

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict, TypeVar
 
+from appliance.chunks import Chunk, TokenCounter
 from appliance.ingest import markup
 from appliance.ingest.markdown_blocks import (
     LOCATION_MARKER,
@@ -38,7 +39,6 @@ from appliance.ingest.markdown_blocks import (
     parse_blocks,
     timestamp_seconds,
 )
-from appliance.records import Chunk, TokenCounter
 
 SCHEME_VERSION = "structure-v2"
 """v2: page/sheet marker lines are blanked out of chunk text and recorded as each chunk's

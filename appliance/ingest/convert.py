@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
+from appliance.chunks import Converted
 from appliance.errors import ConversionFailed, FileTooLarge, OcrUnavailable, UnsupportedFile
 from appliance.ingest import markup
 from appliance.ingest.failures import BinaryContent, EncryptedDocument, MislabelledFile
@@ -49,7 +50,6 @@ from appliance.ingest.ocr import (
 from appliance.ingest.sheets import tidy_workbook
 from appliance.ingest.textfile import read_text
 from appliance.ingest.titles import choose_title
-from appliance.records import Converted
 
 if TYPE_CHECKING:
     from markitdown import DocumentConverter, DocumentConverterResult, StreamInfo

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pathspec
 
-from appliance.errors import InvalidArgument, NotFound, PathOutsideRoots
+from appliance.errors import Hint, InvalidArgument, NextAction, NotFound, PathOutsideRoots
 
 GITIGNORE = ".gitignore"
 INDEXIGNORE = ".indexignore"
@@ -127,7 +127,7 @@ def resolve_in_roots(path: str | Path, roots: Sequence[Path], *, cwd: Path | Non
         raise InvalidArgument(f"Cannot use the path {printable(candidate)[:300]}: {exc.strerror or exc}") from None
     if must_exist and not exists:
         raise NotFound(f"No such file: {candidate}",
-                       hint="Check the path; `minirag list` shows what is under the roots.")
+                       hint=Hint("Check the path; {} shows what is under the roots.", NextAction("list")))
     # A link inside a root is indexed under its own name; a path that reaches a
     # root through an outside link is indexed under its target.
     lexical_root = contained_root(candidate, roots)

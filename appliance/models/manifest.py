@@ -4,10 +4,10 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict, cast
 
 import appliance
-from appliance.errors import ConfigError
+from appliance.errors import ConfigError, Hint, NextAction
 
 MANIFEST_NAME = "manifest.toml"
 BAKED_FILES = ("model.onnx", "tokenizer.json", "tokenizer_config.json", "config.json", "special_tokens_map.json")
@@ -30,12 +30,36 @@ def default_cache_dir() -> Path:
     return checkout_dir() / ".cache"
 
 
+class Package(TypedDict):
+    """A Debian package a dictionary is baked from."""
+
+    name: str
+    version: str
+    sha256: str
+
+
+class Source(TypedDict, total=False):
+    """An entry's `source`: its kind, and the keys that kind reads (bake checks them where it reads them)."""
+
+    kind: Required[str]
+    repo: str
+    revision: str
+    paths: dict[str, str]
+    requirement: str
+    wheel_sha256: str
+    member: str
+    member_sha256: str
+    converter: str
+    quantize: str
+    package: list[Package]
+
+
 class _Bakeable:
     """What every manifest entry has: an id that names its baked directory, and a source kind."""
 
     __slots__ = ()
     id: str
-    source: dict[str, Any]
+    source: Source
 
     @property
     def dir_name(self) -> str:
@@ -44,7 +68,7 @@ class _Bakeable:
 
     @property
     def source_kind(self) -> str:
-        return str(self.source["kind"])
+        return self.source["kind"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +80,7 @@ class ModelSpec(_Bakeable):
     max_seq_length: int
     query_prefix: str
     passage_prefix: str
-    source: dict[str, Any]
+    source: Source
     files: dict[str, str]
     """Baked file name -> sha256 of its bytes."""
     pooling: str = "mean"
@@ -71,7 +95,7 @@ class DictionarySpec(_Bakeable):
     """One `[[dictionary]]` entry: baked lookups for cross-language keyword search (not an embedding model)."""
 
     id: str
-    source: dict[str, Any]
+    source: Source
     files: dict[str, str]
     """Baked file name -> sha256 of its bytes."""
     bake_by_default: bool = False
@@ -104,7 +128,8 @@ class Manifest:
         except KeyError:
             known = ", ".join(sorted(self.models))
             raise ConfigError(f"Unknown model {model_id!r}; the manifest knows: {known}",
-                              hint="Set MODEL_NAME to one of the ids `minirag models list` prints.") from None
+                              hint=Hint("Set MODEL_NAME to one of the ids {} prints.",
+                                        NextAction("models list"))) from None
 
     def default_ids(self) -> list[str]:
         """What `bake` with no ids bakes: models marked bake_by_default (else the default model),
@@ -141,7 +166,7 @@ def _parse_dictionary(entry: dict[str, Any], index: int) -> DictionarySpec:
     for package in source.get("package", []):
         for key in ("name", "version", "sha256"):
             _require(package, key, str, f"{where}, package {package.get('name', '?')}")
-    return DictionarySpec(id=entry_id, source=dict(source), files=_files(entry, where),
+    return DictionarySpec(id=entry_id, source=cast("Source", dict(source)), files=_files(entry, where),
                           bake_by_default=bool(entry.get("bake_by_default", False)),
                           description=entry.get("description", ""))
 
@@ -167,7 +192,7 @@ def _parse_spec(entry: dict[str, Any], index: int) -> ModelSpec:
         max_seq_length=_require(entry, "max_seq_length", int, where),
         query_prefix=entry.get("query_prefix", ""),
         passage_prefix=entry.get("passage_prefix", ""),
-        source=dict(source),
+        source=cast("Source", dict(source)),
         files=dict(files),
         pooling=pooling,
         normalize=bool(entry.get("normalize", True)),

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any, Literal
+from typing import Literal
 
+from appliance.chunks import Chunk, RankedChunk, StoredChunk
 from appliance.ingest.chunk import section_text
 from appliance.paging import REPLY_BUDGET_CHARS, json_chars
-from appliance.records import Chunk, RankedChunk, StoredChunk
-from appliance.results import RankedHit, SearchResults, SourceRef
+from appliance.results import Hit, Place, RankedHit, SearchResults, SourceRef, Trimmed
 
 SectionsMode = Literal["excerpt", "full", "none"]
 EXCERPT_CONTEXT_CHARS = 300
@@ -20,18 +19,16 @@ RANK_COLUMNS = ["id", "source_id", "parent_id", "text"]
 """What the two ranked lists read: enough to fuse (text: the passage's language), group and cap by source."""
 
 
-def passage(chunk: StoredChunk) -> dict[str, Any]:
-    """What a hit says of its chunk, as the keyword arguments of a results.Hit or RankedHit."""
-    out: dict[str, Any] = {
-        "file_path": chunk.source_id if chunk.source_kind == "file" else None, "source": chunk.source_id,
-        "source_kind": chunk.source_kind, "display_path": chunk.path, "title": chunk.title or None,
-        "chunk_index": chunk.chunk_index, "text": chunk.text, "parent_id": chunk.parent_id,
-        "heading": chunk.heading or None, "start_line": chunk.start_line, "end_line": chunk.end_line,
-        "page_start": chunk.page_start, "page_end": chunk.page_end, "slide": chunk.slide,
-        "sheet": chunk.sheet or None, "doc_class": chunk.doc_class or None}
-    if chunk.snapshot_date:
-        out |= {"snapshot_date": chunk.snapshot_date, "also_unchanged_on": list(chunk.also_unchanged_on or [])}
-    return out
+def passage(chunk: StoredChunk) -> Hit:
+    """What a hit says of its chunk (a search hit adds its ranking and the places of its copies)."""
+    dated = chunk.snapshot_date or None
+    return Hit(file_path=chunk.source_id if chunk.source_kind == "file" else None, source=chunk.source_id,
+               source_kind=chunk.source_kind, display_path=chunk.path, title=chunk.title or None,
+               chunk_index=chunk.chunk_index, text=chunk.text, parent_id=chunk.parent_id,
+               heading=chunk.heading or None, start_line=chunk.start_line, end_line=chunk.end_line,
+               page_start=chunk.page_start, page_end=chunk.page_end, slide=chunk.slide,
+               sheet=chunk.sheet or None, doc_class=chunk.doc_class or None, snapshot_date=dated,
+               also_unchanged_on=list(chunk.also_unchanged_on or []) if dated else None)
 
 
 def within_budget(result: SearchResults, budget: int = REPLY_BUDGET_CHARS) -> SearchResults:
@@ -39,7 +36,7 @@ def within_budget(result: SearchResults, budget: int = REPLY_BUDGET_CHARS) -> Se
     sections of the lowest-ranked hits go first, then the lowest-ranked hits themselves; the reply
     says what was left out and how to get it."""
     results, parents = list(result.results), dict(result.parents)
-    envelope = json_chars(replace(result, results=[], parents={}, sources=[])) + _TRIMMED_NOTE_CHARS
+    envelope = json_chars(result.model_copy(update={"results": [], "parents": {}, "sources": []})) + _TRIMMED_NOTE_CHARS
     hit_chars = [json_chars(h) + 1 for h in results]
     parent_chars = {pid: json_chars({pid: text}) for pid, text in parents.items()}
     source_chars = {s.source: json_chars(s) + 1 for s in result.sources}
@@ -64,11 +61,11 @@ def within_budget(result: SearchResults, budget: int = REPLY_BUDGET_CHARS) -> Se
         results.pop()
         hits_dropped += 1
     kept = {h.source for h in results}
-    return replace(result, results=results, parents=parents, sources=[s for s in result.sources if s.source in kept],
-                   trimmed={"budgetChars": budget, "parentsOmitted": parents_dropped, "hitsOmitted": hits_dropped,
-                            "note": "The reply was cut to its text budget: hits without their section in parents "
-                                    "can be read with read_chunk_neighbors or read_file; ask with a smaller topK "
-                                    "for every section."})
+    trimmed = Trimmed(budget_chars=budget, parents_omitted=parents_dropped, hits_omitted=hits_dropped, note=(
+        "The reply was cut to its text budget: hits without their section in parents can be read with "
+        "read_chunk_neighbors or read_file; ask with a smaller topK for every section."))
+    return result.model_copy(update={"results": results, "parents": parents, "trimmed": trimmed,
+                                     "sources": [s for s in result.sources if s.source in kept]})
 
 
 _TRIMMED_NOTE_CHARS = 400
@@ -76,7 +73,7 @@ _TRIMMED_NOTE_CHARS = 400
 
 
 def assemble(query: str, hits: Sequence[RankedChunk], sections: Sequence[StoredChunk], *,
-             also_in: dict[str, list[dict[str, Any]]] | None = None, mode: SectionsMode = "excerpt") -> SearchResults:
+             also_in: dict[str, list[Place]] | None = None, mode: SectionsMode = "excerpt") -> SearchResults:
     """Hits in fused order; `parents` maps each parentId once to its section (from `sections`, the
     chunks of the hits' sections): whole (`mode` "full"), only the part around its hits ("excerpt",
     `excerpted` names those cut) or not at all ("none"); a hit whose passage was also found elsewhere
@@ -97,7 +94,8 @@ def assemble(query: str, hits: Sequence[RankedChunk], sections: Sequence[StoredC
     results, sources, seen = [], [], set()
     for hit in hits:
         chunk = hit.chunk
-        results.append(RankedHit(**passage(chunk), also_in=(also_in or {}).get(hit.id), score=round(hit.score, 6),
+        results.append(RankedHit(**passage(chunk).model_dump(exclude={"also_in"}), also_in=(also_in or {}).get(hit.id),
+                                 score=round(hit.score, 6),
                                  distance=None if hit.distance is None else round(hit.distance, 6)))
         if chunk.source_id not in seen:
             seen.add(chunk.source_id)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from appliance.records import RankedChunk, StoredChunk
+from appliance.chunks import RankedChunk, StoredChunk
+from appliance.results import Place
 
 SAME_PASSAGE = 0.5
 """Share of the smaller passage's word 3-grams found in the other. Measured by
@@ -30,7 +30,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 @dataclass(frozen=True)
 class Collapsed:
     kept: list[RankedChunk]
-    also_in: dict[str, list[dict[str, Any]]]
+    also_in: dict[str, list[Place]]
     """id of a kept hit -> where else its passage was found, in rank order."""
 
 
@@ -49,7 +49,7 @@ def same_passage(a: frozenset[tuple[str, ...]], b: frozenset[tuple[str, ...]]) -
 def collapse(hits: Sequence[RankedChunk], limit: int) -> Collapsed:
     """The first `limit` distinct passages of `hits` (in rank order), each naming its copies."""
     kept: list[tuple[RankedChunk, frozenset[tuple[str, ...]]]] = []
-    also_in: dict[str, list[dict[str, Any]]] = {}
+    also_in: dict[str, list[Place]] = {}
     for hit in hits:
         body = shingles(hit.chunk.body)
         twin = next((k for k, s in kept if same_passage(body, s)), None)
@@ -61,11 +61,7 @@ def collapse(hits: Sequence[RankedChunk], limit: int) -> Collapsed:
     return Collapsed([k for k, _ in kept], {k: v for k, v in also_in.items() if k in ids})
 
 
-def _where(chunk: StoredChunk) -> dict[str, Any]:
-    out: dict[str, Any] = {"source": chunk.source_id, "displayPath": chunk.path, "chunkIndex": chunk.chunk_index}
-    for name, value in (("startLine", chunk.start_line), ("endLine", chunk.end_line),
-                        ("pageStart", chunk.page_start), ("pageEnd", chunk.page_end), ("slide", chunk.slide),
-                        ("sheet", chunk.sheet)):
-        if value is not None:
-            out[name] = value
-    return out
+def _where(chunk: StoredChunk) -> Place:
+    return Place(source=chunk.source_id, display_path=chunk.path, chunk_index=chunk.chunk_index,
+                 start_line=chunk.start_line, end_line=chunk.end_line, page_start=chunk.page_start,
+                 page_end=chunk.page_end, slide=chunk.slide, sheet=chunk.sheet)

@@ -7,8 +7,8 @@ mask and LanceDB as a prefilter, and both select the same rows.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -21,9 +21,10 @@ class Filter:
     COLUMNS = ("source_id", "doc_class")
     """What `keeps` reads of a row."""
 
-    def keeps(self, row: dict[str, Any]) -> bool:
+    def keeps(self, row: Mapping[str, object]) -> bool:
         """Whether the row (with COLUMNS) passes: the same rows as store's prefilter selects."""
-        if self.prefix is not None and row["source_id"] != self.prefix and not row["source_id"].startswith(self.folder):
+        source_id = str(row["source_id"])
+        if self.prefix is not None and source_id != self.prefix and not source_id.startswith(self.folder):
             return False
         return self.doc_class is None or row["doc_class"] == self.doc_class
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from appliance.chunks import StoredChunk
 from appliance.errors import InvalidArgument
-from appliance.records import StoredChunk
 
 MAX_POSITION = 10**9
 

@@ -15,7 +15,6 @@ from appliance.config import load_settings, read_environment
 from appliance.runtime import Runtime
 from appliance.server import create_server
 from appliance.service import Appliance
-from appliance.wire import to_wire
 from tests.conftest import shared_path
 from tests.fixtures.embedders import MODELS_DIR, HashEmbedder
 from tests.fixtures.pdf_writer import write_pdf
@@ -79,13 +78,14 @@ CASES = [
 @pytest.mark.parametrize(("query", "needle", "fields", "place"), CASES, ids=["pdf-page", "pptx-slide", "xlsx-sheet"])
 def test_hits_say_where_they_come_from(app_and_server, query: str, needle: str, fields: dict, place: str) -> None:
     app, server = app_and_server
-    via_service = _hit(to_wire(app.search(query, top_k=5))["results"], needle)
+    answer = app.search(query, top_k=5)
+    via_service = _hit(answer.wire()["results"], needle)
     via_mcp = _hit(_mcp(server, "query_documents", {"query": query, "topK": 5})["results"], needle)
     for hit in (via_service, via_mcp):
         assert {k: hit.get(k) for k in fields} == fields
         assert hit["startLine"] is None
         assert "<!-- Page number" not in hit["text"] and "<!-- Sheet name" not in hit["text"]
-    assert hit_place(via_service) == place
+    assert hit_place(next(h for h in answer.results if needle in h.text)) == place
     around = _mcp(server, "read_chunk_neighbors", {"filePath": via_mcp["filePath"],
                                                   "chunkIndex": via_mcp["chunkIndex"], "before": 1, "after": 1})
     same = [c for c in around["chunks"] if c["chunkIndex"] == via_mcp["chunkIndex"]]
@@ -95,7 +95,7 @@ def test_hits_say_where_they_come_from(app_and_server, query: str, needle: str, 
 def test_pdf_pages_each_start_their_own_chunks(app_and_server) -> None:
     """A chunk never runs over a page break, and the rebuilt document has no page markers."""
     app, _ = app_and_server
-    hit = _hit(to_wire(app.search("zebra quartz phrase", top_k=5))["results"], "zebra quartz")
+    hit = _hit(app.search("zebra quartz phrase", top_k=5).wire()["results"], "zebra quartz")
     assert "harbour" not in hit["text"] and "garden" not in hit["text"]
     doc = app.read(hit["filePath"])
     assert "<!-- Page number" not in doc.content and "zebra quartz" in doc.content

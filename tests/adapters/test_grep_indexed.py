@@ -21,7 +21,6 @@ from appliance.config import load_settings, read_environment
 from appliance.runtime import Runtime
 from appliance.server import create_server
 from appliance.service import Appliance
-from appliance.wire import to_wire
 from tests.conftest import ROOT
 from tests.fixtures.embedders import MODELS_DIR, HashEmbedder
 from tests.fixtures.mcp_calls import error, ok
@@ -180,14 +179,14 @@ def test_grep_says_what_it_did_not_search(tmp_path: Path) -> None:
     (docs / "b.md").write_text("# B\n\nTOKEN_B in b\n", "utf-8")
     settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "db"), "MODELS_DIR": str(MODELS_DIR)})
     app = Appliance(settings, embedder=HashEmbedder())
-    empty = to_wire(app.grep("TOKEN"))
+    empty = app.grep("TOKEN").wire()
     assert empty["documentsIndexed"] == 0 and empty["unindexedFiles"] == 2 and "not indexed yet" in empty["note"]
     app.sync()
     (docs / "new.md").write_text("TOKEN_NEW is only on disk\n", "utf-8")
     (docs / "broken.docx").write_bytes(b"not a zip at all")
     assert app.ingest([str(docs / "broken.docx")]).failed  # fails to convert: a failed row, no text
     (docs / "b.md").write_text("# B\n\nTOKEN_B changed, longer now\n", "utf-8")
-    out = to_wire(app.grep("TOKEN"))
+    out = app.grep("TOKEN").wire()
     assert [m["displayPath"] for m in out["matches"]] == ["a.md", "b.md"]
     assert out["matches"][1]["line"] == "TOKEN_B in b"
     assert (out["documentsSearched"], out["documentsIndexed"]) == (2, 2)

@@ -1,7 +1,7 @@
 """Every tool's result, answer or error, validates against the output schema tools/list gives for it.
 
-The schemas are generated from the service's records (mcp_models.record_model) and the results are
-rendered by wire.to_wire: this keeps the two from drifting apart, tool by tool, as a client sees them.
+The schemas are the JSON schemas of the service's records (appliance.results) and the results are the
+records' own wire form: this keeps the two from drifting apart, tool by tool, as a client sees them.
 """
 from __future__ import annotations
 

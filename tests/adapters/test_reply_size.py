@@ -82,12 +82,14 @@ def test_query_documents_sections_excerpt_full_and_none(tmp_path: Path) -> None:
 
 def test_the_status_page_prints_a_hits_heading_once() -> None:
     """The page shows a hit's heading above its passage; the chunk's text starts with the same heading path."""
+    from appliance.results import Hit
     from appliance.status_page import page_passage
 
     md = "# Flux manual\n\n## Power\n\nThe flux capacitor needs 1.21 gigawatts.\n\n## Safety\n\nWear gloves.\n"
     chunk = chunk_document(md, count_tokens=lambda t: len(t.split()), budget=40, title="Flux")[0]
-    hit = {"heading": chunk.heading, "text": chunk.text}
+    hit = Hit(source="/d/flux.md", source_kind="file", display_path="flux.md", chunk_index=0,
+              heading=chunk.heading, text=chunk.text)
     assert chunk.heading == "Flux manual > Power" and chunk.text.startswith(chunk.heading + "\n")
     shown = page_passage(hit)
     assert chunk.heading not in shown and "1.21 gigawatts" in shown
-    assert page_passage({"heading": None, "text": "plain"}) == "plain"
+    assert page_passage(hit.model_copy(update={"heading": None, "text": "plain"})) == "plain"

@@ -12,7 +12,6 @@ import shutil
 
 import pytest
 
-from appliance.wire import to_wire
 from scripts.faults_crash import Checker, crash_trials, generated_text, make_lab
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(1800)]  # process starts: slow on a loaded machine
@@ -88,7 +87,7 @@ def test_ingest_killed_while_replacing_its_chunks_leaves_the_old_ones_whole(smal
         with pytest.raises(Killed):
             checker.fresh().ingest([docs / "doc1.md"])
     assert checker.differences(reference) == []  # the old chunks, all of them, still there
-    assert to_wire(checker.fresh().status())["index"].get("consistencyWarning") is None
+    assert checker.fresh().status().wire()["index"].get("consistencyWarning") is None
     checker.fresh().sync()
     assert checker.differences(reference) == []
 

@@ -32,7 +32,6 @@ from appliance.errors import ApplianceError
 from appliance.ingest import fetch
 from appliance.server import Runtime, create_server
 from appliance.service import Appliance
-from appliance.wire import to_wire
 from tests.fixtures.http_fakes import (
     BAD_URLS,
     PRIVATE_IP,
@@ -267,7 +266,7 @@ def test_inside_paths_work_and_a_sync_skips_every_escaping_link(layout: Layout, 
     indexed = sorted(s.source_id for s in app.index.source_rows())
     assert indexed == [str(layout.docs / n) for n in ("a.md", "inner-link.md", "sub/b.md")], report.to_dict()
     found = app.search("TOPSECRET_PAYLOAD_9931 secret lives outside the root", sections="full")
-    wire = to_wire(found)  # its hits and sections; the query echoed back holds the word, of course
+    wire = found.wire()  # its hits and sections; the query echoed back holds the word, of course
     assert found.results and SECRET not in json.dumps([wire["results"], wire["parents"]])
     a = str(layout.docs / "a.md")
     assert app.read(a).content.startswith("# Alpha")

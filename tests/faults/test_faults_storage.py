@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from appliance.errors import DiskFull, IndexCorrupt, IndexUnwritable, storage_error
-from appliance.wire import to_wire
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(1800)]  # ~20 process starts: past 600 s on a loaded machine
 
@@ -95,7 +94,7 @@ def test_status_warns_when_the_chunks_are_gone_and_sync_restores_them(make_app) 
     for manifest in (app.settings.db_path / "chunks.lance" / "_versions").glob("*.manifest"):
         manifest.unlink()
     (app.settings.db_path / "identity.json").unlink()
-    index = to_wire(make_app().status())["index"]
+    index = make_app().status().wire()["index"]
     assert index["chunkCount"] == 0 and "minirag sync" in index["consistencyWarning"]
     assert "identity.json is missing" not in index.get("identityWarning", "")  # no chunks, nothing unknown
     make_app().sync()

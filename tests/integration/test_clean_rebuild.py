@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from appliance.errors import IndexCorrupt
-from appliance.wire import to_wire
 
 pytestmark = pytest.mark.model
 
@@ -105,7 +104,7 @@ def test_status_and_list_files_follow_another_process_within_two_seconds(make_ap
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     time.sleep(2.0)
-    index = to_wire(app.status())["index"]
+    index = app.status().wire()["index"]
     assert (index["sourceCount"], index["chunkCount"]) == (12, 12)
     assert "consistencyWarning" not in index
     assert {f.state for f in app.list_files().files} == {"indexed"}

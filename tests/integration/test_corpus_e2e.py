@@ -60,7 +60,7 @@ def test_expected_string_finds_its_file_first(synced, row: dict[str, str]) -> No
     result = keyword.search(row["expected_substring"], top_k=100)
     # a hit whose passage is also in other files names them in alsoIn (distinct passages): they rank with it
     ranked = list(dict.fromkeys(source for h in result.results
-                                for source in [h.source, *(w["source"] for w in h.also_in or [])]))
+                                for source in [h.source, *(w.source for w in h.also_in or [])]))
     assert ranked, f"no hits for {row['expected_substring']!r}"
     position = ranked.index(str(docs / row["path"])) if str(docs / row["path"]) in ranked else None
     assert position is not None and set(ranked[:position + 1]) <= containing, (ranked, containing)

@@ -53,7 +53,7 @@ def _first(app: Any, query: str, explain: bool = True) -> Any:
 
 
 def _kinds(hit: Any) -> set[str]:
-    return {m["kind"] for m in hit.explain["matched"]}
+    return {m["kind"] for m in hit.explain.matched}
 
 
 @pytest.mark.parametrize("question", ["Wie tauscht man die Kühlmittelpumpe aus?", "Как заменить насос?"])
@@ -61,8 +61,8 @@ def test_a_german_or_russian_question_finds_the_english_passage_by_its_words(eng
                                                                             question: str) -> None:
     hit = _first(english_app, question)
     assert hit.display_path == "pump.md"
-    assert hit.explain["keywordRank"] == 1
-    translations = [m for m in hit.explain["matched"] if m["kind"] == "translation"]
+    assert hit.explain.keyword_rank == 1
+    translations = [m for m in hit.explain.matched if m["kind"] == "translation"]
     assert translations and all(m["pair"].endswith("-en") and m["dictionary"] for m in translations)
     assert "pump" in {m["term"] for m in translations}
 
@@ -70,20 +70,20 @@ def test_a_german_or_russian_question_finds_the_english_passage_by_its_words(eng
 def test_a_compound_meets_its_parts_and_back(keyword_app: Any) -> None:
     hits = keyword_app.search("Pumpe Kühlmittel", top_k=6, explain=True).results
     compound = next(h for h in hits if h.display_path == "wartung.md")
-    assert compound.explain["keywordRank"] is not None  # its parts were indexed beside it
+    assert compound.explain.keyword_rank is not None  # its parts were indexed beside it
     parts = keyword_app.search("Kühlmittelpumpe", top_k=6, explain=True).results
     teile = next(h for h in parts if h.display_path == "teile.md")
-    assert teile.explain["keywordRank"] is not None and "compound" in _kinds(teile)
-    assert {m["compound"] for m in teile.explain["matched"] if m["kind"] == "compound"} == {"kühlmittelpumpe"}
+    assert teile.explain.keyword_rank is not None and "compound" in _kinds(teile)
+    assert {m["compound"] for m in teile.explain.matched if m["kind"] == "compound"} == {"kühlmittelpumpe"}
 
 
 def test_explain_gives_both_ranks_and_is_absent_unless_asked(keyword_app: Any) -> None:
     hit = _first(keyword_app, "coolant pump")
-    assert hit.explain["vectorRank"] >= 1 and hit.explain["keywordRank"] == 1
-    assert {"term": "coolant", "kind": "query", "word": "coolant"} in hit.explain["matched"]
+    assert hit.explain.vector_rank >= 1 and hit.explain.keyword_rank == 1
+    assert {"term": "coolant", "kind": "query", "word": "coolant"} in hit.explain.matched
     assert _first(keyword_app, "coolant pump", explain=False).explain is None
     stop_word = keyword_app.search("die", top_k=3, explain=True).results
-    assert stop_word and all(h.explain["keywordRank"] is None and h.explain["matched"] == [] for h in stop_word)
+    assert stop_word and all(h.explain.keyword_rank is None and h.explain.matched == [] for h in stop_word)
 
 
 def test_bad_queries_answer(keyword_app: Any) -> None:

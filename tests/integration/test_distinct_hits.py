@@ -26,6 +26,6 @@ def test_copies_collapse_and_top_k_counts_distinct_passages(make_app, tmp_path: 
     hits = app.search("how do I descale the espresso machine with citric acid", top_k=2).results
     assert len(hits) == 2
     first, second = hits
-    copies = {w["source"] for w in first.also_in or []}
+    copies = {w.source for w in first.also_in or []}
     assert {first.source, *copies} == {str(docs / n) for n in ("manual.md", "export.txt", "wiki.html")}
     assert second.source == str(docs / "milk.md") and second.also_in is None

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from appliance.chunks import Converted
 from appliance.ingest.convert import SUPPORTED_EXTENSIONS, to_markdown
 from appliance.ingest.failures import EncryptedDocument, MislabelledFile
 from appliance.ingest.ocr import OcrConfig, ocr_status
-from appliance.records import Converted
 from tests.conftest import shared_path
 
 ROOT = Path(__file__).resolve().parents[2]

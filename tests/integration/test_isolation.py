@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from appliance.chunks import Converted
 from appliance.errors import ApplianceError, ConversionFailed, FileTooLarge, UnsupportedFile
 from appliance.ingest.failures import (
     BinaryContent,
@@ -21,7 +22,6 @@ from appliance.ingest.failures import (
 )
 from appliance.ingest.isolate import ConvertPool
 from appliance.ingest.ocr import OcrConfig
-from appliance.records import Converted
 
 MB = 1 << 20
 MEMORY = 900 * MB  # address space per worker: ~480 MB is mapped by the imports alone

@@ -13,7 +13,6 @@ from typing import Any
 
 from appliance.config import load_settings
 from appliance.service import Appliance
-from appliance.wire import to_wire
 from tests.fixtures.embedders import MODELS_DIR, HashEmbedder
 
 FILES = 12
@@ -33,7 +32,7 @@ def test_sync_status_counts_files_and_chunks_when_written_while_the_model_is_beh
     job = app.sync_start()
     seen: list[dict[str, Any]] = []
     while True:
-        record = to_wire(app.sync_status(job.job_id))
+        record = app.sync_status(job.job_id).wire()
         if record["finishedAt"] is not None:
             break
         if record.get("progress") and record["progress"].get("phase") == "indexing":

@@ -12,9 +12,8 @@ READER = """
 import json, sys
 from appliance.config import load_settings
 from appliance.service import Appliance
-from appliance.wire import to_wire
 app = Appliance(load_settings({"BASE_DIR": sys.argv[1], "DB_PATH": sys.argv[2], "MODELS_DIR": sys.argv[3]}))
-print(json.dumps({"status": app.status().sync_running, "activity": to_wire(app.sync_status())}))
+print(json.dumps({"status": app.status().wire()["syncRunning"], "activity": app.sync_status().wire()}))
 """
 
 

@@ -15,7 +15,6 @@ from appliance import store
 from appliance.errors import SyncBusy
 from appliance.locking import sync_lock
 from appliance.results import SkippedFile
-from appliance.wire import to_wire
 
 pytestmark = pytest.mark.model
 
@@ -221,6 +220,6 @@ def test_pdf_with_garbled_pages_syncs_without_them_when_ocr_is_unavailable(make_
     listed = {Path(f.file_path).name: f for f in app.list_files().files}
     assert listed["mixed.pdf"].state == "indexed"
     assert listed["mixed.pdf"].reason.startswith("page 2 not indexed: garbled text layer")
-    assert listed["garbled.pdf"].state == "failed" and "reason" not in to_wire(listed["notes.md"])
+    assert listed["garbled.pdf"].state == "failed" and "reason" not in listed["notes.md"].wire()
     text = " ".join(app.read(str(docs / "mixed.pdf")).content.split())
     assert "herding in the northern valleys of Lapland" in text and "HUDXVJHEHU" not in text

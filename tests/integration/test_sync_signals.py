@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from appliance.errors import RootsChanged
-from appliance.wire import to_wire
 
 pytestmark = pytest.mark.model
 
@@ -32,7 +31,7 @@ def test_same_size_and_mtime_edit_is_seen_only_with_hash_detection(make_app, tmp
     os.utime(note, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert make_app(docs).sync().unchanged == 1  # the documented trade-off of the default
     hashing = make_app(docs, CHANGE_DETECTION="hash")
-    assert hashing.status().config["changeDetection"] == "hash"
+    assert hashing.status().config.change_detection == "hash"
     report = hashing.sync()
     assert report.updated == 1
     assert "Fridays" in hashing.read(str(note)).content
@@ -50,7 +49,7 @@ def test_a_root_mounted_elsewhere_is_refused_not_reindexed(make_app, tmp_path: P
         moved.sync()
     assert str(host) in caught.value.message and str(container) in caught.value.message
     assert "--forget-roots" in caught.value.hint
-    status = to_wire(moved.status())["index"]
+    status = moved.status().wire()["index"]
     assert status["unconfiguredRoots"] == {str(host): 3} and status["sourceCount"] == 3
     report = moved.sync(forget_roots=True)
     assert (report.added, report.deleted) == (3, 3)

@@ -53,7 +53,7 @@ def test_ingest_foreground_threshold_defaults_and_shows_in_describe(tmp_path: Pa
 
     assert load_settings({}, cwd=tmp_path).ingest_foreground_max_bytes == DEFAULT_INGEST_FOREGROUND_MAX_BYTES
     settings = load_settings({"INGEST_FOREGROUND_MAX_BYTES": "0"}, cwd=tmp_path)
-    assert settings.ingest_foreground_max_bytes == 0 and settings.describe()["ingestForegroundMaxBytes"] == 0
+    assert settings.ingest_foreground_max_bytes == 0 and settings.describe().wire()["ingestForegroundMaxBytes"] == 0
 
 
 # ------------------------------------------------------------------ one environment, read at the roots

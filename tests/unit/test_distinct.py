@@ -1,8 +1,8 @@
 """Near-identical hits collapse into the best-ranked one, which names the others."""
 from __future__ import annotations
 
+from appliance.chunks import RankedChunk
 from appliance.query.distinct import collapse, same_passage, shingles
-from appliance.records import RankedChunk
 from tests.fixtures.chunks import stored_chunk
 
 PASSAGE = ("The pump must be primed before the first start: open the bleed valve, fill the housing with "
@@ -23,8 +23,8 @@ def test_the_same_passage_from_another_conversion_collapses() -> None:
             _hit("c", docx, "/docs/manual.docx", body_start=len("## Commissioning\n")), _hit("d", other, "/docs/x.md")]
     result = collapse(hits, limit=10)
     assert [h.id for h in result.kept] == ["a", "d"]
-    assert [w["source"] for w in result.also_in["a"]] == ["/docs/manual.pdf", "/docs/manual.docx"]
-    assert result.also_in["a"][0]["pageStart"] == 4
+    assert [w.source for w in result.also_in["a"]] == ["/docs/manual.pdf", "/docs/manual.docx"]
+    assert result.also_in["a"][0].page_start == 4
 
 
 def test_limit_counts_distinct_passages_only() -> None:
@@ -43,12 +43,9 @@ def test_short_or_merely_related_passages_stay_apart() -> None:
 
 
 def test_a_reply_over_its_budget_loses_low_ranked_parents_first_then_hits() -> None:
-    from dataclasses import replace
-
     from appliance.paging import json_chars
     from appliance.query.assemble import within_budget
     from appliance.results import RankedHit, SearchResults, SourceRef
-    from appliance.wire import to_wire
 
     hits = [RankedHit(source=f"/d/{i}.md", source_kind="file", display_path=f"{i}.md", chunk_index=0,
                       parent_id=f"p{i}", text="h" * 1000) for i in range(10)]
@@ -61,12 +58,12 @@ def test_a_reply_over_its_budget_loses_low_ranked_parents_first_then_hits() -> N
     cut = within_budget(answer, budget=30_000)
     kept = len(cut.parents)
     assert len(cut.results) == 10 and sorted(cut.parents) == [f"p{i}" for i in range(kept)] and 0 < kept < 10
-    assert cut.trimmed is not None and cut.trimmed["parentsOmitted"] == 10 - kept and cut.trimmed["hitsOmitted"] == 0
-    assert json_chars(cut) <= 30_000 < json_chars(replace(cut, parents=parents))
+    assert cut.trimmed is not None and cut.trimmed.parents_omitted == 10 - kept and cut.trimmed.hits_omitted == 0
+    assert json_chars(cut) <= 30_000 < json_chars(cut.model_copy(update={"parents": parents}))
     tiny = within_budget(answer, budget=3_500)
     n = len(tiny.results)
-    assert 1 <= n < 10 and tiny.parents == {} and tiny.trimmed is not None and tiny.trimmed["hitsOmitted"] == 10 - n
+    assert 1 <= n < 10 and tiny.parents == {} and tiny.trimmed is not None and tiny.trimmed.hits_omitted == 10 - n
     assert [s.source for s in tiny.sources] == [f"/d/{i}.md" for i in range(n)]
     assert json_chars(tiny) <= 3_500  # the whole reply, keys and the note included
-    assert "trimmed" in to_wire(tiny)
+    assert "trimmed" in tiny.wire()
     assert answer.parents == parents and len(answer.results) == 10  # the answer itself is left as it was

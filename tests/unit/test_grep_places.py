@@ -5,11 +5,11 @@ import re
 
 import pytest
 
+from appliance.chunks import StoredChunk
 from appliance.errors import InvalidArgument
 from appliance.grep import GrepDoc, grep, path_glob
 from appliance.ingest.chunk import chunk_document
 from appliance.query.ranges import line_range, page_range
-from appliance.records import StoredChunk
 from tests.fixtures.chunks import stored_chunk
 
 

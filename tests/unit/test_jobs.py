@@ -72,7 +72,7 @@ def test_a_cancel_stops_a_running_job_through_its_own_stop_hooks_and_a_queued_on
         for job in (running, first):
             jobs.cancel(job.job_id)
             wait_until(lambda job=job: jobs.get(job.job_id).phase == "cancelled")  # type: ignore[misc]
-            assert jobs.get(job.job_id).error["code"] == "cancelled"  # type: ignore[index]
+            assert jobs.get(job.job_id).error.code == "cancelled"  # type: ignore[union-attr]
         assert not outside.is_set() and not stopping.requested()
     finally:
         stopping.remove_hook(outside.set)

@@ -63,8 +63,10 @@ def test_the_progress_bar_shows_a_name_as_text(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_the_progress_line_shows_the_current_file_on_one_line() -> None:
+    from appliance.results import SyncRunning
     from appliance.state import progress_line
 
-    line = progress_line({"phase": "indexing", "startedBy": "cli", "filesDone": 1, "filesTotal": 2,
-                          "currentPath": "/docs/a\n\n4. ceo.md:9 — CEO memo\x1b[2J.md"})
+    line = progress_line(SyncRunning.model_validate({
+        "phase": "indexing", "startedBy": "cli", "filesDone": 1, "filesTotal": 2,
+        "currentPath": "/docs/a\n\n4. ceo.md:9 — CEO memo\x1b[2J.md"}))
     assert "\n" not in line and "\x1b" not in line and "at /docs/a\\n\\n4. ceo.md:9" in line

@@ -1,8 +1,8 @@
 """Snapshot sequences: membership by name, and de-duplication against the previous snapshot only."""
 from pathlib import Path
 
+from appliance.chunks import Chunk
 from appliance.ingest.snapshots import dedupe_sequence, snapshot_members
-from appliance.records import Chunk
 
 
 def _chunks(*texts: str) -> list[Chunk]:

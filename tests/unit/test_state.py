@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from appliance.locking import sync_lock
+from appliance.results import SyncRunning
 from appliance.state import (
     LOG_EVERY_S,
     PROGRESS_FILE,
@@ -78,15 +79,19 @@ def test_one_progress_line_is_logged_every_interval(tmp_path: Path, caplog: pyte
     assert "left" in lines[0] and lines[0].endswith("at /docs/10.md")
 
 
+def _run(fields: dict[str, object]) -> SyncRunning:
+    return SyncRunning.model_validate(fields)
+
+
 def test_progress_lines_read_well_in_every_phase() -> None:
-    assert progress_line({"phase": "scanning", "startedBy": "mcp", "filesSeen": 1234, "startedAt": 0}, 5) == \
+    assert progress_line(_run({"phase": "scanning", "startedBy": "mcp", "filesSeen": 1234, "startedAt": 0}), 5) == \
         "sync (mcp): scanning, 1,234 files seen, 5 s"
-    line = progress_line({"phase": "indexing", "startedBy": "cli", "filesDone": 5, "filesTotal": 0,
-                          "chunksWritten": 0, "etaSeconds": 125}, 10)
+    line = progress_line(_run({"phase": "indexing", "startedBy": "cli", "filesDone": 5, "filesTotal": 0,
+                               "chunksWritten": 0, "etaSeconds": 125}), 10)
     assert line == "sync (cli): 5/0 files stored, 0 chunks written, about 2 min 5 s left"
-    line = progress_line({"phase": "indexing", "startedBy": "cli", "filesDone": 20, "filesTotal": 25,
-                          "filesConverted": 25, "chunksWritten": 300, "chunksTotal": 1200, "chunksTotalKnown": True,
-                          "chunksPerSecond": 12.5, "etaSeconds": 72}, 10)
+    line = progress_line(_run({"phase": "indexing", "startedBy": "cli", "filesDone": 20, "filesTotal": 25,
+                               "filesConverted": 25, "chunksWritten": 300, "chunksTotal": 1200,
+                               "chunksTotalKnown": True, "chunksPerSecond": 12.5, "etaSeconds": 72}), 10)
     assert line == ("sync (cli): 20/25 files stored (25 converted), 300/1,200 chunks written (25%), "
                     "12.5 chunks/s, about 1 min 12 s left")
 

@@ -1,4 +1,5 @@
-"""Records that flow through the pipeline: converted documents, chunks, hits."""
+"""The pipeline's own records, never on the wire: a converted document, its chunks, a chunk as stored
+and as ranked (what the service returns to clients is in results.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
