@@ -113,16 +113,16 @@ def fused_app(tmp_path: Path, make_app: Callable[..., Any]) -> Iterator[Any]:
 def test_the_default_ranking_lets_the_translations_judge_the_english_passage(fused_app: Any) -> None:
     hits = fused_app.search("Wie tauscht man die Kühlmittelpumpe aus?", top_k=6, explain=True).results
     pump = next(h for h in hits if h.display_path == "pump.md")
-    assert pump.explain["keywordRank"] is not None  # the translated list found it: BM25 no longer abstains
+    assert pump.explain.keyword_rank is not None  # the translated list found it: BM25 no longer abstains
     assert "translation" in _kinds(pump)
     german = next(h for h in hits if h.display_path == "wartung.md")
-    assert german.explain["keywordRank"] is not None and "query" in _kinds(german)  # its own words
+    assert german.explain.keyword_rank is not None and "query" in _kinds(german)  # its own words
 
 
 def test_bad_queries_answer_in_the_default_ranking(fused_app: Any) -> None:
     assert fused_app.search("pompe de refroidissement", top_k=3).results  # French: no dictionary, no error
     stop_word = fused_app.search("die", top_k=3, explain=True).results  # one stop word: the vector side alone
-    assert stop_word and all(h.explain["keywordRank"] is None for h in stop_word)
+    assert stop_word and all(h.explain.keyword_rank is None for h in stop_word)
     mixed = fused_app.search("coolant насос Pumpe", top_k=3, explain=True).results  # three scripts and languages
     assert mixed and mixed[0].display_path in {"pump.md", "teile.md", "wartung.md"}
     short_words = " ".join(["x", "я", "7", "ü"] * 500)  # 2,000 words within the 4,000-character limit
