@@ -165,7 +165,7 @@ class Scheduler:
                 return self._problem(f"no baked model {app.spec.id} in {self.settings.models_dir} "
                                      f"({model} is missing); bake it with `minirag models bake` "
                                      "or mount a baked models folder", retry)
-            problem = docs_problem(self.settings, bool(app.index.source_rows()))
+            problem = docs_problem(self.settings, bool(app.index.registry.source_rows()))
         except ApplianceError as exc:
             return self._problem(exc.message + (f" ({exc.hint})" if exc.hint else ""), retry, exc.to_dict())
         except OSError as exc:

@@ -41,7 +41,7 @@ def search(core: Core, query: str, *, top_k: int = 10, scope: str | None = None,
         raise InvalidArgument(f"sections must be one of {', '.join(get_args(SectionsMode))}, not {sections!r}")
     top_k = min(top_k, TOP_K_CAP)
     core.require_identity()
-    with core.index.query_view():  # the latest commit, and one version for every read of the query
+    with core.index.reader.query_view():  # the latest commit, and one version for every read of the query
         return _search(core, query, top_k, scope, doc_class, sections, explain)
 
 
@@ -72,12 +72,12 @@ def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: st
     keywords = crosslingual.build(query, translate=alone) if alone or explain else None
     if weight > 0.0:
         terms = keywords.fts() if keywords is not None and alone else query_terms(query)
-        keyword_future = _KEYWORD_POOL.submit(core.index.keyword_side, terms, fetch, where, RANK_COLUMNS)
+        keyword_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, terms, fetch, where, RANK_COLUMNS)
     vector = core.embedder.embed_query(query)
-    vector_side = core.index.vector_side(vector, fetch, where, RANK_COLUMNS)
+    vector_side = core.index.reader.vector_side(vector, fetch, where, RANK_COLUMNS)
     keyword_side = keyword_future.result() if keyword_future else Side([], 0.0, 0.0)
     found = {row["id"] for row in vector_side.rows}
-    similarity = core.index.similarities(vector, [r["id"] for r in keyword_side.rows if r["id"] not in found])
+    similarity = core.index.reader.similarities(vector, [r["id"] for r in keyword_side.rows if r["id"] not in found])
     # BM25 still abstains on passages in another language than the question's, translated or not: on
     # XQuAD-R multi letting translated BM25 speak there cost 0.04 nDCG@10 (README, "Cross-language keyword search")
     fused = fuse(vector_side, keyword_side, weight, language(query), similarity)
@@ -92,7 +92,7 @@ def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: st
         # Ranking reads a few narrow columns; the full rows of the hits come back with
         # their sections in one read, since every hit lies inside its own section.
         parents = sorted({h.row["parent_id"] for h in ranked})
-        chunks = core.index.section_chunks(parents)
+        chunks = core.index.reader.section_chunks(parents)
         full = {chunk.id: chunk for chunk in chunks}
         distinct = collapse([RankedChunk(full[h.id], h.distance, h.score) for h in ranked if h.id in full], top_k)
         if len(distinct.kept) >= top_k or width >= len(pool):
@@ -107,7 +107,7 @@ def _search(core: Core, query: str, top_k: int, scope: str | None, doc_class: st
 def _filters(core: Core, scope: str | None, doc_class: str | None) -> Filter | None:
     prefix = scope_prefix(core, scope) if scope else None
     if doc_class:
-        known = {s.doc_class for s in core.index.source_rows()} | {"note"}
+        known = {s.doc_class for s in core.index.registry.source_rows()} | {"note"}
         if doc_class not in known:
             raise InvalidArgument(f"Unknown doc class {doc_class!r}",
                                   hint="Known classes: " + ", ".join(sorted(known)))

@@ -60,7 +60,7 @@ def main() -> None:
         app.search(texts[i % len(texts)], top_k=10, scope=str(docs) if args.scoped else None)
         times.append(time.perf_counter() - started)
     times.sort()
-    out = {"model": app.spec.id, "chunks": app.index.count_chunks(), "queries": len(times),
+    out = {"model": app.spec.id, "chunks": app.index.registry.count_chunks(), "queries": len(times),
            "p50_ms": round(1000 * times[len(times) // 2], 2), "p95_ms": round(1000 * times[int(len(times) * 0.95)], 2),
            "max_ms": round(1000 * times[-1], 2), "rss_before_mb": round(rss_start, 1), "rss_after_mb": round(rss_mb(), 1),
            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}

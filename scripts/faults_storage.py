@@ -39,7 +39,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scripts.faults_crash import Checker, Lab, QUERIES, make_lab, minirag_cmd, run, wait_gone  # noqa: E402
+from scripts.faults_crash import QUERIES, Checker, Lab, make_lab, minirag_cmd, run, wait_gone  # noqa: E402
 
 NAMESPACE_FLAG = "MINIRAG_FAULTS_PRIVATE_MOUNTS"
 
@@ -127,7 +127,7 @@ def converge(lab: Lab, checker: Checker, env: dict[str, str], args: tuple[str, .
 def forget(checker: Checker, db: Path, lab: Lab, count: int) -> None:
     """Delete `count` sources from the index at db, so the next sync has to write them again."""
     app = checker.fresh(db=db)
-    app.index.delete_sources(sorted(lab.reference)[:count])
+    app.index.writes.delete_sources(sorted(lab.reference)[:count])
 
 
 # ---- scenarios ------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ def test_a_search_reads_that_many_candidates_on_each_side(tmp_path: Path, make_a
     app.sync()
     limits: dict[str, list[int]] = {"vector": [], "keyword": []}
     index = app.index
-    vector_side, keyword_side = index.vector_side, index.keyword_side
+    vector_side, keyword_side = index.reader.vector_side, index.reader.keyword_side
 
     def spy_vector(vector: Any, limit: int, *args: Any) -> Any:
         limits["vector"].append(limit)
