@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Warm query latency through the service layer on the SciFact index, and the process RSS.
 
-Usage: bench_query.py [--queries 1000] [--model ID] [--scoped] [--json]
+Usage: bench_query.py [--queries 1000] [--model ID] [--dataset scifact] [--scoped] [--json]
 
 `--scoped` asks every query with the documents' folder as scope (a filter that holds
-every chunk: the same answer, through the filtered path).
+every chunk: the same answer, through the filtered path). `--dataset` names another
+of eval_retrieval.py's datasets (its index and its questions).
 
-Needs the SciFact index that `scripts/eval_retrieval.py --dataset scifact`
+Needs the index that `scripts/eval_retrieval.py --dataset scifact` (or the dataset named)
 builds (it is cached under .cache/eval); builds it first when missing.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from appliance.config import load_settings  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
+from scripts.eval_retrieval import DATASETS  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -39,19 +41,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--model", default=None)
+    parser.add_argument("--dataset", default="scifact", choices=sorted(DATASETS))
     parser.add_argument("--scoped", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    docs = (ROOT / ".cache" / "eval" / "docs" / "scifact").resolve()  # the source ids name the real path
+    docs = (ROOT / ".cache" / "eval" / "docs" / args.dataset).resolve()  # the source ids name the real path
     env = dict(os.environ) | ({"MODEL_NAME": args.model} if args.model else {})
     app = Appliance(load_settings(env, base_dirs=[str(docs)]))
-    index = ROOT / ".cache" / "eval" / "index" / f"scifact-{app.spec.id.replace('/', '__')}-{app.budget}"
+    index = ROOT / ".cache" / "eval" / "index" / f"{args.dataset}-{app.spec.id.replace('/', '__')}-{app.budget}"
     if not index.exists():
-        cmd = [sys.executable, str(ROOT / "scripts" / "eval_retrieval.py"), "--dataset", "scifact", "--weights", "0.6"]
+        cmd = [sys.executable, str(ROOT / "scripts" / "eval_retrieval.py"), "--dataset", args.dataset,
+               "--weights", "0.6"]
         subprocess.run(cmd + (["--model", args.model] if args.model else []), check=True, env=env)
     app = Appliance(replace(app.settings, db_path=index))
     shared = Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared"))
-    texts = [json.loads(line)["text"] for line in (shared / "eval/retrieval/scifact/queries.jsonl").open()]
+    questions = shared / "eval/retrieval" / DATASETS[args.dataset] / "queries.jsonl"
+    texts = [json.loads(line)["text"] for line in questions.open()]
     rss_start = rss_mb()
     app.search(texts[0])  # load the model and open the tables
     times = []
@@ -60,7 +65,8 @@ def main() -> None:
         app.search(texts[i % len(texts)], top_k=10, scope=str(docs) if args.scoped else None)
         times.append(time.perf_counter() - started)
     times.sort()
-    out = {"model": app.spec.id, "chunks": app.index.registry.count_chunks(), "queries": len(times),
+    out = {"model": app.spec.id, "dataset": args.dataset, "chunks": app.index.registry.count_chunks(),
+           "queries": len(times),
            "p50_ms": round(1000 * times[len(times) // 2], 2), "p95_ms": round(1000 * times[int(len(times) * 0.95)], 2),
            "max_ms": round(1000 * times[-1], 2), "rss_before_mb": round(rss_start, 1), "rss_after_mb": round(rss_mb(), 1),
            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
