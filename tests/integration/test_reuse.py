@@ -217,7 +217,8 @@ def test_a_sync_after_a_killed_one_reuses_what_the_killed_one_left(tmp_path: Pat
     deadline = time.monotonic() + 240
     watch = Index(tmp_path / "index", embedder.spec.dim, memory_budget=replica_budget())
     try:
-        while watch.count_chunks(f"starts_with(source_id, '{docs / 'aa-new'}/')") == 0:  # a first batch written
+        first_batch = f"starts_with(source_id, '{docs / 'aa-new'}/')"
+        while watch.registry.count_chunks(first_batch) == 0:  # a first batch written
             assert proc.poll() is None, "the sync ended before it could be killed"
             assert time.monotonic() < deadline, "the sync wrote no embedded chunk in time"
             time.sleep(0.1)
