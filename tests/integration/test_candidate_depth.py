@@ -38,8 +38,8 @@ def test_a_search_reads_that_many_candidates_on_each_side(tmp_path: Path, make_a
         limits["keyword"].append(limit)
         return keyword_side(terms, limit, *args)
 
-    monkeypatch.setattr(index, "vector_side", spy_vector)
-    monkeypatch.setattr(index, "keyword_side", spy_keyword)
+    monkeypatch.setattr(index.reader, "vector_side", spy_vector)
+    monkeypatch.setattr(index.reader, "keyword_side", spy_keyword)
     hits = app.search("coolant pump", top_k=10).results
     assert {h.source for h in hits} == {str(docs / f"part{n}.md") for n in range(3)}
     assert limits == {"vector": [150], "keyword": [150]}
