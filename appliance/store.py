@@ -317,6 +317,7 @@ class Tables:
 
     @property
     def tables(self) -> Tables:
+        """Itself: the tables' own reads and writes (identity, handles) report errors as the parts' do."""
         return self
 
     def connect(self) -> lancedb.DBConnection:
