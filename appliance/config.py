@@ -13,9 +13,10 @@ usable, ``status`` answers with the error, and ``settings()`` (every other opera
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -49,6 +50,30 @@ _FALSE = {"0", "false", "no", "off", ""}
 _HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*")
 """A DNS host name (underscores too, as container and Compose service names have them)."""
 _BASE_DIRS_HINT = 'Example: BASE_DIRS=\'["/docs/a", "/docs/b"]\''
+REPLICA_MEMORY_SHARE = 0.25
+REPLICA_MEMORY_CAP_BYTES = 1 << 30
+"""The in-memory replica of the index may take a quarter of the memory this process may use, and never
+more than 1 GiB: ~150,000 chunks at 384 dimensions, whose exact scan (~25 ms) still fits a query; a serving
+process of a million chunks reads through LanceDB's indexes and stays near 1 GB (appliance.replica)."""
+
+
+def memory_limit() -> int:
+    """The memory this process may use: the cgroup's limit (a container's --memory) or the machine's."""
+    try:
+        raw = open("/sys/fs/cgroup/memory.max").read().strip()  # noqa: SIM115 (one read of a pseudo-file)
+        if raw.isdigit():
+            return int(raw)
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError):
+        return 4 << 30
+
+
+def replica_budget() -> int:
+    """Bytes the in-memory replica may take (REPLICA_MEMORY_SHARE of memory_limit, at most the cap)."""
+    return min(REPLICA_MEMORY_CAP_BYTES, int(memory_limit() * REPLICA_MEMORY_SHARE))
 
 
 @dataclass(frozen=True)
@@ -92,6 +117,10 @@ class Settings:
     """SYNC_DELETE_LIMIT: a whole-index sync keeps a root's files instead of deleting more than this
     percentage of them at once (sync_plan.held_roots); 100 turns that check off (a missing or empty
     root is always held)."""
+    replica_budget_bytes: int = field(default_factory=replica_budget)
+    """Bytes of the index this process may hold in memory (replica_budget, from the memory limit when the
+    settings are resolved): an index that fits is ranked by the exact in-memory replica, a larger one
+    through LanceDB's indexes (appliance.store_reads.IndexReader.ranker)."""
 
     def describe(self) -> SettingsView:
         """The values in effect, as `status` prints them."""
@@ -357,6 +386,7 @@ class Environment(BaseSettings):
             container=self.minirag_container,
             ray_address=self.ray_address.strip() if self.ray_address else None,
             sync_delete_limit=self.sync_delete_limit,
+            replica_budget_bytes=replica_budget(),
         )
 
     def _roots(self, base_dirs: list[str] | None, cwd: Path) -> tuple[Path, ...]:

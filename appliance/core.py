@@ -15,7 +15,8 @@ from appliance.ingest.chunk import SCHEME_VERSION
 from appliance.ingest.discover import contained_root, resolve_in_roots
 from appliance.ingest.isolate import ConvertPool
 from appliance.ingest.ocr import OcrConfig
-from appliance.store import Identity, Index, SourceRow
+from appliance.store import Identity, SourceRow
+from appliance.store_index import Index
 
 MAX_SOURCE_ID_CHARS = 1024
 DEFAULT_BUDGET = 256
@@ -38,7 +39,7 @@ class Resources:
                                                                           settings.models_manifest)
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
-        self.index = Index(settings.db_path, self.spec.dim)
+        self.index = Index(settings.db_path, self.spec.dim, memory_budget=settings.replica_budget_bytes)
         self.dictionaries = dictionaries.activate(settings.models_dir)
         """The cross-language dictionaries, or why there are none (search then runs without translation)."""
         self._untrusted: ConvertPool | None = None

@@ -94,16 +94,16 @@ def _at(at: object, now: float, message: str) -> FirstSync:
 def _index_health(core: Resources) -> IndexHealth:
     """What the index holds, with a warning for each thing a sync should repair; raises when it cannot be read."""
     core.index.checkout_latest()  # what any process committed before the call, as every read does
-    sources = core.index.source_rows()
+    sources = core.index.registry.source_rows()
     foreign = core.foreign_roots(sources)
     roots_warning = (f"{sum(foreign.values())} indexed files lie under roots this process was "
                      "not given; a sync refuses until they are mounted where the index knows "
                      "them or dropped with `minirag sync --forget-roots`") if foreign else None
-    chunk_count = core.index.count_chunks()
-    unindexed = core.index.unindexed_rows()
-    has_keyword_index = core.index.has_fts_index()
-    has_vector_index = core.index.has_vector_index()
-    stale = core.index.count_chunks_not_cut_by(SCHEME_VERSION) if chunk_count else 0
+    chunk_count = core.index.registry.count_chunks()
+    unindexed = core.index.writes.unindexed_rows()
+    has_keyword_index = core.index.writes.has_fts_index()
+    has_vector_index = core.index.writes.has_vector_index()
+    stale = core.index.registry.count_chunks_not_cut_by(SCHEME_VERSION) if chunk_count else 0
     scheme_warning = (f"{stale} chunks were cut by an older chunking scheme; "
                       "run `minirag sync` to re-cut them") if stale else None
     identity = core.index.read_identity()
@@ -129,7 +129,7 @@ def _index_health(core: Resources) -> IndexHealth:
         failed_count=sum(1 for s in sources if s.error_code), unconfigured_roots=foreign or None,
         roots_warning=roots_warning, chunk_count=chunk_count, unindexed_rows=unindexed,
         has_keyword_index=has_keyword_index, has_vector_index=has_vector_index,
-        query_path=core.index.query_path(chunk_count), stale_chunk_count=stale,
+        query_path=core.index.reader.query_path(chunk_count), stale_chunk_count=stale,
         scheme_warning=scheme_warning, identity=identity.__dict__ if identity else None,
         consistency_warning=consistency_warning, identity_warning=identity_warning,
         identity_mismatch=problem or None, identity_hint=IndexMismatch.hint if problem else None)
@@ -143,7 +143,7 @@ def list_roots(core: Resources) -> RootList:
     named = list(zip(root_names(core.settings.roots), core.settings.roots, strict=True))
     try:
         core.index.checkout_latest()
-        sources = core.index.source_rows()
+        sources = core.index.registry.source_rows()
     except ApplianceError as exc:
         return RootList(roots=[RootCounts(name=name, path=str(path), exists=path.is_dir()) for name, path in named],
                         index_error=ErrorInfo.of(exc))

@@ -84,7 +84,7 @@ def ingest(core: Resources, paths: Sequence[str | Path], *, require_absolute: bo
             files.append(FoundFile(target, root, st.st_size, st.st_mtime_ns))
     report.seen = len(files) + len(report.skipped)
     core.check_writable_identity()
-    known = core.index.sources_by_id([str(f.path) for f in files])
+    known = core.index.registry.sources_by_id([str(f.path) for f in files])
     on_file = (lambda _converted, total, path: progress("indexing", report.files_stored, total, path)) \
         if progress else None
     _index_files(core, files, report, on_file, embedding(core, report), known=known, force=True,
@@ -135,7 +135,7 @@ def _sync_locked(core: Resources, path: str | Path | None, *, full: bool, clean:
     if clean:
         kept = sync_plan.items_to_keep(core, discard_unrecoverable)
         if not sync_plan.rebuildable_in_place(core):
-            core.index.drop_all()
+            core.index.writes.drop_all()
         full = True
     elif not full:
         core.check_writable_identity()
@@ -150,7 +150,7 @@ def _sync_locked(core: Resources, path: str | Path | None, *, full: bool, clean:
             seen.add(item)
         publisher.scanning(len(files) + len(report.skipped))
     report.seen = len(files) + len(report.skipped)
-    known = {s.source_id: s for s in core.index.file_sources()}
+    known = {s.source_id: s for s in core.index.registry.file_sources()}
     if under is not None:
         known = {k: v for k, v in known.items() if Path(k) == under or Path(k).is_relative_to(under)}
     elif not clean:
@@ -167,7 +167,7 @@ def _sync_locked(core: Resources, path: str | Path | None, *, full: bool, clean:
         gone = [sid for sid in gone if not sid.startswith(held)] if held else gone
     damaged, stray = sync_plan.inconsistent(core, known, on_disk, under)
     if stray:
-        core.index.delete_sources(stray)
+        core.index.writes.delete_sources(stray)
     if full:
         core.index.write_identity(core.identity())
     embed = embedding(core, report, reuse=not clean)
@@ -178,12 +178,12 @@ def _sync_locked(core: Resources, path: str | Path | None, *, full: bool, clean:
     for start in range(0, len(kept), EMBED_BATCH_CHUNKS):
         _write_batch(core, kept[start:start + EMBED_BATCH_CHUNKS], report, embed)
     if gone:  # after indexing: a moved file's vectors were still there to be reused
-        core.index.delete_sources(gone)
+        core.index.writes.delete_sources(gone)
         report.deleted = len(gone)
     publisher.finishing(report.chunks)
     report.seen += len(kept)
     report.updated += len(kept)
-    core.index.refresh_indexes()
+    core.index.writes.refresh_indexes()
     if under is None and not full:
         _recut_identity(core)
     result = report.finish()
@@ -200,7 +200,7 @@ def _recut_identity(core: Resources) -> None:
     sync re-cuts them file by file); until then `status` warns that the index is of another scheme."""
     stored = core.index.read_identity()
     if stored is not None and stored.scheme != SCHEME_VERSION \
-            and not core.index.count_chunks_not_cut_by(SCHEME_VERSION):
+            and not core.index.registry.count_chunks_not_cut_by(SCHEME_VERSION):
         core.index.write_identity(replace(stored, scheme=SCHEME_VERSION))
 
 
@@ -264,7 +264,7 @@ def _ingest_converted(core: Resources, source_id: str, kind: str, converted: Con
     """One document in one write, embedded a batch at a time: a cancel of its job
     (stopping.Scope) or a stop of the process ends it between batches, before anything is written."""
     report = Tally(seen=1)
-    existed = core.index.source(source_id) is not None
+    existed = core.index.registry.source(source_id) is not None
     source = SourceRow(source_id=source_id, source_kind=kind, path=source_id, content_hash=digest, size=size)
     try:
         work = prepare(core, [(source, converted)])
@@ -280,18 +280,18 @@ def _ingest_converted(core: Resources, source_id: str, kind: str, converted: Con
         markdown_blocks.parse.cache_clear()
         native_memory.give_back()  # a large document's rows and parse, freed, go back to the system
     report.added, report.updated = (0, 1) if existed else (1, 0)
-    core.index.refresh_indexes()
+    core.index.writes.refresh_indexes()
     return report.finish()
 
 
 def delete(core: Resources, target: str, is_source: bool = False, *, require_absolute: bool = False) -> Deleted:
     """Remove a file, data item or URL item from the index (never from disk)."""
     source_id = core.source_id_for(target, is_source, require_absolute=require_absolute)
-    recorded = core.index.source(source_id)
-    chunks = core.index.count_chunks_of(source_id)
+    recorded = core.index.registry.source(source_id)
+    chunks = core.index.registry.count_chunks_of(source_id)
     if recorded is None and not chunks:
         raise NotFound(f"Nothing indexed for {source_id}", hint=Hint("{} shows what is indexed.", NextAction("list")))
-    core.index.delete_sources([source_id])
+    core.index.writes.delete_sources([source_id])
     return Deleted(source=source_id, chunks_removed=chunks)
 
 
@@ -333,7 +333,7 @@ def _index_files(core: Resources, files: Sequence[FoundFile], report: Tally,
             report.unchanged += 1
         elif kind == "refresh":
             assert old is not None  # _classify refreshes only a known row
-            core.index.record_sources([_replace_stat(old, f)])
+            core.index.writes.record_sources([_replace_stat(old, f)])
             report.refreshed += 1
         elif kind == "failed":
             assert old is not None  # _classify reports a failure again only for a known row
@@ -348,12 +348,12 @@ def _index_files(core: Resources, files: Sequence[FoundFile], report: Tally,
         else:
             todo.append((f, digest))
     if unreadable:  # what can no longer be read is no longer served either
-        core.index.replace_sources(unreadable, [])
+        core.index.writes.replace_sources(unreadable, [])
     if not todo:
         return
     todo.sort(key=lambda item: str(item[0].path))
     indexer.index(IndexBatch(core, todo, members, known, report, on_file, embed, reuse))
-    core.index.refresh_indexes()
+    core.index.writes.refresh_indexes()
 
 
 @dataclass
@@ -506,7 +506,7 @@ def write_works(core: Resources, works: list[Work], report: Tally) -> None:
     """Write embedded works as one write: each source's chunks replaced, then its record."""
     rows = [r for w in works for r in w.rows]
     sources = [s for w in works for s in w.sources]
-    core.index.replace_sources(sources, rows)
+    core.index.writes.replace_sources(sources, rows)
     report.chunks += len(rows)
     report.files_stored += len(sources)
 

@@ -129,6 +129,6 @@ def pandas_hidden() -> AbstractContextManager[None]:
     """Within the block this thread's `import pandas` fails, unless pandas was imported before (then nothing changes).
 
     Also defers the `__init__` of lancedb's REST namespace client (LANCEDB_DEFERRED): this block
-    is what appliance/store.py wraps its lancedb import in.
+    is what the storage modules (appliance/store*.py) wrap their lancedb imports in.
     """
     return _scoped(hidden={"pandas"}, deferred=LANCEDB_DEFERRED)

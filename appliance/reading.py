@@ -66,7 +66,7 @@ def read(core: Resources, target: str, is_source: bool = False, *, require_absol
     check_range(("pageStart", "pageEnd"), page_start, page_end)
     source_id = core.source_id_for(target, is_source, require_absolute=require_absolute)
     core.index.checkout_latest()  # every read sees what any process committed before it began
-    chunks = core.index.document_chunks(source_id)
+    chunks = core.index.reader.document_chunks(source_id)
     if not chunks:
         why = not_indexed_reason(core, source_id)
         if why is not None:
@@ -99,7 +99,7 @@ def read(core: Resources, target: str, is_source: bool = False, *, require_absol
 def not_indexed_reason(core: Resources, source_id: str) -> str | None:
     """Why a file under the roots has no indexed text that a sync would not change (failed, not a type
     indexed, ignored by a rules file, unreadable), or None: a new file, or no such file."""
-    recorded = core.index.source(source_id)
+    recorded = core.index.registry.source(source_id)
     if recorded is not None and recorded.error_code:
         return f"indexing it failed ({recorded.error_code}): {recorded.error}"
     path = Path(source_id)
@@ -127,7 +127,7 @@ def read_neighbors(core: Resources, target: str, is_source: bool, chunk_index: i
             raise InvalidArgument(f"{name} must be an integer from {low} to {cap}, not {value!r}")
     source_id = core.source_id_for(target, is_source, require_absolute=require_absolute)
     core.index.checkout_latest()
-    around = core.index.chunks_around(source_id, chunk_index - before, chunk_index + after)
+    around = core.index.reader.chunks_around(source_id, chunk_index - before, chunk_index + after)
     if chunk_index not in around:
         raise NotFound(f"{source_id} has no chunk {chunk_index}")
     kept, used = {chunk_index}, len(around[chunk_index].text)
@@ -154,7 +154,7 @@ def list_files(core: Resources, *, scope: str | None = None, include_ignored: bo
 
     under = core.resolve(scope, require_absolute=require_absolute)[0] if scope else None
     core.index.checkout_latest()
-    known = {s.source_id: s for s in core.index.source_rows()}
+    known = {s.source_id: s for s in core.index.registry.source_rows()}
     files: list[FileState] = []
     for item in walk(core.settings.roots, core.extensions(), under=under, report_skips=include_ignored):
         if isinstance(item, Skipped):
@@ -204,7 +204,7 @@ def grep(core: Resources, pattern: str, *, regex: bool = False, case_sensitive: 
                 and (matches is None or matches(display)))
 
     core.index.checkout_latest()
-    known = {s.source_id: s for s in core.index.source_rows()}
+    known = {s.source_id: s for s in core.index.registry.source_rows()}
     indexed = sorted((s for s in known.values()
                       if not s.error_code and selected(s.source_kind, s.source_id, s.root, s.path)),
                      key=lambda s: s.source_id)
@@ -225,7 +225,7 @@ def _grep_documents(core: Resources, sources: Sequence[SourceRow]) -> Iterator[G
         chunks += max(1, source.chunk_count)
         if chunks < GREP_BATCH_CHUNKS and len(batch) < 200 and n + 1 < len(sources):
             continue
-        by_source = core.index.chunks_by_source([s.source_id for s in batch])
+        by_source = core.index.reader.chunks_by_source([s.source_id for s in batch])
         for s in batch:
             mine = by_source.get(s.source_id)
             yield GrepDoc.from_chunks(mine) if mine else GrepDoc.empty(

@@ -1,6 +1,6 @@
 """An in-memory replica of a small index: exact vector ranking and section reads without LanceDB.
 
-As many chunks as fit its memory budget (BUDGET_BYTES: ~150,000 at 384 dimensions), one
+As many chunks as fit its memory budget (config.replica_budget: ~150,000 at 384 dimensions), one
 matrix-vector product over every vector takes ~5 ms per 30,000 chunks on this 2-core machine
 (16 ms at 100,000), where a query through LanceDB's vector index costs 12-20 ms of planning
 and I/O and returns approximate neighbours where this returns the exact ones; and the rows
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-import os
 import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
@@ -33,34 +32,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from appliance.query.filters import Filter
+from appliance.query.hybrid import Side
 
 ROW_BYTES_BESIDE_VECTOR = 5_632
 """What a chunk costs the replica beside its vector: its text and columns in the Arrow table, the
 lookup dicts and what the allocator keeps (scripts/bench_scale.py: serving RSS 805 MB through
 LanceDB and 1,517 MB from the replica at 100,000 chunks, 7.1 KB a chunk with its 1.5 KB vector)."""
-MEMORY_SHARE = 0.25
-MEMORY_CAP_BYTES = 1 << 30
-"""The replica may take a quarter of the memory this process may use, and never more than 1 GiB:
-~150,000 chunks at 384 dimensions, whose exact scan (~25 ms) still fits a query; a serving
-process of a million chunks reads through LanceDB's indexes and stays near 1 GB."""
-
-
-def _memory_limit() -> int:
-    """The memory this process may use: the cgroup's limit (a container's --memory) or the machine's."""
-    try:
-        raw = open("/sys/fs/cgroup/memory.max").read().strip()  # noqa: SIM115 (one read of a pseudo-file)
-        if raw.isdigit():
-            return int(raw)
-    except OSError:
-        pass
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError):
-        return 4 << 30
-
-
-BUDGET_BYTES = min(MEMORY_CAP_BYTES, int(_memory_limit() * MEMORY_SHARE))
-"""Bytes the replica may take; an index estimated above it is read through LanceDB's indexes."""
 
 
 def estimated_bytes(rows: int, dim: int) -> int:
@@ -68,9 +45,12 @@ def estimated_bytes(rows: int, dim: int) -> int:
     return rows * (dim * 4 + ROW_BYTES_BESIDE_VECTOR)
 
 
-def fits(rows: int, dim: int) -> bool:
-    """Whether an index of `rows` rows is served from memory (see BUDGET_BYTES)."""
-    return estimated_bytes(rows, dim) <= BUDGET_BYTES
+def fits(rows: int, dim: int, memory_budget: int) -> bool:
+    """Whether an index of `rows` rows is served from memory: a process may hold `memory_budget` bytes of it
+    (Settings.replica_budget_bytes); a larger one is read through LanceDB's indexes."""
+    return estimated_bytes(rows, dim) <= memory_budget
+
+
 LEFT_OUT = ("vector", "keywords", "metadata")
 """Columns the replica's rows do not carry (queries read neither)."""
 KEY_COLUMNS = ["id", "ingested_at"]
@@ -253,6 +233,15 @@ class Replica:
         ids = self.rows.column("id").take(pa.array(candidates)).to_pylist()
         order = sorted(range(len(candidates)), key=lambda i: (-float(sims[candidates[i]]), ids[i]))[:limit]
         return candidates[order]
+
+    def rank(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
+             columns: list[str]) -> Side:
+        """The exact ranking (store_reads.Ranker): every row's similarity, the filter a mask over them."""
+        sims = self.similarities(vector)
+        whole = self.best(sims, limit)
+        found = whole if where is None else self.best(sims, limit, self.mask(where))
+        top = sims[whole] if len(whole) else np.zeros(1)
+        return Side(self.rows_at(found, columns, sims), float(top.max()), float(top.min()))
 
     def rows_at(self, positions: np.ndarray, columns: Sequence[str], sims: np.ndarray) -> list[dict[str, Any]]:
         """The rows at `positions` with `_distance` (1 - cosine similarity)."""

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from appliance.results import Tally
-from appliance.store import Index
+from appliance.store_index import Index
 
 Lookup = Callable[[list[str]], dict[str, np.ndarray]]
 """keys -> {key: vector} for the keys the index holds a vector for."""
@@ -100,11 +100,11 @@ class IndexLookup:
         self._unkeyed: dict[str, str] | None = None
 
     def __call__(self, keys: list[str]) -> dict[str, np.ndarray]:
-        found = self._index.vectors_by_key(keys, self._model_id, self._scheme)
+        found = self._index.reader.vectors_by_key(keys, self._model_id, self._scheme)
         rest = {k for k in keys if k not in found}
         unkeyed = self._unkeyed_ids() if rest else {}
         ids = [unkeyed[k] for k in rest if k in unkeyed]
-        for row in self._index.chunks_by_id(ids, self._model_id, self._scheme, [*KEYED_COLUMNS, "vector"]):
+        for row in self._index.reader.chunks_by_id(ids, self._model_id, self._scheme, [*KEYED_COLUMNS, "vector"]):
             key = self._key_of_row(row)
             if key in rest:
                 found[key] = np.asarray(row["vector"], dtype=np.float32)
@@ -112,7 +112,7 @@ class IndexLookup:
 
     def _unkeyed_ids(self) -> dict[str, str]:
         if self._unkeyed is None:
-            rows = self._index.unkeyed_chunks(self._model_id, self._scheme, KEYED_COLUMNS)
+            rows = self._index.reader.unkeyed_chunks(self._model_id, self._scheme, KEYED_COLUMNS)
             self._unkeyed = {self._key_of_row(row): row["id"] for row in rows}
         return self._unkeyed
 

@@ -225,7 +225,7 @@ class Scheduler:
                 raise _NotRun(f"no baked model {app.spec.id} in {self.settings.models_dir} "
                               f"({model} is missing); bake it with `minirag models bake` "
                               "or mount a baked models folder")
-            problem = docs_problem(self.settings, bool(app.index.source_rows()))
+            problem = docs_problem(self.settings, bool(app.index.registry.source_rows()))
         except ApplianceError as exc:
             raise _NotRun(exc.message + (f" ({exc.hint})" if exc.hint else ""), exc.to_dict()) from exc
         except OSError as exc:

@@ -41,7 +41,7 @@ def search(core: Resources, query: str, *, top_k: int = 10, scope: str | None = 
         raise InvalidArgument(f"sections must be one of {', '.join(get_args(SectionsMode))}, not {sections!r}")
     top_k = min(top_k, TOP_K_CAP)
     core.require_identity()
-    with core.index.query_view():  # the latest commit, and one version for every read of the query
+    with core.index.reader.query_view():  # the latest commit, and one version for every read of the query
         return _search(core, query, top_k, scope, doc_class, sections, explain)
 
 
@@ -71,11 +71,11 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     keywords = crosslingual.build(query, translate=translate) if translate or explain else None
     if weight > 0.0:
         terms = keywords.fts() if keywords is not None and alone else query_terms(query)
-        keyword_future = _KEYWORD_POOL.submit(core.index.keyword_side, terms, fetch, where, RANK_COLUMNS)
+        keyword_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, terms, fetch, where, RANK_COLUMNS)
         if keywords is not None and not alone and (wanted := keywords.translations()):
-            translated_future = _KEYWORD_POOL.submit(core.index.keyword_side, wanted, fetch, where, RANK_COLUMNS)
+            translated_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, wanted, fetch, where, RANK_COLUMNS)
     vector = core.embedder.embed_query(query)
-    vector_side = core.index.vector_side(vector, fetch, where, RANK_COLUMNS)
+    vector_side = core.index.reader.vector_side(vector, fetch, where, RANK_COLUMNS)
     keyword_side = keyword_future.result() if keyword_future else Side([], 0.0, 0.0)
     translated = None
     if translated_future is not None:
@@ -83,7 +83,7 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
         translated = Side(found_translated.rows, found_translated.best, 0.0)
     found = {row["id"] for row in vector_side.rows}
     only_keyword = {r["id"] for r in [*keyword_side.rows, *(translated.rows if translated else ())]} - found
-    similarity = core.index.similarities(vector, sorted(only_keyword))
+    similarity = core.index.reader.similarities(vector, sorted(only_keyword))
     fused = fuse(vector_side, keyword_side, weight, query_language, similarity, translated)
     fused = cap_distance(fused, core.settings.max_distance)
     fused = group_cut(fused, core.settings.grouping)
@@ -96,7 +96,7 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
         # Ranking reads a few narrow columns; the full rows of the hits come back with
         # their sections in one read, since every hit lies inside its own section.
         parents = sorted({h.row["parent_id"] for h in ranked})
-        chunks = core.index.section_chunks(parents)
+        chunks = core.index.reader.section_chunks(parents)
         full = {chunk.id: chunk for chunk in chunks}
         distinct = collapse([RankedChunk(full[h.id], h.distance, h.score) for h in ranked if h.id in full], top_k)
         if len(distinct.kept) >= top_k or width >= len(pool):
@@ -111,7 +111,7 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
 def _filters(core: Resources, scope: str | None, doc_class: str | None) -> Filter | None:
     prefix = scope_prefix(core, scope) if scope else None
     if doc_class:
-        known = {s.doc_class for s in core.index.source_rows()} | {"note"}
+        known = {s.doc_class for s in core.index.registry.source_rows()} | {"note"}
         if doc_class not in known:
             raise InvalidArgument(f"Unknown doc class {doc_class!r}",
                                   hint="Known classes: " + ", ".join(sorted(known)))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-if TYPE_CHECKING:  # store.py stays the only module that imports lancedb
+if TYPE_CHECKING:  # the storage modules (store*.py) stay the only ones that import lancedb
     from lancedb.table import Table
 
 SOURCES_PER_COMMIT = 200

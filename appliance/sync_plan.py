@@ -121,13 +121,13 @@ def items_to_keep(core: Resources, discard_unrecoverable: bool) -> list[tuple[So
     rebuild refuses and names them, unless told to discard them.
     """
     try:
-        items = [s for s in core.index.item_sources() if not s.error_code]
+        items = [s for s in core.index.registry.item_sources() if not s.error_code]
     except ApplianceError:
         items = []  # the sources table itself is unreadable: nothing can be named or kept
     if not items:
         return []
     try:
-        by_source = core.index.chunks_by_source(None)
+        by_source = core.index.reader.chunks_by_source(None)
     except ApplianceError as exc:
         if discard_unrecoverable:
             return []
@@ -158,7 +158,7 @@ def rebuildable_in_place(core: Resources) -> bool:
         stored = core.index.read_identity()
         if stored is not None and stored.dim != core.spec.dim:
             return False
-        core.index.read_everything()
+        core.index.writes.read_everything()
         return True
     except ApplianceError:
         return False
@@ -173,12 +173,12 @@ def inconsistent(core: Resources, known: dict[str, SourceRow], on_disk: set[str]
     one killed before recording a new file leaves chunks without a row. Both are
     seen by counting chunks per source, so the next sync re-indexes or removes them.
     """
-    counts = core.index.chunk_counts()
+    counts = core.index.registry.chunk_counts()
     damaged = frozenset(sid for sid, row in known.items() if sid in on_disk
                         and counts.get(sid, 0) != (0 if row.error_code else row.chunk_count))
     stray = [sid for sid in counts if sid.startswith("/") and sid not in known and sid not in on_disk
              and (under is None or Path(sid) == under or Path(sid).is_relative_to(under))]
     if stray:
-        recorded = core.index.sources_by_id(stray)
+        recorded = core.index.registry.sources_by_id(stray)
         stray = [sid for sid in stray if sid not in recorded]
     return damaged, stray

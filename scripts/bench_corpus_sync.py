@@ -112,7 +112,7 @@ def main() -> None:
 
         app.embedder.embed_passages = timed  # type: ignore[method-assign]
         build = [0.0]
-        refresh = app.index.refresh_indexes
+        refresh = app.index.writes.refresh_indexes
 
         def timed_refresh(**kwargs):  # type: ignore[no-untyped-def]
             started = time.perf_counter()
@@ -121,7 +121,7 @@ def main() -> None:
             finally:
                 build[0] += time.perf_counter() - started
 
-        app.index.refresh_indexes = timed_refresh  # type: ignore[method-assign]
+        app.index.writes.refresh_indexes = timed_refresh  # type: ignore[method-assign]
         sampler = RssSampler()
         started = time.perf_counter()
         with sampler:
@@ -132,7 +132,7 @@ def main() -> None:
         busy = sum(end - began for began, end in calls)
         raw_rate = None
         if not args.skip_raw:
-            texts = [r["text"] for r in app.index.chunk_rows("chunk_index >= 0", ["text"])]
+            texts = [r["text"] for r in app.index.reader.chunk_rows("chunk_index >= 0", ["text"])]
             began = time.perf_counter()
             embed(texts)
             raw_rate = len(texts) / (time.perf_counter() - began)

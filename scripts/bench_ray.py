@@ -140,9 +140,9 @@ def _writer(source_index: Path, docs: Path, into: Path, batch: int, repeats: int
     source = _app(docs, source_index)
     columns = chunk_schema(source.spec.dim).names
     by_source: dict[str, list[dict[str, Any]]] = {}
-    for row in source.index.chunk_rows("source_id IS NOT NULL", columns):
+    for row in source.index.reader.chunk_rows("source_id IS NOT NULL", columns):
         by_source.setdefault(row["source_id"], []).append(row)
-    originals = [(s, by_source.get(s.source_id, [])) for s in source.index.source_rows()]
+    originals = [(s, by_source.get(s.source_id, [])) for s in source.index.registry.source_rows()]
     chunks = max(1, sum(len(rows) for _s, rows in originals))
     works = []  # copies under other source ids, so the measurement spans many commits
     for copy in range(max(1, -(-min_chunks // chunks))):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What replacing indexed sources costs the write path: `Index.replace_sources` on a table of
+"""What replacing indexed sources costs the write path: `IndexWriter.replace_sources` on a table of
 N chunks, for one source at a time (an ingest, a re-index of one changed file), for a
 sync's write batch of many small sources, and for one source that lost chunks (the
 costlier swap of appliance/swap.py).
@@ -28,7 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # after PYTHONPATH, so another tree given there wins
 
-from appliance.store import Index, SourceRow  # noqa: E402
+from appliance.config import replica_budget  # noqa: E402
+from appliance.store import SourceRow  # noqa: E402
+from appliance.store_index import Index  # noqa: E402
 
 DIM = 384
 
@@ -50,7 +52,7 @@ def _write(index: Index, ids: list[str], chunks: int, rng: np.random.Generator) 
                for sid in ids]
     rows = [r for s in sources for r in _rows(s, chunks, rng, stamp)]
     start = time.perf_counter()
-    index.replace_sources(sources, rows)
+    index.writes.replace_sources(sources, rows)
     return time.perf_counter() - start
 
 
@@ -65,18 +67,18 @@ def main() -> None:
     rng = np.random.default_rng(7)
     ids = [f"doc-{n:06d}" for n in range(args.sources)]
     with tempfile.TemporaryDirectory(prefix="bench-replace-") as tmp:
-        index = Index(Path(tmp) / "db", DIM)
+        index = Index(Path(tmp) / "db", DIM, memory_budget=replica_budget())
         start = time.perf_counter()
         for first in range(0, len(ids), 500):
             _write(index, ids[first:first + 500], args.chunks_per_source, rng)
-        index.refresh_indexes(fold_now=True)
+        index.writes.refresh_indexes(fold_now=True)
         build_s = time.perf_counter() - start
         one = [_write(index, [ids[(n * 37) % len(ids)]], args.chunks_per_source, rng) for n in range(args.rounds)]
         batch = [_write(index, ids[n * args.batch:(n + 1) * args.batch], args.chunks_per_source, rng)
                  for n in range(args.rounds)]
         shrink = [_write(index, [ids[(n * 53 + 11) % len(ids)]], max(1, args.chunks_per_source - 2), rng)
                   for n in range(args.rounds)]
-        total = index.count_chunks()
+        total = index.registry.count_chunks()
     import appliance.store as store_module
 
     result = {

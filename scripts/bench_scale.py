@@ -6,8 +6,8 @@ Usage: bench_scale.py [--sizes 10000,100000,1000000] [--queries 200] [--sync-fil
        bench_scale.py --flat 20000 [--profile PATH] [--json]
        bench_scale.py --from-json RUN.json [RUN.json ...] [--plot PATH]   (table and plot of earlier runs)
 
-Per size, an index is built through the store's own write path (`Index.replace_sources`
-in batches, then `Index.refresh_indexes`, as a sync does). Its text is real: windows of
+Per size, an index is built through the store's own write path (`IndexWriter.replace_sources`
+in batches, then `IndexWriter.refresh_indexes`, as a sync does). Its text is real: windows of
 consecutive sentences of the shared SciFact and Cranfield documents, so BM25 sees real
 term statistics. Its vectors are synthetic but shaped like the model's: a sample of real
 passages is embedded once with the real model (cached under .cache/bench_scale), and
@@ -53,12 +53,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from appliance.config import DEFAULT_MODEL, load_settings  # noqa: E402
+from appliance.config import DEFAULT_MODEL, load_settings, replica_budget  # noqa: E402
 from appliance.embed import OnnxEmbedder, load_spec  # noqa: E402
 from appliance.ingest.chunk import SCHEME_VERSION  # noqa: E402
 from appliance.keywords import analyze, query_terms  # noqa: E402
 from appliance.query.assemble import RANK_COLUMNS  # noqa: E402
-from appliance.store import Identity, Index, SourceRow  # noqa: E402
+from appliance.store import Identity, SourceRow  # noqa: E402
+from appliance.store_index import Index  # noqa: E402
 
 CACHE = ROOT / ".cache" / "bench_scale"
 SAMPLE = 512
@@ -180,9 +181,9 @@ class TopK:
 # ---- building an index through the store -----------------------------------------------------
 def build_index(size: int, index_path: Path, docs: Path, corpus: Corpus, sample: np.ndarray, exact: TopK,
                 log: Any) -> dict[str, Any]:
-    """Write `size` chunks through Index.replace_sources, then refresh_indexes; returns timings."""
+    """Write `size` chunks through IndexWriter.replace_sources, then refresh_indexes; returns timings."""
     spec = load_spec(DEFAULT_MODEL, models_dir())
-    index = Index(index_path, spec.dim)
+    index = Index(index_path, spec.dim, memory_budget=replica_budget())
     index.write_identity(Identity(model_id=spec.id, dim=spec.dim, scheme=SCHEME_VERSION, budget=BUDGET))
     rng = np.random.default_rng(size)
     for f in range(FOLDERS):
@@ -217,16 +218,17 @@ def build_index(size: int, index_path: Path, docs: Path, corpus: Corpus, sample:
             row["vector"] = vector
         exact.add([r["id"] for r in rows], vectors)
         t0 = time.perf_counter()
-        index.replace_sources(sources, rows)
+        index.writes.replace_sources(sources, rows)
         write_s += time.perf_counter() - t0
         written += len(rows)
         if written % 100_000 < BUILD_BATCH:
             log(f"  {written:,} chunks written ({write_s:.0f} s in writes, {time.perf_counter() - started:.0f} s)")
     t0 = time.perf_counter()
-    index.refresh_indexes()
+    index.writes.refresh_indexes()
     optimize_s = time.perf_counter() - t0
-    return {"chunks": index.count_chunks(), "sources": source_no, "build_s": round(time.perf_counter() - started, 1),
-            "write_s": round(write_s, 1), "optimize_s": round(optimize_s, 1)}
+    return {"chunks": index.registry.count_chunks(), "sources": source_no,
+            "build_s": round(time.perf_counter() - started, 1), "write_s": round(write_s, 1),
+            "optimize_s": round(optimize_s, 1)}
 
 
 # ---- serving: a fresh process over a built index ---------------------------------------------
@@ -257,18 +259,18 @@ def serve(index_path: Path, docs: Path, queries_file: Path, out_file: Path) -> N
     hybrid = timed(lambda t: app.search(t, top_k=10))
     scoped = timed(lambda t: app.search(t, top_k=10, scope=scope))
     embed = timed(app.embedder.embed_query)
-    bm25 = timed(lambda t: app.index.keyword_side(query_terms(t), 40, None, RANK_COLUMNS))
-    bm25_scoped = timed(lambda t: app.index.keyword_side(query_terms(t), 40, Filter(scope), RANK_COLUMNS))
+    bm25 = timed(lambda t: app.index.reader.keyword_side(query_terms(t), 40, None, RANK_COLUMNS))
+    bm25_scoped = timed(lambda t: app.index.reader.keyword_side(query_terms(t), 40, Filter(scope), RANK_COLUMNS))
     found = found_search = 0
     vector_ms = []
     for vector, truth in zip(vectors, exact, strict=True):
         started = time.perf_counter()
-        got = app.index.vector_side(vector, 10, None, ["id"]).rows
+        got = app.index.reader.vector_side(vector, 10, None, ["id"]).rows
         vector_ms.append(1000 * (time.perf_counter() - started))
         found += len({r["id"] for r in got} & set(truth))
-        wide = app.index.vector_side(vector, 40, None, ["id"]).rows[:10]  # what search asks for (4 x top_k)
+        wide = app.index.reader.vector_side(vector, 40, None, ["id"]).rows[:10]  # what search asks for (4 x top_k)
         found_search += len({r["id"] for r in wide} & set(truth))
-    path = "replica" if app.index._replica is not None else "lancedb"
+    path = "replica" if app.index.reader._replica is not None else "lancedb"
 
     def pct(values: list[float], q: float) -> float:
         return round(float(np.percentile(values, q)), 1)
@@ -327,14 +329,14 @@ class WriteClock:
 
     def __init__(self, index: Index) -> None:
         self.marks: list[tuple[float, int]] = []
-        real = index.replace_sources
+        real = index.writes.replace_sources
 
         def replace_sources(sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
             real(sources, rows)
             done = (self.marks[-1][1] if self.marks else 0) + len(sources)
             self.marks.append((time.perf_counter(), done))
 
-        index.replace_sources = replace_sources  # type: ignore[method-assign]
+        index.writes.replace_sources = replace_sources  # type: ignore[method-assign]
 
     def tenths(self, total: int) -> list[float]:
         """Files/s in each tenth of the files, timed from the first write."""

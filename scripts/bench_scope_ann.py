@@ -5,7 +5,7 @@ Usage: bench_scope_ann.py [--queries 300] [--json]
 
 Copies the SciFact index that `scripts/bench_query.py` uses, gives it LanceDB's vector
 index (IvfHnswSq, as indexes past the replica's memory budget get), turns the in-memory replica off
-(replica.BUDGET_BYTES = 0) and asks every query twice: unfiltered and with the documents'
+(a memory budget of 0) and asks every query twice: unfiltered and with the documents'
 folder as scope. Counts the queries whose hits (top 10) or vector candidates (top 40)
 differ, and the vector candidates' recall against the exact ranking.
 """
@@ -25,7 +25,6 @@ sys.path.insert(0, str(ROOT))
 
 from lancedb.index import IvfHnswSq  # noqa: E402
 
-from appliance import replica  # noqa: E402
 from appliance.config import load_settings  # noqa: E402
 from appliance.query.assemble import RANK_COLUMNS  # noqa: E402
 from appliance.query.filters import Filter  # noqa: E402
@@ -50,21 +49,21 @@ def main() -> None:
         exact = {}
         for text in texts[:args.queries]:
             vector = app.embedder.embed_query(text)
-            exact[text] = [r["id"] for r in app.index.vector_search(vector, 40, None, ["id"])]
+            exact[text] = [r["id"] for r in app.index.reader.vector_search(vector, 40, None, ["id"])]
         app.index.chunks().create_index("vector", config=IvfHnswSq(distance_type="cosine"))
-        replica.BUDGET_BYTES = 0
+        app.index.memory_budget = 0
         scope = Filter(str(docs))
         hits_differ = candidates_differ = found = 0
         for text in texts[:args.queries]:
             vector = app.embedder.embed_query(text)
-            whole = app.index.vector_search(vector, 40, None, RANK_COLUMNS)
-            scoped = app.index.vector_search(vector, 40, scope, RANK_COLUMNS)
+            whole = app.index.reader.vector_search(vector, 40, None, RANK_COLUMNS)
+            scoped = app.index.reader.vector_search(vector, 40, scope, RANK_COLUMNS)
             candidates_differ += [r["id"] for r in whole] != [r["id"] for r in scoped]
             found += len({r["id"] for r in whole} & set(exact[text]))
             answer = [(h["source"], h["chunkIndex"], h["score"]) for h in app.search(text).results]
             hits_differ += answer != [(h["source"], h["chunkIndex"], h["score"])
                                       for h in app.search(text, scope=str(docs)).results]
-        out = {"chunks": app.index.count_chunks(), "queries": args.queries, "hits_differ": hits_differ,
+        out = {"chunks": app.index.registry.count_chunks(), "queries": args.queries, "hits_differ": hits_differ,
                "candidates_differ": candidates_differ, "ann_recall_at_40": round(found / (40 * args.queries), 4)}
     if args.json:
         print(json.dumps(out, indent=2))

@@ -48,13 +48,13 @@ def main() -> None:
         while sync.is_alive():
             app.search(queries[count % len(queries)], top_k=10)
             count += 1
-            replica = app.index._replica
+            replica = app.index.reader._replica
             if replica is not None and replica.version not in versions:
                 versions.add(replica.version)
                 whole += replica.rows.num_rows
         sync.join()
-        out = {"files": args.files, "chunks": app.index.count_chunks(), "queries": count,
-               "refreshes": len(versions), "rows_read": getattr(app.index, "replica_rows_read", whole),
+        out = {"files": args.files, "chunks": app.index.registry.count_chunks(), "queries": count,
+               "refreshes": len(versions), "rows_read": app.index.reader.replica_rows_read,
                "whole_table_rows": whole}
     if args.json:
         print(json.dumps(out, indent=2))

@@ -131,7 +131,7 @@ def section_texts(app: Any, hits: Sequence[dict], parents: dict[str, str]) -> di
     missing = sorted({h["parentId"] for h in hits} - set(parents))
     if not missing:
         return parents
-    chunks = app.index.section_chunks(missing)
+    chunks = app.index.reader.section_chunks(missing)
     out = dict(parents)
     for pid in missing:
         out[pid] = section_text([c.to_chunk() for c in sorted(chunks, key=lambda c: c.chunk_index)

@@ -121,7 +121,7 @@ def open_index(dataset: str, docs: Path, count: int, model: str | None = None,
     started = time.perf_counter()
     report = app.sync() if sync else None
     info = {"dataset": dataset, "model": app.spec.id, "budget": app.budget, "docs": count,
-            "chunks": app.index.count_chunks(), "syncSeconds": round(time.perf_counter() - started, 1),
+            "chunks": app.index.registry.count_chunks(), "syncSeconds": round(time.perf_counter() - started, 1),
             "indexedThisRun": report.added + report.updated if report else 0, "tag": tag}
     return app, info
 
@@ -194,7 +194,7 @@ def answer_in_no_chunk(app: Appliance, questions: list[dict]) -> list[str]:
     missing = []
     for q in questions:
         texts = [normalise(chunk.text) for f in [q["file"], *q.get("alsoFiles", [])]
-                 for chunk in app.index.document_chunks(str(root / f))]
+                 for chunk in app.index.reader.document_chunks(str(root / f))]
         if not any(normalise(q["answer"]) in text for text in texts):
             missing.append(q["id"])
     return missing

@@ -45,7 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from appliance.store import FOLD_DUE_ROWS  # noqa: E402
+from appliance.store_writes import FOLD_DUE_ROWS  # noqa: E402
 
 SUPPORTED = {".md", ".txt", ".pdf", ".docx", ".pptx", ".xlsx", ".xls", ".html", ".htm", ".csv", ".epub",
              ".ipynb", ".json"}
@@ -246,12 +246,12 @@ class Checker:
     def snapshot(self, db: Path | None = None) -> dict[str, Any]:
         """Per-source chunk counts (chunks table and sources table) and integrity facts."""
         app = self.fresh(db)
-        rows = app.index.chunk_rows("chunk_index >= 0", ["id", "source_id", "chunk_index"])
+        rows = app.index.reader.chunk_rows("chunk_index >= 0", ["id", "source_id", "chunk_index"])
         chunks: dict[str, list[int]] = {}
         for row in rows:
             chunks.setdefault(row["source_id"], []).append(row["chunk_index"])
         ids = [row["id"] for row in rows]
-        sources = app.index.source_rows()
+        sources = app.index.registry.source_rows()
         return {
             "chunks": {k: len(v) for k, v in chunks.items()},
             "sources": {s.source_id: s.chunk_count for s in sources},
@@ -259,7 +259,7 @@ class Checker:
             "ocr": sorted(s.source_id for s in sources if s.ocr_engine),
             "duplicates": len(ids) - len(set(ids)),
             "gaps": sorted(k for k, v in chunks.items() if sorted(v) != list(range(len(v)))),
-            "unindexed": app.index.unindexed_rows(),
+            "unindexed": app.index.writes.unindexed_rows(),
             "identity": app.index.read_identity() is not None,
         }
 
@@ -372,7 +372,7 @@ def make_work(lab: Lab, rng: random.Random, stash: Path,
     n = len(lab.files)
     forget = rng.sample(sorted(lab.reference), k=min(len(lab.reference), rng.randint(3, max(4, n // 15))))
     app = checker.fresh()
-    app.index.delete_sources(forget)
+    app.index.writes.delete_sources(forget)
     hidden = []
     for path in rng.sample(lab.files, k=rng.randint(1, max(2, n // 30))):
         target = stash / path.relative_to(lab.docs)

@@ -131,7 +131,7 @@ def converge(lab: Lab, checker: Checker, env: dict[str, str], args: tuple[str, .
 def forget(checker: Checker, db: Path, lab: Lab, count: int) -> None:
     """Delete `count` sources from the index at db, so the next sync has to write them again."""
     app = checker.fresh(db=db)
-    app.index.delete_sources(sorted(lab.reference)[:count])
+    app.index.writes.delete_sources(sorted(lab.reference)[:count])
 
 
 # ---- scenarios ------------------------------------------------------------------------------

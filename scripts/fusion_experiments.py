@@ -4,8 +4,8 @@
 Usage: fusion_experiments.py [--datasets xquad-multi,scifact,...] [--fetch 160] [--json]
 
 Each query runs ONCE through the real pipeline's two sides, as `Appliance.search`
-runs them: `Index.vector_search` with `embedder.embed_query(query)` and
-`Index.keyword_search` with `keywords.query_terms(query)`, each for the top
+runs them: `IndexReader.vector_search` with `embedder.embed_query(query)` and
+`IndexReader.keyword_search` with `keywords.query_terms(query)`, each for the top
 `--fetch` chunks (160 = what `search(top_k=40)` fetches, as eval_retrieval.py
 asks) with their raw `_distance` / `_score`. The lists are stored as JSON under
 .cache/eval/candidates/ and every fusion rule is then evaluated in pure Python
@@ -47,8 +47,8 @@ def collect(dataset: str, fetch: int) -> dict:
     for qid, text in queries.items():
         terms = query_terms(text)
         vector = app.embedder.embed_query(text)
-        v = app.index.vector_search(vector, fetch, None, RANK_COLUMNS)
-        k = app.index.keyword_search(terms, fetch, None, RANK_COLUMNS) if terms else []
+        v = app.index.reader.vector_search(vector, fetch, None, RANK_COLUMNS)
+        k = app.index.reader.keyword_search(terms, fetch, None, RANK_COLUMNS) if terms else []
         out["queries"][qid] = {"text": text, "terms": terms,
                                "v": [[r["id"], Path(r["source_id"]).stem, round(r["_distance"], 6)] for r in v],
                                "k": [[r["id"], Path(r["source_id"]).stem, round(r["_score"], 5)] for r in k]}

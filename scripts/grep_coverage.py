@@ -85,11 +85,11 @@ def main() -> int:
         report = app.sync()
         app.ingest_data("coverage-note", "# Coverage note\n\nThe ingest_data item holds the phrase "
                         "quartz lantern protocol seven.\n")
-        sources = [s for s in app.index.source_rows() if not s.error_code]
+        sources = [s for s in app.index.registry.source_rows() if not s.error_code]
         result = app.grep("no such text \u2300 anywhere").wire()  # matches nothing: every document searched
         per_doc, no_phrase = [], []
         for s in sorted(sources, key=lambda s: s.source_id):
-            rows = sorted(app.index.chunk_rows(f"source_id = '{s.source_id.replace(chr(39), chr(39) * 2)}'",
+            rows = sorted(app.index.reader.chunk_rows(f"source_id = '{s.source_id.replace(chr(39), chr(39) * 2)}'",
                                                ["chunk_index", "text", "body_start"]), key=lambda r: r["chunk_index"])
             phrase = phrase_of(rows) if rows else None
             if phrase is None:

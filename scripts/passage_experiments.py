@@ -4,7 +4,7 @@
 Usage: passage_experiments.py [--variants base,depth100,...] [--json]
 
 Each question's two sides are read once, deep (`DEEP` candidates each, the appliance's own
-Index.vector_side / keyword_side), and every variant re-ranks from them in process: the
+IndexReader.vector_side / keyword_side), and every variant re-ranks from them in process: the
 candidate depth, evidence from the passage's section and its neighbours, pseudo-relevance
 feedback on the keyword side. A variant's top 10 chunks are judged as eval_manuals judges a
 reply (a chunk of the question's file whose text or parent section holds the snippet), so the
@@ -39,7 +39,7 @@ COLUMNS = [*RANK_COLUMNS, "chunk_index"]
 
 def answering(app: Any, q: dict) -> set[str]:
     """The chunk ids that answer `q`: its file's chunks whose text or section holds the snippet."""
-    chunks = app.index.document_chunks(str(app.settings.roots[0] / q["file"]))
+    chunks = app.index.reader.document_chunks(str(app.settings.roots[0] / q["file"]))
     snippet = normalise(q["snippet"])
     by_parent: dict[str, list[Any]] = defaultdict(list)
     for c in chunks:
@@ -122,9 +122,9 @@ def pruned(app: Any, data: dict, weight: float, targets: int, least: float) -> l
         wanted = crosslingual.build(data["q"]["question"]).translations()
     finally:
         crosslingual.MAX_TARGETS, crosslingual.MIN_WEIGHT = saved
-    side = app.index.keyword_side(wanted, DEEP, None, COLUMNS) if wanted else Side([], 0.0, 0.0)
+    side = app.index.reader.keyword_side(wanted, DEEP, None, COLUMNS) if wanted else Side([], 0.0, 0.0)
     found = {r["id"] for r in data["vector"].rows}
-    sims = app.index.similarities(app.embedder.embed_query(data["q"]["question"]),
+    sims = app.index.reader.similarities(app.embedder.embed_query(data["q"]["question"]),
                                   [r["id"] for r in side.rows if r["id"] not in found])
     return fused({**data, "translated": side, "tsims": sims}, weight, 150, translated=True)
 
@@ -146,9 +146,9 @@ def carried_terms(question: str, how: str) -> dict[str, float]:
 
 def carried(app: Any, data: dict, weight: float, how: str) -> list[Candidate]:
     wanted = carried_terms(data["q"]["question"], how)
-    side = app.index.keyword_side(wanted, DEEP, None, COLUMNS) if wanted else Side([], 0.0, 0.0)
+    side = app.index.reader.keyword_side(wanted, DEEP, None, COLUMNS) if wanted else Side([], 0.0, 0.0)
     found = {r["id"] for r in data["vector"].rows}
-    sims = app.index.similarities(app.embedder.embed_query(data["q"]["question"]),
+    sims = app.index.reader.similarities(app.embedder.embed_query(data["q"]["question"]),
                                   [r["id"] for r in side.rows if r["id"] not in found])
     return fused({**data, "translated": side, "tsims": sims}, weight, 150, translated=True)
 
@@ -191,7 +191,7 @@ def variants(app: Any, weight: float) -> dict[str, Callable[[dict], list[Candida
         out[f"balanced{n}"] = lambda d, n=n: balanced(d, weight, 150, n)
     for docs, terms in ((3, 5), (5, 10), (10, 10)):
         out[f"prf{docs}x{terms}"] = lambda d, n=docs, t=terms: fused(
-            d, weight, 40, app.index.keyword_side(prf_terms(app, d, weight, 40, n, t), DEEP, None, COLUMNS))
+            d, weight, 40, app.index.reader.keyword_side(prf_terms(app, d, weight, 40, n, t), DEEP, None, COLUMNS))
     return out
 
 
@@ -200,14 +200,14 @@ def read_sides(app: Any, questions: list[dict]) -> list[dict]:
     for q in questions:
         vector = app.embedder.embed_query(q["question"])
         terms = query_terms(q["question"])
-        vside = app.index.vector_side(vector, DEEP, None, COLUMNS)
-        kside = app.index.keyword_side(terms, DEEP, None, COLUMNS) if terms else Side([], 0.0, 0.0)
+        vside = app.index.reader.vector_side(vector, DEEP, None, COLUMNS)
+        kside = app.index.reader.keyword_side(terms, DEEP, None, COLUMNS) if terms else Side([], 0.0, 0.0)
         found = {r["id"] for r in vside.rows}
-        sims = app.index.similarities(vector, [r["id"] for r in kside.rows if r["id"] not in found])
+        sims = app.index.reader.similarities(vector, [r["id"] for r in kside.rows if r["id"] not in found])
         keywords = crosslingual.build(q["question"])
         wanted = keywords.translations()
-        tside = app.index.keyword_side(wanted, DEEP, None, COLUMNS) if wanted else Side([], 0.0, 0.0)
-        tsims = app.index.similarities(vector, [r["id"] for r in tside.rows if r["id"] not in found])
+        tside = app.index.reader.keyword_side(wanted, DEEP, None, COLUMNS) if wanted else Side([], 0.0, 0.0)
+        tsims = app.index.reader.similarities(vector, [r["id"] for r in tside.rows if r["id"] not in found])
         out.append({"q": q, "vector": vside, "keyword": kside, "sims": sims, "terms": terms,
                     "translated": tside, "tsims": tsims,
                     "lang": language(q["question"]), "answers": answering(app, q)})

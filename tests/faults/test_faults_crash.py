@@ -47,7 +47,7 @@ def _kill_at(monkeypatch, table: str, method: str) -> None:  # type: ignore[no-u
     """Make the first `table.method` call (chunks/sources, e.g. add) stop the process before it commits."""
     from appliance import store
 
-    opener = getattr(store.Index, table)
+    opener = getattr(store.Tables, table)
 
     def patched(self, create=False):  # type: ignore[no-untyped-def]
         handle = opener(self, create)
@@ -57,7 +57,7 @@ def _kill_at(monkeypatch, table: str, method: str) -> None:  # type: ignore[no-u
             setattr(handle, method, die)
         return handle
 
-    monkeypatch.setattr(store.Index, table, patched)
+    monkeypatch.setattr(store.Tables, table, patched)
 
 
 @pytest.fixture
@@ -111,9 +111,9 @@ def test_chunks_of_a_new_file_killed_before_its_source_row_are_removed(small, mo
 def test_sync_killed_before_the_keyword_index_caught_up_is_completed(small, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # Rows written, optimize() not reached: the next sync has nothing to index and
     # before the fix left those rows outside the BM25 index. (Folding is due at once here.)
-    from appliance import store
+    from appliance import store_writes
 
-    monkeypatch.setattr(store, "FOLD_DUE_ROWS", 1)
+    monkeypatch.setattr(store_writes, "FOLD_DUE_ROWS", 1)
     docs, checker, reference = small
     shutil.copy(docs / "doc1.md", docs / "copy.md")
     with monkeypatch.context() as patch:

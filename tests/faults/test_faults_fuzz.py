@@ -136,10 +136,10 @@ def test_scope_matches_exactly_the_ids_under_it(scope_app, scope: str, suffixes:
     ids = sorted({scope, scope + "/x", *(scope + s for s in suffixes), *suffixes} - {""})
     ids = [i for i in ids if i.strip() and not i.startswith("/")]
     index = scope_app.index
-    index.delete_sources([r.source_id for r in index.source_rows()])
-    index.record_sources([SourceRow(source_id=i, source_kind="data") for i in ids])
+    index.writes.delete_sources([r.source_id for r in index.registry.source_rows()])
+    index.writes.record_sources([SourceRow(source_id=i, source_kind="data") for i in ids])
     where = Filter(scope_prefix(scope_app, scope))
-    got = {r.source_id for r in index.source_rows(filter_sql(where))}
+    got = {r.source_id for r in index.registry.source_rows(filter_sql(where))}
     prefix = scope.rstrip("/")
     want = {i for i in ids if i == prefix or i.startswith(prefix + "/")}
     assert got == want

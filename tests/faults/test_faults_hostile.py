@@ -116,4 +116,4 @@ def test_dangling_and_looping_links_are_reported_and_their_old_content_removed(m
     assert {s.path for s in second.skipped} == {str(docs / n) for n in ("link.md", "loop_a.md", "loop_b.md",
                                                                          "notes.bin")}
     assert second.deleted == 2  # the target and the now-dangling link: nothing stale stays searchable
-    assert {s.source_id for s in app.index.source_rows()} == set()
+    assert {s.source_id for s in app.index.registry.source_rows()} == set()

@@ -175,7 +175,7 @@ def attack_env(layout: Layout, monkeypatch: pytest.MonkeyPatch) -> Layout:
 
 
 def _outside_sources(app: Appliance, docs: Path) -> list[str]:
-    return [s.source_id for s in app.index.source_rows() if not Path(s.source_id).is_relative_to(docs)]
+    return [s.source_id for s in app.index.registry.source_rows() if not Path(s.source_id).is_relative_to(docs)]
 
 
 # ------------------------------------------------------------------ service entry points
@@ -263,7 +263,7 @@ def test_inside_paths_work_and_a_sync_skips_every_escaping_link(layout: Layout, 
     """The control: the refusals above are not an entry point refusing everything."""
     app = make_app(layout.docs)
     report = app.sync()
-    indexed = sorted(s.source_id for s in app.index.source_rows())
+    indexed = sorted(s.source_id for s in app.index.registry.source_rows())
     assert indexed == [str(layout.docs / n) for n in ("a.md", "inner-link.md", "sub/b.md")], report.to_dict()
     found = app.search("TOPSECRET_PAYLOAD_9931 secret lives outside the root", sections="full")
     wire = found.wire()  # its hits and sections; the query echoed back holds the word, of course
@@ -341,7 +341,7 @@ def test_ssrf_is_refused_by_the_service(url: str, reason: str, url_ingest: FakeR
         app.ingest_url(url)
     assert caught.value.code == "url_refused", caught.value.to_dict()
     assert_refusal_names_host_and_reason(caught.value.message, url, reason)
-    assert app.index.source_rows() == []
+    assert app.index.registry.source_rows() == []
 
 
 @pytest.mark.parametrize("url,reason", SSRF_CASES)

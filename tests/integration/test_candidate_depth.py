@@ -28,7 +28,7 @@ def test_a_search_reads_that_many_candidates_on_each_side(tmp_path: Path, make_a
     app.sync()
     limits: dict[str, list[int]] = {"vector": [], "keyword": []}
     index = app.index
-    vector_side, keyword_side = index.vector_side, index.keyword_side
+    vector_side, keyword_side = index.reader.vector_side, index.reader.keyword_side
 
     def spy_vector(vector: Any, limit: int, *args: Any) -> Any:
         limits["vector"].append(limit)
@@ -38,8 +38,8 @@ def test_a_search_reads_that_many_candidates_on_each_side(tmp_path: Path, make_a
         limits["keyword"].append(limit)
         return keyword_side(terms, limit, *args)
 
-    monkeypatch.setattr(index, "vector_side", spy_vector)
-    monkeypatch.setattr(index, "keyword_side", spy_keyword)
+    monkeypatch.setattr(index.reader, "vector_side", spy_vector)
+    monkeypatch.setattr(index.reader, "keyword_side", spy_keyword)
     hits = app.search("coolant pump", top_k=10).results
     assert {h.source for h in hits} == {str(docs / f"part{n}.md") for n in range(3)}
     assert limits == {"vector": [150], "keyword": [150]}

@@ -32,7 +32,7 @@ def test_clean_keeps_ingested_data_and_urls(make_app, tmp_path: Path) -> None:
                     "markdown")
     report = app.sync(clean=True)
     assert report.ok and report.updated >= 1
-    kinds = {s.source_id: s.source_kind for s in app.index.source_rows()}
+    kinds = {s.source_id: s.source_kind for s in app.index.registry.source_rows()}
     assert kinds["notes/meeting-7"] == "data" and sum(k == "file" for k in kinds.values()) == 3
     hit = app.search("zorblatt harbour crane budget", top_k=1).results[0]
     assert hit.source == "notes/meeting-7"
@@ -50,9 +50,9 @@ def test_clean_refuses_to_drop_unreadable_data_items_and_names_them(make_app, tm
     with pytest.raises(IndexCorrupt) as caught:
         fresh.sync(clean=True)
     assert "notes/only-copy" in caught.value.message and "--discard-unrecoverable" in caught.value.hint
-    assert {s.source_id for s in fresh.index.source_rows()} >= {"notes/only-copy"}  # nothing dropped
+    assert {s.source_id for s in fresh.index.registry.source_rows()} >= {"notes/only-copy"}  # nothing dropped
     report = fresh.sync(clean=True, discard_unrecoverable=True)
-    assert report.ok and {s.source_kind for s in fresh.index.source_rows()} == {"file"}
+    assert report.ok and {s.source_kind for s in fresh.index.registry.source_rows()} == {"file"}
     assert fresh.search("item number", top_k=1).results
 
 

@@ -37,7 +37,7 @@ def synced(shared: Path, tmp_path_factory, models_dir: Path, real_embedder):  # 
                               "MODELS_DIR": str(models_dir)})
     app = Appliance(settings, embedder=real_embedder)
     report = app.sync()
-    texts = {s.source_id: _plain(app.read(s.source_id).content) for s in app.index.source_rows()}
+    texts = {s.source_id: _plain(app.read(s.source_id).content) for s in app.index.registry.source_rows()}
     return docs, app, report, texts
 
 

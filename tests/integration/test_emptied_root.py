@@ -68,9 +68,9 @@ def test_an_empty_root_keeps_every_file_until_deletions_are_allowed(tmp_path: Pa
     [held] = kept.held_roots
     assert held.root == str(docs) and held.indexed_files == 4 and held.found_files == 0
     assert str(docs) in held.reason and "is empty" in held.reason and "--allow-deletions" in held.reason
-    assert len(app.index.file_sources()) == 4
+    assert len(app.index.registry.file_sources()) == 4
     accepted = app.sync(allow_deletions=True)
-    assert accepted.deleted == 4 and accepted.ok and not app.index.file_sources()
+    assert accepted.deleted == 4 and accepted.ok and not app.index.registry.file_sources()
 
 
 def test_a_missing_root_is_held_and_the_other_roots_sync(tmp_path: Path) -> None:
@@ -85,7 +85,7 @@ def test_a_missing_root_is_held_and_the_other_roots_sync(tmp_path: Path) -> None
     report = app.sync()
     assert [h.root for h in report.held_roots] == [str(first)] and "missing" in report.held_roots[0].reason
     assert report.deleted == 1 and report.added == 3  # the other root synced as usual
-    assert sum(1 for s in app.index.file_sources() if s.source_id.startswith(str(first))) == 3
+    assert sum(1 for s in app.index.registry.file_sources() if s.source_id.startswith(str(first))) == 3
 
 
 def test_a_root_that_lost_most_files_at_once_asks_for_the_flag(tmp_path: Path) -> None:
@@ -101,7 +101,7 @@ def test_a_root_that_lost_most_files_at_once_asks_for_the_flag(tmp_path: Path) -
     report = app.sync()
     assert report.deleted == 0 and report.held_roots[0].found_files == 5
     assert "SYNC_DELETE_LIMIT=50%" in report.held_roots[0].reason
-    assert len(app.index.file_sources()) == 25
+    assert len(app.index.registry.file_sources()) == 25
     relaxed = _app(tmp_path, docs, SYNC_DELETE_LIMIT="90")  # the setting moves the limit
     assert relaxed.sync().deleted == 20
 
@@ -127,8 +127,8 @@ def test_explicit_paths_and_the_flag_with_clean_still_delete(tmp_path: Path) -> 
     shutil.rmtree(docs / "sub")
     _empty(docs)
     assert app.sync(clean=True).held_roots  # a rebuild keeps an emptied root's files too ...
-    assert len(app.index.file_sources()) == 1
-    assert app.sync(clean=True, allow_deletions=True).ok and not app.index.file_sources()  # ... unless told
+    assert len(app.index.registry.file_sources()) == 1
+    assert app.sync(clean=True, allow_deletions=True).ok and not app.index.registry.file_sources()  # ... unless told
 
 
 # ------------------------------------------------------------------ every path: CLI, scheduler, MCP

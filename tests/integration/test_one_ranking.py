@@ -64,19 +64,20 @@ def _check_one_ranking(synced: SimpleNamespace) -> int:
 
 
 def test_a_scope_is_a_mask_over_one_ranking(synced: SimpleNamespace) -> None:
-    assert replica.fits(synced.app.index.count_chunks(), synced.app.index.dim)
+    index = synced.app.index
+    assert replica.fits(index.registry.count_chunks(), index.dim, index.memory_budget)
     assert synced.app.status().index.query_path == "memory"
     assert _check_one_ranking(synced) > 0  # some scope held fewer than all hits: deeper ones were found
-    assert synced.app.index._replica is not None
+    assert synced.app.index.reader._replica is not None
 
 
 def test_above_the_replica_limit_lancedb_ranks_the_same(synced: SimpleNamespace, monkeypatch) -> None:
     in_memory = {query: _hits(synced.app, query, str(synced.docs / "b")) for query in QUERIES}
-    monkeypatch.setattr(replica, "BUDGET_BYTES", replica.estimated_bytes(10, synced.app.index.dim))
-    synced.app.index._replica = None
+    monkeypatch.setattr(synced.app.index, "memory_budget", replica.estimated_bytes(10, synced.app.index.dim))
+    synced.app.index.reader._replica = None
     assert synced.app.status().index.query_path == "index"  # the same process switches, no restart
     assert _check_one_ranking(synced) > 0
-    assert synced.app.index._replica is None
+    assert synced.app.index.reader._replica is None
     for query, hits in in_memory.items():
         through_lancedb = _hits(synced.app, query, str(synced.docs / "b"))
         assert [cid for cid, _ in through_lancedb] == [cid for cid, _ in hits]

@@ -79,8 +79,8 @@ def _app(docs: Path, index: Path, models_dir: Path, embedder: Any = None) -> App
 
 
 def _contents(app: Appliance) -> tuple[dict[str, tuple[Any, ...]], dict[str, dict[str, Any]]]:
-    sources = {s.source_id: tuple(getattr(s, f) for f in SOURCE_FIELDS) for s in app.index.source_rows()}
-    chunks = {r["id"]: r for r in app.index.chunk_rows("source_id IS NOT NULL", ["id", "source_id", "text",
+    sources = {s.source_id: tuple(getattr(s, f) for f in SOURCE_FIELDS) for s in app.index.registry.source_rows()}
+    chunks = {r["id"]: r for r in app.index.reader.chunk_rows("source_id IS NOT NULL", ["id", "source_id", "text",
                                                                                   "embed_key", "vector"])}
     return sources, chunks
 

@@ -20,9 +20,9 @@ import lancedb
 import numpy as np
 import pytest
 
-from appliance.config import load_settings
+from appliance.config import load_settings, replica_budget
 from appliance.service import Appliance
-from appliance.store import Index
+from appliance.store_index import Index
 from tests.conftest import ROOT, app_factory
 from tests.fixtures.embedders import MODELS_DIR, HashEmbedder
 
@@ -47,7 +47,7 @@ def build(tmp_path: Path, embedder: HashEmbedder, *roots: Path, **env: str) -> A
 
 
 def rows(app: Appliance, where: str = "true") -> list[dict[str, Any]]:
-    return app.index.chunk_rows(where, ["source_id", "chunk_index", "text", "embed_key", "vector"])
+    return app.index.reader.chunk_rows(where, ["source_id", "chunk_index", "text", "embed_key", "vector"])
 
 
 def vectors_by_text(app: Appliance) -> dict[str, list[float]]:
@@ -120,7 +120,7 @@ def test_renamed_moved_and_copied_files_and_a_second_root_embed_nothing(tmp_path
     shutil.copytree(docs / "renamed", second_root / "renamed")
     assert sync_without_the_model().added == 6
     moved = len(rows(app, "source_id LIKE '%moved.md'"))
-    assert app.index.count_chunks() == 3 * first.chunks - 2 * moved  # three copies, one of them without note-3
+    assert app.index.registry.count_chunks() == 3 * first.chunks - 2 * moved  # three copies, one of them without note-3
 
 
 def test_rows_of_an_index_written_before_embed_key_existed_are_reused(tmp_path: Path) -> None:
@@ -200,9 +200,10 @@ def test_a_sync_after_a_killed_one_reuses_what_the_killed_one_left(tmp_path: Pat
     proc = subprocess.Popen([sys.executable, str(script)], env=dict(os.environ, PYTHONPATH=str(ROOT)),
                             start_new_session=True)
     deadline = time.monotonic() + 240
-    watch = Index(tmp_path / "index", embedder.spec.dim)
+    watch = Index(tmp_path / "index", embedder.spec.dim, memory_budget=replica_budget())
     try:
-        while watch.count_chunks(f"starts_with(source_id, '{docs / 'aa-new'}/')") == 0:  # a first batch written
+        first_batch = f"starts_with(source_id, '{docs / 'aa-new'}/')"
+        while watch.registry.count_chunks(first_batch) == 0:  # a first batch written
             assert proc.poll() is None, "the sync ended before it could be killed"
             assert time.monotonic() < deadline, "the sync wrote no embedded chunk in time"
             time.sleep(0.1)
@@ -255,12 +256,12 @@ def test_a_writer_in_another_process_during_a_reusing_sync_loses_nothing(tmp_pat
     assert writer.wait(300) == 0
     assert report.ok and report.chunks_reused >= first.chunks
     assert all(stored[t] == v for t, v in vectors_by_text(app).items() if t in stored)
-    sources = {s.source_id for s in app.index.source_rows()}
+    sources = {s.source_id for s in app.index.registry.source_rows()}
     items = {f"item-{n}" for n in range(12) if n % 4 != 2}
     moved = {str(p) for p in (docs / "renamed").iterdir()} | {str(p) for p in (docs / "aa-new").iterdir()}
     assert sources == items | moved
-    counts = app.index.chunk_counts()
-    assert all(counts.get(s.source_id) == s.chunk_count for s in app.index.source_rows())
+    counts = app.index.registry.chunk_counts()
+    assert all(counts.get(s.source_id) == s.chunk_count for s in app.index.registry.source_rows())
 
 
 @pytest.mark.slow  # the real model, two indexes

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from appliance import store
+from appliance import store_writes
 from appliance.errors import IndexMismatch, InvalidArgument
 from tests.conftest import app_factory
 
@@ -89,10 +89,10 @@ def test_identifier_missed_by_vectors_is_found_by_bm25(synced: SimpleNamespace) 
 def test_row_added_after_fts_index_is_found_by_keyword(make_app, corpus: Path) -> None:
     app = make_app(corpus)
     app.sync()
-    assert app.index.has_fts_index()
+    assert app.index.writes.has_fts_index()
     (corpus / "late.md").write_text("The password rotation code is QUUXWIDGET42 for the staging vault.\n")
     app.ingest([str(corpus / "late.md")])
-    assert 0 < app.status().index.unindexed_rows < store.FOLD_DUE_ROWS  # not folded yet: a small write waits
+    assert 0 < app.status().index.unindexed_rows < store_writes.FOLD_DUE_ROWS  # not folded yet: a small write waits
     keyword_only = make_app(corpus, RAG_HYBRID_WEIGHT="1.0").search("QUUXWIDGET42", top_k=3)
     assert _top(keyword_only) == "late.md"
     assert keyword_only.results[0].text.count("QUUXWIDGET42") == 1

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from appliance.state import read_scheduler_state
-from appliance.store import FOLD_DUE_ROWS
+from appliance.store_writes import FOLD_DUE_ROWS
 from scripts.faults_crash import descendants, generated_text
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]

@@ -38,7 +38,8 @@ def test_a_warm_server_runs_the_sync_and_reports_it(served: tuple[Any, handoff.L
     report = handoff.request_sync(client, lambda *p: seen.append(p))
     assert report is not None and report.added == 3 and report.chunks_embedded == 3 and report.ok
     assert seen  # the server's progress reached the client
-    assert sorted(s.source_id for s in server.index.source_rows()) == [str(docs / f"note-{n}.md") for n in range(3)]
+    synced = sorted(s.source_id for s in server.index.registry.source_rows())
+    assert synced == [str(docs / f"note-{n}.md") for n in range(3)]
     (docs / "note-1.md").write_text("# Note 1\n\nThe lock keeper logged a late barge.\n", "utf-8")
     again = handoff.request_sync(client)
     assert again is not None and (again.updated, again.unchanged, again.chunks_embedded) == (1, 2, 1)
@@ -55,7 +56,7 @@ def test_a_warm_server_keeps_an_emptied_root_and_the_client_hears_why(
     report = handoff.request_sync(client)
     assert report is not None and not report.ok and report.deleted == 0
     assert [h.root for h in report.held_roots] == [str(docs)] and "--allow-deletions" in report.held_roots[0].reason
-    assert len(server.index.source_rows()) == 3
+    assert len(server.index.registry.source_rows()) == 3
 
 
 def test_other_inputs_are_declined_and_synced_here(served: tuple[Any, handoff.Listener, Path],
@@ -69,7 +70,7 @@ def test_other_inputs_are_declined_and_synced_here(served: tuple[Any, handoff.Li
     docs.rename(tmp_path / "docs-before")
     docs.mkdir()
     assert handoff.fingerprint(server.settings) != before
-    assert server.index.source_rows() == []  # nothing was synced by the server
+    assert server.index.registry.source_rows() == []  # nothing was synced by the server
 
 
 def test_only_one_listener_and_a_stale_socket_is_taken_over(served: tuple[Any, handoff.Listener, Path],

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance import store
+from appliance import store_writes
 from appliance.errors import SyncBusy
 from appliance.locking import sync_lock
 from appliance.results import SkippedFile
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.model
 def _state(app) -> dict[str, int]:  # type: ignore[no-untyped-def]
     """source id -> chunk count, as stored in the chunks table."""
     counts: dict[str, int] = {}
-    for row in app.index.chunk_rows("chunk_index >= 0", ["source_id"]):
+    for row in app.index.reader.chunk_rows("chunk_index >= 0", ["source_id"]):
         counts[row["source_id"]] = counts.get(row["source_id"], 0) + 1
     return counts
 
@@ -135,7 +135,7 @@ def test_killed_syncs_converge_to_a_clean_build(make_app, tmp_path: Path, models
     clean.sync()
     assert _state(recovered) == _state(clean)
     assert recovered.search("river harbour", top_k=3).results
-    assert recovered.status().index.unindexed_rows < store.FOLD_DUE_ROWS
+    assert recovered.status().index.unindexed_rows < store_writes.FOLD_DUE_ROWS
 
 
 def test_snapshot_sequence_is_deduplicated_and_hits_carry_dates(make_app, tmp_path: Path) -> None:
@@ -159,7 +159,7 @@ def test_snapshot_sequence_is_deduplicated_and_hits_carry_dates(make_app, tmp_pa
 
     full = make_app(docs, DB_PATH=str(tmp_path / "plain"), NO_SNAPSHOT_DEDUPE="1")
     full.sync()
-    assert full.index.count_chunks() > app.index.count_chunks()
+    assert full.index.registry.count_chunks() > app.index.registry.count_chunks()
 
 
 def test_git_ignored_secrets_stay_out_and_unreadable_rules_are_reported(make_app, tmp_path: Path) -> None:

@@ -128,7 +128,7 @@ def test_only_the_cli_reads_ray_address(tmp_path: Path, make_app: Callable[..., 
     pytest.importorskip("ray")
     with pytest.raises(ClusterUnreachable):
         sync_runner.run(settings, SyncRequest(), "cli", lambda: app)
-    assert app.index.source(str((docs / "c.md").resolve())) is None  # refused before anything was written
+    assert app.index.registry.source(str((docs / "c.md").resolve())) is None  # refused before anything was written
     assert (read_last_sync(settings.db_path) or {}).get("seen") == 2
 
 

@@ -17,7 +17,7 @@ def test_every_chunk_of_a_document_without_sections_embeds_its_title(tmp_path: P
     app = Appliance(load_settings({"BASE_DIR": str(docs), "DB_PATH": str(tmp_path / "db"), "CHUNK_TOKEN_BUDGET": "64",
                                    "MODELS_DIR": str(MODELS_DIR)}), embedder=recorder)
     app.sync()
-    stored = [row["text"] for row in app.index.chunk_rows("chunk_index >= 0", ["text", "chunk_index"])]
+    stored = [row["text"] for row in app.index.reader.chunk_rows("chunk_index >= 0", ["text", "chunk_index"])]
     assert len(recorder.passages) == len(stored) > 3
     assert all("Solar panel maintenance" in t for t in recorder.passages)
     assert sum("Solar panel maintenance" in t for t in stored) == 1  # the stored text stays the document's

@@ -10,9 +10,13 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "appliance"
 
+STORAGE = {"store", "store_index", "store_writes", "store_sources", "store_reads", "swap"}
+"""The storage modules: the tables (store), their composition (store_index), writes and upkeep, the source
+registry, the query reader, and the one-commit replacement (swap). Only they touch LanceDB."""
+
 OWNERS = {
-    "lancedb": {"store", "swap"},  # swap: the store's one-commit replacement, split off
-    "pyarrow": {"store", "replica", "swap"},
+    "lancedb": STORAGE,
+    "pyarrow": STORAGE | {"replica"},
     "fastembed": {"embed"},
     "onnxruntime": {"models.e5_onnx"},
     "markitdown": {"ingest.convert"},

@@ -8,9 +8,12 @@ import pyarrow as pa
 import pytest
 
 import appliance.store as store
+import appliance.store_reads as store_reads
 from appliance import replica
+from appliance.config import replica_budget
 from appliance.query.filters import Filter
-from appliance.store import Index, chunk_schema, in_list
+from appliance.store import chunk_schema, in_list
+from appliance.store_index import Index
 
 DIM = 16
 COLUMNS = ["id", "source_id", "parent_id", "chunk_index", "text"]
@@ -28,8 +31,8 @@ def _rows(n: int, seed: int, source: str = "/docs/a.md") -> list[dict]:
     return out
 
 
-def _index(tmp_path: Path, rows: list[dict]) -> Index:
-    index = Index(tmp_path, DIM)
+def _index(tmp_path: Path, rows: list[dict], memory_budget: int | None = None) -> Index:
+    index = Index(tmp_path, DIM, memory_budget=replica_budget() if memory_budget is None else memory_budget)
     index.chunks(create=True).add(pa.Table.from_pylist(rows, schema=chunk_schema(DIM)))
     return index
 
@@ -42,8 +45,8 @@ def _lancedb_nearest(index: Index, vector: list[float], limit: int) -> list[dict
 def test_nearest_equals_lancedbs_exact_search(tmp_path: Path) -> None:
     index = _index(tmp_path, _rows(300, seed=1))
     for probe in _rows(20, seed=2):
-        ours = index.vector_search(probe["vector"], 25, None, COLUMNS)
-        assert index._replica is not None  # served from memory
+        ours = index.reader.vector_search(probe["vector"], 25, None, COLUMNS)
+        assert index.reader._replica is not None  # served from memory
         theirs = _lancedb_nearest(index, probe["vector"], 25)
         assert [r["id"] for r in ours] == [r["id"] for r in theirs]
         assert [r["_distance"] for r in ours] == pytest.approx([r["_distance"] for r in theirs], abs=1e-5)
@@ -54,83 +57,83 @@ def test_nearest_equals_lancedbs_exact_search(tmp_path: Path) -> None:
 def test_section_rows_equal_the_filtered_scan(tmp_path: Path) -> None:
     index = _index(tmp_path, _rows(60, seed=3) + _rows(30, seed=4, source="/docs/b.md"))
     parents = ["/docs/a.md#2", "/docs/b.md#0", "/docs/a.md#19", "/docs/none#1"]
-    assert index.section_rows(parents, COLUMNS) == index.chunk_rows(in_list("parent_id", parents), COLUMNS)
-    assert index._replica is not None
-    assert len(index.section_rows(parents, COLUMNS)) == 9
+    reader = index.reader
+    assert reader.section_rows(parents, COLUMNS) == reader.chunk_rows(in_list("parent_id", parents), COLUMNS)
+    assert index.reader._replica is not None
+    assert len(index.reader.section_rows(parents, COLUMNS)) == 9
 
 
 def test_a_commit_is_seen_by_the_next_search(tmp_path: Path) -> None:
     index = _index(tmp_path, _rows(50, seed=5))
     new = _rows(1, seed=6, source="/docs/new.md")[0]
-    assert index.vector_search(new["vector"], 1, None, COLUMNS)[0]["id"] != new["id"]
-    index.replace_sources([store.SourceRow(source_id="/docs/new.md", source_kind="file", root="/docs",
+    assert index.reader.vector_search(new["vector"], 1, None, COLUMNS)[0]["id"] != new["id"]
+    index.writes.replace_sources([store.SourceRow(source_id="/docs/new.md", source_kind="file", root="/docs",
                                            path="new.md", content_hash="h", mtime_ns=0, size=1)], [new])
-    assert index.vector_search(new["vector"], 1, None, COLUMNS)[0]["id"] == new["id"]
-    index.delete_sources(["/docs/new.md"])
-    assert index.vector_search(new["vector"], 1, None, COLUMNS)[0]["id"] != new["id"]
+    assert index.reader.vector_search(new["vector"], 1, None, COLUMNS)[0]["id"] == new["id"]
+    index.writes.delete_sources(["/docs/new.md"])
+    assert index.reader.vector_search(new["vector"], 1, None, COLUMNS)[0]["id"] != new["id"]
     # another process's commit: this handle sees it after checkout_latest, as every search does
-    other = Index(tmp_path, DIM)
+    other = Index(tmp_path, DIM, memory_budget=replica_budget())
     other.chunks().add(pa.Table.from_pylist([new], schema=chunk_schema(DIM)))
     index.checkout_latest()
-    assert index.vector_search(new["vector"], 1, None, COLUMNS)[0]["id"] == new["id"]
+    assert index.reader.vector_search(new["vector"], 1, None, COLUMNS)[0]["id"] == new["id"]
 
 
 def _searches(index: Index, probe: list[float], where: Filter | None, limit: int) -> list[tuple[str, float]]:
-    return [(r["id"], round(r["_distance"], 5)) for r in index.vector_search(probe, limit, where, COLUMNS)]
+    return [(r["id"], round(r["_distance"], 5)) for r in index.reader.vector_search(probe, limit, where, COLUMNS)]
 
 
 @pytest.mark.parametrize("max_rows", [None, 10])
-def test_a_filter_is_a_mask_over_the_whole_ranking(tmp_path: Path, monkeypatch, max_rows: int | None) -> None:
+def test_a_filter_is_a_mask_over_the_whole_ranking(tmp_path: Path, max_rows: int | None) -> None:
     """In memory and through LanceDB (tables above the replica's memory budget) alike: the chunks inside
     a filter come in the order, and with the distances, they have in the unfiltered ranking, however deep."""
-    if max_rows is not None:
-        monkeypatch.setattr(replica, "BUDGET_BYTES", replica.estimated_bytes(max_rows, DIM))
     index = _index(tmp_path, _rows(40, seed=7) + _rows(40, seed=8, source="/docs/b/c.md")
-                   + _rows(5, seed=9, source="/docs/b-other.md"))
+                   + _rows(5, seed=9, source="/docs/b-other.md"),
+                   None if max_rows is None else replica.estimated_bytes(max_rows, DIM))
     scope = Filter("/docs/b")
     for probe in _rows(5, seed=10):
         whole = _searches(index, probe["vector"], None, 85)
-        assert (index._replica is not None) == (max_rows is None)
-        assert index.query_path(85) == ("memory" if max_rows is None else "index")
+        assert (index.reader._replica is not None) == (max_rows is None)
+        assert index.reader.query_path(85) == ("memory" if max_rows is None else "index")
         inside = [hit for hit in whole if hit[0].startswith("/docs/b/c.md:")]
         assert _searches(index, probe["vector"], scope, 10) == inside[:10]
         assert _searches(index, probe["vector"], Filter("/docs"), 10) == whole[:10]
         assert _searches(index, probe["vector"], Filter(doc_class="note"), 10) == []
-    assert len(index.section_rows(["/docs/a.md#0"], COLUMNS)) == 3
+    assert len(index.reader.section_rows(["/docs/a.md#0"], COLUMNS)) == 3
 
 
 def _fresh(tmp_path: Path) -> pa.Table:
-    rows = Index(tmp_path, DIM)
-    rows.vector_search([1.0] * DIM, 1, None, COLUMNS)
-    return rows._replica.rows.sort_by("id")
+    rows = Index(tmp_path, DIM, memory_budget=replica_budget())
+    rows.reader.vector_search([1.0] * DIM, 1, None, COLUMNS)
+    return rows.reader._replica.rows.sort_by("id")
 
 
 def test_a_refreshed_replica_equals_a_fresh_read_and_reads_only_new_rows(tmp_path: Path) -> None:
     index = _index(tmp_path, _rows(60, seed=11))
     probe = _rows(1, seed=12)[0]["vector"]
-    index.vector_search(probe, 5, None, COLUMNS)
-    assert index.replica_rows_read == 60
+    index.reader.vector_search(probe, 5, None, COLUMNS)
+    assert index.reader.replica_rows_read == 60
     source = store.SourceRow(source_id="/docs/new.md", source_kind="file", content_hash="h")
-    index.replace_sources([source], _rows(7, seed=13, source="/docs/new.md"))
-    index.vector_search(probe, 5, None, COLUMNS)
-    assert index.replica_rows_read == 67  # the seven added
+    index.writes.replace_sources([source], _rows(7, seed=13, source="/docs/new.md"))
+    index.reader.vector_search(probe, 5, None, COLUMNS)
+    assert index.reader.replica_rows_read == 67  # the seven added
     index.chunks().delete("chunk_index < 20 AND source_id = '/docs/a.md'")
-    index.vector_search(probe, 5, None, COLUMNS)
-    assert index.replica_rows_read == 67  # a deletion reads no rows
-    index.refresh_indexes(fold_now=True)  # compaction rewrites every fragment: rows move, none is read again
+    index.reader.vector_search(probe, 5, None, COLUMNS)
+    assert index.reader.replica_rows_read == 67  # a deletion reads no rows
+    index.writes.refresh_indexes(fold_now=True)  # compaction rewrites every fragment: rows move, none is read again
     assert index.chunks().stats()["fragment_stats"]["num_fragments"] == 1
-    index.vector_search(probe, 5, None, COLUMNS)
-    assert index.replica_rows_read == 67
-    assert index._replica.rows.sort_by("id") == _fresh(tmp_path)
-    assert index._replica.rows.num_rows == 47
+    index.reader.vector_search(probe, 5, None, COLUMNS)
+    assert index.reader.replica_rows_read == 67
+    assert index.reader._replica.rows.sort_by("id") == _fresh(tmp_path)
+    assert index.reader._replica.rows.num_rows == 47
     theirs = _lancedb_nearest(index, probe, 47)
-    assert [r["id"] for r in index.vector_search(probe, 47, None, COLUMNS)] == [r["id"] for r in theirs]
+    assert [r["id"] for r in index.reader.vector_search(probe, 47, None, COLUMNS)] == [r["id"] for r in theirs]
 
 
 def _keyword_hits(index: Index, terms: str, where: Filter | None, held: replica.Replica | None) -> list[tuple]:
     # a limit above every match: LanceDB returns all of them, so no tie at a cut can differ between two reads
     return [(r["id"], round(r["_score"], 5), r["text"], r["source_id"])
-            for r in store._bm25(index.chunks(), terms, 500, where, COLUMNS, held)]
+            for r in store_reads._bm25(index.chunks(), terms, 500, where, COLUMNS, held)]
 
 
 def test_bm25_matches_come_from_the_replica_by_address_as_lancedb_reads_them(tmp_path: Path) -> None:
@@ -138,9 +141,9 @@ def test_bm25_matches_come_from_the_replica_by_address_as_lancedb_reads_them(tmp
     for i, row in enumerate(rows):
         row["keywords"] = " ".join(["alpha"] * (1 + i % 5) + ["beta"] * (i % 3))
     index = _index(tmp_path, rows)
-    index.refresh_indexes()
-    index.vector_search(rows[0]["vector"], 1, None, COLUMNS)
-    held = index._replica
+    index.writes.refresh_indexes()
+    index.reader.vector_search(rows[0]["vector"], 1, None, COLUMNS)
+    held = index.reader._replica
     def found() -> pa.Table:
         return (index.chunks().search("alpha", query_type="fts", fts_columns="keywords").select(["_score"])
                 .with_row_id(True).limit(500).to_arrow())
@@ -152,14 +155,15 @@ def test_bm25_matches_come_from_the_replica_by_address_as_lancedb_reads_them(tmp
     new = _rows(5, seed=16, source="/docs/new.md")
     for row in new:
         row["keywords"] = "alpha gamma"
-    index.replace_sources([store.SourceRow(source_id="/docs/new.md", source_kind="file", content_hash="h")], new)
-    index.refresh_indexes(fold_now=True)
+    index.writes.replace_sources([store.SourceRow(source_id="/docs/new.md", source_kind="file", content_hash="h")], new)
+    index.writes.refresh_indexes(fold_now=True)
     assert held.rows_at_addresses(found(), COLUMNS) is None
     assert _keyword_hits(index, "gamma", None, held) == _keyword_hits(index, "gamma", None, None)
     assert {hit[0] for hit in _keyword_hits(index, "gamma", None, held)} == {r["id"] for r in new}
     assert _keyword_hits(index, "alpha", None, held) == _keyword_hits(index, "alpha", None, None)
-    index.vector_search(rows[0]["vector"], 1, None, COLUMNS)  # the refreshed replica holds the moved rows' addresses
-    assert _keyword_hits(index, "alpha", Filter("/docs/new.md"), index._replica) == \
+    # the refreshed replica holds the moved rows' addresses
+    index.reader.vector_search(rows[0]["vector"], 1, None, COLUMNS)
+    assert _keyword_hits(index, "alpha", Filter("/docs/new.md"), index.reader._replica) == \
         _keyword_hits(index, "alpha", Filter("/docs/new.md"), None)
 
 

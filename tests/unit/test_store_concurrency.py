@@ -7,12 +7,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from appliance.store import Index, chunk_schema
+from appliance.config import replica_budget
+from appliance.store import chunk_schema
+from appliance.store_index import Index
 
 
 def test_reads_answer_while_a_writer_holds_the_index_lock(tmp_path: Path) -> None:
     dim = 8
-    index = Index(tmp_path, dim)
+    index = Index(tmp_path, dim, memory_budget=replica_budget())
     row = {f.name: None for f in chunk_schema(dim)} | {
         "id": "k:0", "source_id": "/docs/a.md", "chunk_index": 0, "text": "turbine blades", "keywords": "turbin blade",
         "vector": (np.ones(dim, dtype="float32") / np.sqrt(dim)).tolist()}
@@ -21,7 +23,7 @@ def test_reads_answer_while_a_writer_holds_the_index_lock(tmp_path: Path) -> Non
     holding, release = threading.Event(), threading.Event()
 
     def writer() -> None:  # stands in for replace_sources / refresh_indexes mid-write
-        with index._lock:
+        with index.lock:
             holding.set()
             release.wait(30)
 
@@ -30,7 +32,7 @@ def test_reads_answer_while_a_writer_holds_the_index_lock(tmp_path: Path) -> Non
     holding.wait(5)
     answers: list[object] = []
     reader = threading.Thread(target=lambda: answers.append(
-        index.vector_search(row["vector"], 5, None, ["id"])))
+        index.reader.vector_search(row["vector"], 5, None, ["id"])))
     reader.start()
     reader.join(10)
     finished_while_held = not reader.is_alive()

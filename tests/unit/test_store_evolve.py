@@ -5,7 +5,9 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 
-from appliance.store import CHUNKS, Index, chunk_schema
+from appliance.config import replica_budget
+from appliance.store import CHUNKS, chunk_schema
+from appliance.store_index import Index
 
 
 def test_missing_fields_are_added_with_defaults_and_vectors_kept(tmp_path: Path) -> None:
@@ -16,10 +18,11 @@ def test_missing_fields_are_added_with_defaults_and_vectors_kept(tmp_path: Path)
     row = {f.name: None for f in old} | {"id": "k:0", "source_id": "/docs/a.md", "text": "old row", "vector": vector}
     lancedb.connect(str(tmp_path)).create_table(CHUNKS, data=pa.Table.from_pylist([row], schema=old))
 
-    index = Index(tmp_path, dim)
+    index = Index(tmp_path, dim, memory_budget=replica_budget())
     table = index.chunks()
     assert set(full.names) <= set(table.schema.names)
-    [stored] = index.chunk_rows("id = 'k:0'", ["text", "doc_class", "also_unchanged_on", "vector"])
+    [stored] = index.reader.chunk_rows("id = 'k:0'", ["text", "doc_class", "also_unchanged_on", "vector"])
     assert stored["text"] == "old row" and stored["doc_class"] == "note"
     assert np.allclose(stored["vector"], vector)
-    assert Index(tmp_path, dim).chunks().count_rows() == 1  # a second open changes nothing
+    again = Index(tmp_path, dim, memory_budget=replica_budget())
+    assert again.chunks().count_rows() == 1  # a second open changes nothing

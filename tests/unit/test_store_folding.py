@@ -7,8 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from appliance import store
-from appliance.store import Index, SourceRow, chunk_schema
+from appliance import store_writes
+from appliance.config import replica_budget
+from appliance.store import SourceRow, chunk_schema
+from appliance.store_index import Index
 
 DIM = 8
 
@@ -21,102 +23,101 @@ def _write(index: Index, first: int, count: int) -> None:
         "id": f"k{n}:0", "source_id": f"/docs/{n:04d}.md", "chunk_index": 0, "text": f"turbine blade {n}",
         "keywords": f"turbin blade n{n}", "parent_id": f"k{n}:s0", "embed_key": f"e{n}", "ingested_at": 1.0,
         "vector": rng.standard_normal(DIM).astype("float32").tolist()} for n in range(first, first + count)]
-    index.replace_sources(sources, rows)
+    index.writes.replace_sources(sources, rows)
 
 
 def test_writes_fold_their_rows_into_the_indexes_every_so_many_rows(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store, "FOLD_EVERY_ROWS", 30)
-    index = Index(tmp_path, DIM)
+    monkeypatch.setattr(store_writes, "FOLD_EVERY_ROWS", 30)
+    index = Index(tmp_path, DIM, memory_budget=replica_budget())
     _write(index, 0, 20)
-    assert not index.has_fts_index()  # below the threshold: nothing folded yet
+    assert not index.writes.has_fts_index()  # below the threshold: nothing folded yet
     _write(index, 20, 20)
-    assert index.has_fts_index() and index.unindexed_rows() == 0 and index.rows_unfolded == 0
+    assert index.writes.has_fts_index() and index.writes.unindexed_rows() == 0 and index.writes.rows_unfolded == 0
     sources = index.sources()
     assert sources is not None and any(tuple(i.columns) == ("source_id",) for i in sources.list_indices())
     _write(index, 40, 20)
-    assert index.unindexed_rows() == 20 and index.rows_unfolded == 20
+    assert index.writes.unindexed_rows() == 20 and index.writes.rows_unfolded == 20
     _write(index, 10, 20)  # rewrites of indexed sources: replaced, never doubled
-    assert index.count_chunks() == 60 and index.unindexed_rows() == 0
-    assert sorted(r.source_id for r in index.source_rows()) == [f"/docs/{n:04d}.md" for n in range(60)]
-    hits = index.keyword_search("n15", 5, None, ["id"])
+    assert index.registry.count_chunks() == 60 and index.writes.unindexed_rows() == 0
+    assert sorted(r.source_id for r in index.registry.source_rows()) == [f"/docs/{n:04d}.md" for n in range(60)]
+    hits = index.reader.keyword_search("n15", 5, None, ["id"])
     assert [h["id"] for h in hits] == ["k15:0"]
 
 
 def test_a_stop_leaves_the_folding_to_the_next_sync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store, "FOLD_EVERY_ROWS", 10)
-    monkeypatch.setattr(store.stopping, "requested", lambda: True)
-    index = Index(tmp_path, DIM)
+    monkeypatch.setattr(store_writes, "FOLD_EVERY_ROWS", 10)
+    monkeypatch.setattr(store_writes.stopping, "requested", lambda: True)
+    index = Index(tmp_path, DIM, memory_budget=replica_budget())
     _write(index, 0, 20)
-    assert not index.has_fts_index() and index.count_chunks() == 20
+    assert not index.writes.has_fts_index() and index.registry.count_chunks() == 20
 
 
 def test_a_small_write_waits_for_the_next_fold_and_is_searched_meanwhile(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store, "FOLD_DUE_ROWS", 15)
-    monkeypatch.setattr(store, "FOLD_DUE_FRAGMENTS", 1_000)
-    index = Index(tmp_path, DIM)
+    monkeypatch.setattr(store_writes, "FOLD_DUE_ROWS", 15)
+    monkeypatch.setattr(store_writes, "FOLD_DUE_FRAGMENTS", 1_000)
+    index = Index(tmp_path, DIM, memory_budget=replica_budget())
     _write(index, 0, 20)
-    index.refresh_indexes()  # the first refresh builds the indexes over every row
+    index.writes.refresh_indexes()  # the first refresh builds the indexes over every row
     _write(index, 20, 10)
-    index.refresh_indexes()
-    assert index.unindexed_rows() == 10  # below FOLD_DUE_ROWS: not folded
-    assert [h["id"] for h in index.keyword_search("n25", 5, None, ["id"])] == ["k25:0"]
+    index.writes.refresh_indexes()
+    assert index.writes.unindexed_rows() == 10  # below FOLD_DUE_ROWS: not folded
+    assert [h["id"] for h in index.reader.keyword_search("n25", 5, None, ["id"])] == ["k25:0"]
     _write(index, 30, 10)
-    index.refresh_indexes()
-    assert index.unindexed_rows() == 0  # 20 waiting: folded
+    index.writes.refresh_indexes()
+    assert index.writes.unindexed_rows() == 0  # 20 waiting: folded
 
 
 def test_many_small_writes_fold_by_their_fragments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store, "FOLD_DUE_FRAGMENTS", 5)
-    index = Index(tmp_path, DIM)
+    monkeypatch.setattr(store_writes, "FOLD_DUE_FRAGMENTS", 5)
+    index = Index(tmp_path, DIM, memory_budget=replica_budget())
     _write(index, 0, 5)
-    index.refresh_indexes()
+    index.writes.refresh_indexes()
     for n in range(5, 8):  # one fragment each: 4 with the first
         _write(index, n, 1)
-        index.refresh_indexes()
-    assert index.unindexed_rows() == 3
+        index.writes.refresh_indexes()
+    assert index.writes.unindexed_rows() == 3
     _write(index, 8, 1)
-    index.refresh_indexes()
-    assert index.unindexed_rows() == 0
+    index.writes.refresh_indexes()
+    assert index.writes.unindexed_rows() == 0
 
 
 def test_the_vector_index_comes_only_once_queries_leave_the_replica(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from appliance import replica
 
-    monkeypatch.setattr(store, "VECTOR_INDEX_MIN_ROWS", 10)
-    index = Index(tmp_path, DIM)
+    monkeypatch.setattr(store_writes, "VECTOR_INDEX_MIN_ROWS", 10)
+    index = Index(tmp_path, DIM, memory_budget=replica_budget())
     _write(index, 0, 40)
-    index.refresh_indexes(fold_now=True)
-    assert index.query_path(40) == "memory" and not index.has_vector_index()  # folds skip its upkeep
-    monkeypatch.setattr(replica, "BUDGET_BYTES", replica.estimated_bytes(30, DIM))
+    index.writes.refresh_indexes(fold_now=True)
+    assert index.reader.query_path(40) == "memory" and not index.writes.has_vector_index()  # folds skip its upkeep
+    index.memory_budget = replica.estimated_bytes(30, DIM)
     _write(index, 40, 10)
-    index.refresh_indexes()
-    assert index.query_path(50) == "index" and index.has_vector_index()
+    index.writes.refresh_indexes()
+    assert index.reader.query_path(50) == "index" and index.writes.has_vector_index()
     chunks = index.chunks()
     assert chunks is not None
     probe = chunks.search().where("id = 'k45:0'").select(["vector"]).to_list()[0]["vector"]
-    assert index.vector_search(probe, 1, None, ["id"])[0]["id"] == "k45:0"
-    monkeypatch.setattr(replica, "BUDGET_BYTES", replica.estimated_bytes(60, DIM))
-    index.refresh_indexes()
-    assert index.has_vector_index()  # fits, but not by the margin: kept
-    monkeypatch.setattr(replica, "BUDGET_BYTES", replica.estimated_bytes(63, DIM))
-    index.refresh_indexes()
-    assert index.query_path(50) == "memory" and not index.has_vector_index()
-    assert index.vector_search(probe, 1, None, ["id"])[0]["id"] == "k45:0"
+    assert index.reader.vector_search(probe, 1, None, ["id"])[0]["id"] == "k45:0"
+    index.memory_budget = replica.estimated_bytes(60, DIM)
+    index.writes.refresh_indexes()
+    assert index.writes.has_vector_index()  # fits, but not by the margin: kept
+    index.memory_budget = replica.estimated_bytes(63, DIM)
+    index.writes.refresh_indexes()
+    assert index.reader.query_path(50) == "memory" and not index.writes.has_vector_index()
+    assert index.reader.vector_search(probe, 1, None, ["id"])[0]["id"] == "k45:0"
 
 
 def test_folds_never_split_the_vector_index_into_more_than_so_many_segments(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from appliance import replica
 
-    monkeypatch.setattr(store, "VECTOR_INDEX_MIN_ROWS", 10)
-    monkeypatch.setattr(store, "VECTOR_SEGMENTS_MAX", 2)
-    monkeypatch.setattr(replica, "BUDGET_BYTES", replica.estimated_bytes(5, DIM))
-    index = Index(tmp_path, DIM)
+    monkeypatch.setattr(store_writes, "VECTOR_INDEX_MIN_ROWS", 10)
+    monkeypatch.setattr(store_writes, "VECTOR_SEGMENTS_MAX", 2)
+    index = Index(tmp_path, DIM, memory_budget=replica.estimated_bytes(5, DIM))
     _write(index, 0, 40)
-    index.refresh_indexes(fold_now=True)
+    index.writes.refresh_indexes(fold_now=True)
     chunks = index.chunks()
     assert chunks is not None
 
@@ -126,10 +127,10 @@ def test_folds_never_split_the_vector_index_into_more_than_so_many_segments(tmp_
     seen = []
     for first in range(40, 100, 10):
         _write(index, first, 10)
-        index.refresh_indexes(fold_now=True)
+        index.writes.refresh_indexes(fold_now=True)
         seen.append(segments())
     assert max(seen) <= 2 and 2 in seen  # folds added segments; past the bound the index became one again
     assert 1 in seen[seen.index(2):]
     probe = chunks.search().where("id = 'k95:0'").select(["vector"]).to_list()[0]["vector"]
-    assert index.vector_search(probe, 1, None, ["id"])[0]["id"] == "k95:0"
-    assert index.unindexed_rows() == 0 and index.count_chunks() == 100
+    assert index.reader.vector_search(probe, 1, None, ["id"])[0]["id"] == "k95:0"
+    assert index.writes.unindexed_rows() == 0 and index.registry.count_chunks() == 100

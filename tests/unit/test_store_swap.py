@@ -8,7 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from appliance.store import Index, SourceRow, chunk_schema
+from appliance.config import replica_budget
+from appliance.store import SourceRow, chunk_schema
+from appliance.store_index import Index
 
 DIM = 8
 WATCHED = "doc-watched"
@@ -25,23 +27,23 @@ def _rows(source: SourceRow, count: int, stamp: float) -> list[dict[str, Any]]:
 def _write(index: Index, source_id: str, count: int) -> None:
     stamp = time.time()
     source = SourceRow(source_id=source_id, source_kind="data", path=source_id, chunk_count=count, ingested_at=stamp)
-    index.replace_sources([source], _rows(source, count, stamp))
+    index.writes.replace_sources([source], _rows(source, count, stamp))
 
 
 def _reader(db: str, stop: Any, counts: Any) -> None:
     """Another process, as a server beside a sync is: the latest version, read again and again."""
-    index = Index(Path(db), DIM)
+    index = Index(Path(db), DIM, memory_budget=replica_budget())
     while not stop.is_set():
         index.checkout_latest()
-        counts.append(index.count_chunks(f"source_id = '{WATCHED}'"))
+        counts.append(index.registry.count_chunks(f"source_id = '{WATCHED}'"))
 
 
 def test_a_reader_never_sees_a_replaced_source_without_chunks(tmp_path: Path) -> None:
-    index = Index(tmp_path, DIM)
+    index = Index(tmp_path, DIM, memory_budget=replica_budget())
     for n in range(20):  # other sources, so the table is not just the watched one
         _write(index, f"doc-{n}", 5)
     _write(index, WATCHED, 4)
-    index.refresh_indexes(fold_now=True)
+    index.writes.refresh_indexes(fold_now=True)
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
         stop, counts = manager.Event(), manager.list()
@@ -60,4 +62,4 @@ def test_a_reader_never_sees_a_replaced_source_without_chunks(tmp_path: Path) ->
     assert len(seen) >= 30, f"the reader read only {len(seen)} times"
     assert 0 not in seen, f"the source had no chunks in {seen.count(0)} of {len(seen)} reads"
     assert set(seen) <= {2, 3, 4, 6}, f"a reader saw a mix of old and new chunks: {sorted(set(seen))}"
-    assert index.count_chunks(f"source_id = '{WATCHED}'") == (3, 6, 2, 4)[(rounds - 1) % 4]
+    assert index.registry.count_chunks(f"source_id = '{WATCHED}'") == (3, 6, 2, 4)[(rounds - 1) % 4]
