@@ -20,7 +20,7 @@ from appliance.query.hybrid import Side
 from appliance.store import SourceRow, chunk_schema
 from appliance.store_index import Index
 from appliance.store_reads import LanceRanker, Ranker
-from tests.adapters.test_mcp_jobs_paging import HashEmbedder
+from tests.fixtures.embedders import HashEmbedder
 
 COLUMNS = [*RANK_COLUMNS, "doc_class", "chunk_index"]
 DOCUMENTS = {
@@ -171,12 +171,12 @@ def test_the_resolved_settings_budget_chooses_the_ranker(written: Path, embedder
     from dataclasses import replace
 
     from appliance.config import load_settings
-    from appliance.core import Core
+    from appliance.core import Resources
 
     settings = load_settings({"BASE_DIR": str(written.parent), "DB_PATH": str(written)})
     assert settings.replica_budget_bytes == replica_budget() > 0
-    assert Core(settings, embedder=embedder).index.memory_budget == settings.replica_budget_bytes  # type: ignore[arg-type]
-    assert isinstance(Core(settings, embedder=embedder).index.reader.ranker(COLUMNS),  # type: ignore[arg-type]
+    assert Resources(settings, embedder=embedder).index.memory_budget == settings.replica_budget_bytes
+    assert isinstance(Resources(settings, embedder=embedder).index.reader.ranker(COLUMNS),
                       replica.Replica)
-    starved = Core(replace(settings, replica_budget_bytes=0), embedder=embedder)  # type: ignore[arg-type]
+    starved = Resources(replace(settings, replica_budget_bytes=0), embedder=embedder)
     assert isinstance(starved.index.reader.ranker(COLUMNS), LanceRanker)
