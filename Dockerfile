@@ -65,7 +65,7 @@ RUN mkdir -p /tmp/smoke/docs \
     && /opt/minirag/bin/minirag sync --base-dir /tmp/smoke/docs --db-path /tmp/smoke/index --models-dir /models >/dev/null \
     && /opt/minirag/bin/minirag query "wind turbines" --base-dir /tmp/smoke/docs --db-path /tmp/smoke/index \
          --models-dir /models --json | grep -q '/tmp/smoke/docs/a.md' \
-    && /opt/minirag/bin/python -c "import appliance.server, appliance.http_server" \
+    && /opt/minirag/bin/python -c "import appliance.adapters.mcp_server, appliance.adapters.http_server" \
     && rm -rf /tmp/smoke
 
 # ---------------------------------------------------------------------------
@@ -128,10 +128,10 @@ STOPSIGNAL SIGTERM
 # Daemon mode: the MCP HTTP endpoint answers and the index is readable. In stdio and
 # one-shot modes the check is `status` alone (it answers even when misconfigured).
 HEALTHCHECK --interval=60s --timeout=30s --start-period=60s --retries=3 \
-    CMD ["python3", "-m", "appliance.entrypoint", "healthcheck"]
+    CMD ["python3", "-m", "appliance.adapters.entrypoint", "healthcheck"]
 # No command: the MCP server on stdio plus the sync scheduler. `daemon`: MCP over HTTP
 # plus the scheduler under supervisord. Anything else is a `minirag` subcommand.
-ENTRYPOINT ["python3", "-m", "appliance.entrypoint"]
+ENTRYPOINT ["python3", "-m", "appliance.adapters.entrypoint"]
 CMD []
 
 # Last, so a new revision does not invalidate the layers above.

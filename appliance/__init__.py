@@ -1,7 +1,7 @@
 """minirag appliance: offline document search for AI agents."""
 from importlib.metadata import PackageNotFoundError, version
 
-from appliance import netguard
+from appliance.platform import netguard
 
 # Before any module of ours can import onnxruntime (its telemetry starts with the import):
 # every process that runs appliance code (CLI, servers, scheduler, conversion workers)

@@ -1,4 +1,4 @@
 """`python -m appliance` runs the minirag command."""
-from appliance.cli import main
+from appliance.adapters.cli import main
 
 main()

@@ -54,7 +54,7 @@ REPLICA_MEMORY_SHARE = 0.25
 REPLICA_MEMORY_CAP_BYTES = 1 << 30
 """The in-memory replica of the index may take a quarter of the memory this process may use, and never
 more than 1 GiB: ~150,000 chunks at 384 dimensions, whose exact scan (~25 ms) still fits a query; a serving
-process of a million chunks reads through LanceDB's indexes and stays near 1 GB (appliance.replica)."""
+process of a million chunks reads through LanceDB's indexes and stays near 1 GB (appliance.storage.replica)."""
 
 
 def memory_limit() -> int:
@@ -120,7 +120,7 @@ class Settings:
     replica_budget_bytes: int = field(default_factory=replica_budget)
     """Bytes of the index this process may hold in memory (replica_budget, from the memory limit when the
     settings are resolved): an index that fits is ranked by the exact in-memory replica, a larger one
-    through LanceDB's indexes (appliance.store_reads.IndexReader.ranker)."""
+    through LanceDB's indexes (appliance.storage.reads.IndexReader.ranker)."""
 
     def describe(self) -> SettingsView:
         """The values in effect, as `status` prints them."""
@@ -331,7 +331,7 @@ class Environment(BaseSettings):
 
     def allowed_hosts(self) -> tuple[str, ...]:
         """MCP_ALLOWED_HOSTS: more host names `serve-http` answers to besides its own address's (see
-        appliance.host_guard), comma-separated, lower case. Raises ConfigError naming a bad entry."""
+        appliance.adapters.host_guard), comma-separated, lower case. Raises ConfigError naming a bad entry."""
         names: list[str] = []
         for raw in self.mcp_allowed_hosts.split(","):
             name = raw.strip().lower().rstrip(".")

@@ -6,7 +6,6 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from appliance import dictionaries
 from appliance.config import Settings
 from appliance.embed import Embedder, OnnxEmbedder, load_spec
 from appliance.errors import ConfigError, IndexMismatch, InvalidArgument
@@ -15,8 +14,9 @@ from appliance.ingest.chunk import SCHEME_VERSION
 from appliance.ingest.discover import contained_root, resolve_in_roots
 from appliance.ingest.isolate import ConvertPool
 from appliance.ingest.ocr import OcrConfig
-from appliance.store import Identity, SourceRow
-from appliance.store_index import Index
+from appliance.search import dictionaries
+from appliance.storage.index import Index
+from appliance.storage.tables import Identity, SourceRow
 
 MAX_SOURCE_ID_CHARS = 1024
 DEFAULT_BUDGET = 256

@@ -9,7 +9,6 @@ from appliance.errors import ApplianceError, IndexMismatch
 from appliance.ingest.chunk import SCHEME_VERSION
 from appliance.ingest.discover import ignore_problems
 from appliance.ingest.ocr import ocr_status
-from appliance.locking import lock_holder
 from appliance.results import (
     ErrorInfo,
     FirstSync,
@@ -20,14 +19,15 @@ from appliance.results import (
     Status,
     SyncRunning,
 )
-from appliance.state import (
+from appliance.storage.locking import lock_holder
+from appliance.storage.tables import IDENTITY_FILE
+from appliance.sync.state import (
     SCHEDULER_START_LIMIT_S,
     process_started_at,
     read_last_sync,
     read_scheduler_state,
     running_sync,
 )
-from appliance.store import IDENTITY_FILE
 
 
 def status(core: Resources) -> Status:

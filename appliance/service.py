@@ -13,13 +13,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from appliance import health, indexing, reading, searching
+from appliance import health
+from appliance.assemble import reading
+from appliance.assemble.paging import READ_PAGE_CHARS
+from appliance.assemble.passages import SectionsMode
 from appliance.core import Resources
 from appliance.errors import ApplianceError, NotFound
-from appliance.indexing import Indexer, Progress
-from appliance.locking import lock_holder
-from appliance.paging import READ_PAGE_CHARS
-from appliance.query.assemble import SectionsMode
 from appliance.results import (
     Deleted,
     Document,
@@ -35,12 +34,16 @@ from appliance.results import (
     SyncJob,
     SyncRunning,
 )
-from appliance.state import read_last_sync, running_sync
+from appliance.search import hybrid as searching
+from appliance.storage.locking import lock_holder
+from appliance.sync import indexing
+from appliance.sync.indexing import Indexer, Progress
+from appliance.sync.state import read_last_sync, running_sync
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from appliance.jobs import SyncJobs
+    from appliance.sync.jobs import SyncJobs
 
 __all__ = ["Appliance", "Progress", "RunReport"]
 
@@ -62,7 +65,7 @@ class Appliance(Resources):
              progress: Progress | None = None, origin: str = "cli", indexer: Indexer | None = None) -> RunReport:
         """Make the index equal to the files on disk (under `path`, when given), here, with `indexer`
         (default: this process's); a root that looks unmounted keeps its files unless `allow_deletions`
-        (indexing.sync). Adapters go through appliance.sync_runner, which picks how a sync runs."""
+        (indexing.sync). Adapters go through appliance.sync.runner, which picks how a sync runs."""
         return indexing.sync(self, path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
                              forget_roots=forget_roots, allow_deletions=allow_deletions, progress=progress,
                              origin=origin, indexer=indexer)
@@ -155,10 +158,10 @@ class Appliance(Resources):
     def sync_start(self, path: str | None = None, *, require_absolute: bool = False,
                    allow_deletions: bool = False) -> SyncJob:
         """Start a sync of `path` (of every root without one) in a background thread and return the job;
-        SyncBusy while a sync holds the lock. It runs as appliance.sync_runner runs it for MCP: a stamp
+        SyncBusy while a sync holds the lock. It runs as appliance.sync.runner runs it for MCP: a stamp
         may answer a plain one, the rest runs here."""
         from appliance.errors import SyncBusy
-        from appliance.sync_runner import SyncRequest, run
+        from appliance.sync.runner import SyncRequest, run
 
         if path is not None:
             self.resolve(path, require_absolute=require_absolute)
@@ -194,7 +197,7 @@ class Appliance(Resources):
         return self._jobs().cancel(job_id)
 
     def _jobs(self) -> SyncJobs:
-        from appliance.jobs import SyncJobs
+        from appliance.sync.jobs import SyncJobs
 
         jobs: SyncJobs = self.__dict__.setdefault("_sync_jobs", SyncJobs())
         return jobs

@@ -35,10 +35,10 @@ def stages(docs: str, db: str) -> dict[str, object]:
     def mark(name: str) -> None:
         marks[name] = {"wall": round(time.perf_counter() - started, 3), "cpu": round(time.process_time() - cpu0, 3)}
 
-    import appliance.cli  # noqa: F401
+    import appliance.adapters.cli  # noqa: F401
     mark("cli")
+    from appliance.adapters.mcp_server import Runtime, create_server
     from appliance.config import read_environment
-    from appliance.server import Runtime, create_server
 
     runtime = Runtime(read_environment(), {"base_dirs": [docs], "db_path": db})
     create_server(runtime)

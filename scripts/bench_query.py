@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from appliance import dictionaries  # noqa: E402
 from appliance.config import load_settings  # noqa: E402
+from appliance.search import dictionaries  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
 from scripts.eval_retrieval import DATASETS  # noqa: E402
 

@@ -132,10 +132,10 @@ def _ray(docs: Path, index: Path, workers: int) -> dict[str, Any]:
 
 def _writer(source_index: Path, docs: Path, into: Path, batch: int, repeats: int, min_chunks: int) -> dict[str, Any]:
     """Commit the rows of `source_index` again (copied up to `min_chunks`) into fresh indexes, `batch` per commit."""
-    from appliance import indexing
-    from appliance.pipeline import Work
     from appliance.results import Tally
-    from appliance.store import chunk_schema
+    from appliance.storage.tables import chunk_schema
+    from appliance.sync import indexing
+    from appliance.sync.pipeline import Work
 
     source = _app(docs, source_index)
     columns = chunk_schema(source.spec.dim).names

@@ -2,7 +2,7 @@
 """What replacing indexed sources costs the write path: `IndexWriter.replace_sources` on a table of
 N chunks, for one source at a time (an ingest, a re-index of one changed file), for a
 sync's write batch of many small sources, and for one source that lost chunks (the
-costlier swap of appliance/swap.py).
+costlier swap of appliance/storage/swap.py).
 
 Usage: bench_replace.py [--sources 2000] [--chunks-per-source 10] [--batch 50] [--rounds 5] [--json]
 
@@ -29,8 +29,8 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # after PYTHONPATH, so another tree given there wins
 
 from appliance.config import replica_budget  # noqa: E402
-from appliance.store import SourceRow  # noqa: E402
-from appliance.store_index import Index  # noqa: E402
+from appliance.storage.index import Index  # noqa: E402
+from appliance.storage.tables import SourceRow  # noqa: E402
 
 DIM = 384
 
@@ -79,7 +79,7 @@ def main() -> None:
         shrink = [_write(index, [ids[(n * 53 + 11) % len(ids)]], max(1, args.chunks_per_source - 2), rng)
                   for n in range(args.rounds)]
         total = index.registry.count_chunks()
-    import appliance.store as store_module
+    import appliance.storage.tables as store_module
 
     result = {
         "store": str(Path(store_module.__file__).resolve()),

@@ -53,13 +53,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from appliance.assemble.passages import RANK_COLUMNS  # noqa: E402
 from appliance.config import DEFAULT_MODEL, load_settings, replica_budget  # noqa: E402
 from appliance.embed import OnnxEmbedder, load_spec  # noqa: E402
 from appliance.ingest.chunk import SCHEME_VERSION  # noqa: E402
-from appliance.keywords import analyze, query_terms  # noqa: E402
-from appliance.query.assemble import RANK_COLUMNS  # noqa: E402
-from appliance.store import Identity, SourceRow  # noqa: E402
-from appliance.store_index import Index  # noqa: E402
+from appliance.search.keywords import analyze, query_terms  # noqa: E402
+from appliance.storage.index import Index  # noqa: E402
+from appliance.storage.tables import Identity, SourceRow  # noqa: E402
 
 CACHE = ROOT / ".cache" / "bench_scale"
 SAMPLE = 512
@@ -234,8 +234,8 @@ def build_index(size: int, index_path: Path, docs: Path, corpus: Corpus, sample:
 # ---- serving: a fresh process over a built index ---------------------------------------------
 def serve(index_path: Path, docs: Path, queries_file: Path, out_file: Path) -> None:
     """Warm queries through Appliance.search in this process; writes figures as JSON to out_file."""
-    from appliance.query.filters import Filter
     from appliance.service import Appliance
+    from appliance.storage.filters import Filter
 
     data = json.loads(queries_file.read_text(encoding="utf-8"))
     texts: list[str] = data["texts"]

@@ -25,10 +25,10 @@ sys.path.insert(0, str(ROOT))
 
 from lancedb.index import IvfHnswSq  # noqa: E402
 
+from appliance.assemble.passages import RANK_COLUMNS  # noqa: E402
 from appliance.config import load_settings  # noqa: E402
-from appliance.query.assemble import RANK_COLUMNS  # noqa: E402
-from appliance.query.filters import Filter  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
+from appliance.storage.filters import Filter  # noqa: E402
 
 
 def main() -> None:

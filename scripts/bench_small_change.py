@@ -13,7 +13,7 @@ is less sensitive to other load on a shared machine. The text is real: SciFact a
 first sync (to compare two versions of the code over one index: PYTHONPATH=OTHER_TREE).
 With --beside-server a warm `minirag serve` runs on the same index (started, handshaken and
 its tools listed, as an MCP client does, before the rounds), so `minirag sync` hands its sync
-to it (appliance/handoff.py); each run reports whether it did.
+to it (appliance/sync/handoff.py); each run reports whether it did.
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from appliance.handoff import SOCKET_NAME  # noqa: E402
-from appliance.state import read_last_sync  # noqa: E402
+from appliance.sync.handoff import SOCKET_NAME  # noqa: E402
+from appliance.sync.state import read_last_sync  # noqa: E402
 from tests.adapters.test_start_path import RawStdio  # noqa: E402
 
 MINIRAG = str(Path(sys.executable).with_name("minirag"))

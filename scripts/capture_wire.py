@@ -184,8 +184,8 @@ def tool_calls(docs: Path) -> list[tuple[str, dict[str, Any]]]:
 async def mcp_capture() -> dict[str, Any]:
     from fastmcp import Client
 
+    from appliance.adapters.mcp_server import Runtime, create_server
     from appliance.config import read_environment
-    from appliance.server import Runtime, create_server
 
     runtime = Runtime(read_environment({"BASE_DIR": str(DOCS), "DB_PATH": str(DB), "MODELS_DIR": str(MODELS)}))
     server = create_server(runtime)
@@ -290,7 +290,7 @@ def capture(out: Path, index: Path | None) -> None:
         build_docs()
         first_sync = cli("sync", "--json")
         if index is not None:
-            from appliance.paging import cursor_key
+            from appliance.assemble.paging import cursor_key
 
             cursor_key(DB)  # kept with the copy: list_files' cursors are signed alike in every run
             shutil.rmtree(index, ignore_errors=True)

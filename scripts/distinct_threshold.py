@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from appliance.query.distinct import MIN_SHINGLES, shingles  # noqa: E402  (after the path above)
+from appliance.assemble.distinct import MIN_SHINGLES, shingles  # noqa: E402  (after the path above)
 
 SHARED = Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared"))
 

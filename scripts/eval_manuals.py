@@ -98,9 +98,9 @@ def ask_all(app: Any, questions: Sequence[dict], top_k: int) -> tuple[dict[str, 
     """Every question through the MCP server's `query_documents`; each one's ranks, and the median seconds."""
     from fastmcp import Client
 
+    from appliance.adapters.mcp_server import create_server
+    from appliance.adapters.runtime import Runtime
     from appliance.config import read_environment
-    from appliance.runtime import Runtime
-    from appliance.server import create_server
 
     server = create_server(Runtime.serving(app, read_environment({})))
     root = app.settings.roots[0]

@@ -45,7 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from appliance.store_writes import FOLD_DUE_ROWS  # noqa: E402
+from appliance.storage.writes import FOLD_DUE_ROWS  # noqa: E402
 
 SUPPORTED = {".md", ".txt", ".pdf", ".docx", ".pptx", ".xlsx", ".xls", ".html", ".htm", ".csv", ".epub",
              ".ipynb", ".json"}

@@ -74,7 +74,7 @@ def timed(self, worker, task, path):
         times[os.fsencode(path).decode("utf-8", "backslashreplace")] = time.monotonic() - start
 
 isolate.ConvertPool._run = timed
-from appliance.cli import app
+from appliance.adapters.cli import app
 try:
     app(["sync", "--json"], prog_name="minirag")
 finally:

@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from appliance.store_writes import FOLD_DUE_ROWS  # noqa: E402
+from appliance.storage.writes import FOLD_DUE_ROWS  # noqa: E402
 from scripts.faults_crash import QUERIES, Checker, generated_text, make_lab  # noqa: E402
 
 ROLES = ("sync", "ingest", "read")

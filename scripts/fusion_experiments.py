@@ -26,9 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import eval_retrieval as ev
 
-from appliance.keywords import analyze, language, query_terms
-from appliance.query import hybrid
-from appliance.query.assemble import RANK_COLUMNS
+from appliance.assemble.passages import RANK_COLUMNS
+from appliance.search import fusion as hybrid
+from appliance.search.keywords import analyze, language, query_terms
+from appliance.storage.sides import Side
 
 Hit = list  # [chunk id, document id, raw value]
 Query = dict  # {"text", "terms", "v": [Hit], "k": [Hit]}
@@ -121,11 +122,11 @@ def rrf(weight: float, k: int = RRF_K):
 
 
 def shipped(weight: float):
-    """appliance.query.hybrid.fuse itself, rows carrying their document's text."""
+    """appliance.search.fusion.fuse itself, rows carrying their document's text."""
     def rule(q: Query, docs: dict) -> list[str]:
         v = [{"id": h[0], "_distance": h[2], "text": docs[h[1]]["text"]} for h in q["v"]]
         k = [{"id": h[0], "_score": h[2], "text": docs[h[1]]["text"]} for h in q["k"]]
-        sides = hybrid.Side.whole(v, "_distance"), hybrid.Side.whole(k, "_score")
+        sides = Side.whole(v, "_distance"), Side.whole(k, "_score")
         return [c.id for c in hybrid.fuse(*sides, weight, language(q["text"]))]
     return rule
 

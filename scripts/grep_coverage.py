@@ -31,13 +31,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from appliance.config import load_settings  # noqa: E402
-from appliance.grep import _plain  # noqa: E402
 from appliance.ingest.textfile import read_text  # noqa: E402
+from appliance.search.grep import _plain  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
 from tests.fixtures.embedders import HashEmbedder  # noqa: E402
 
 OLD_GREPPABLE = {".md", ".markdown", ".txt", ".csv", ".json", ".html", ".htm"}
-"""The extensions the old grep read from disk (appliance/grep.py's GREPPABLE_EXTENSIONS)."""
+"""The extensions the old grep read from disk (appliance/search/grep.py's GREPPABLE_EXTENSIONS)."""
 FORMATS = [".md", ".txt", ".json", ".csv", ".html", ".pdf", ".docx", ".pptx", ".xlsx", ".epub", ".png", ".jpg"]
 MAX_BYTES = 3 * 1024 * 1024
 MIN_BYTES = 1024

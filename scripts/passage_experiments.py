@@ -26,12 +26,15 @@ sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]
 from eval_manuals import GROUPS, figures, normalise, open_manuals  # noqa: E402
 from manuals_set import load_questions  # noqa: E402
 
-from appliance import crosslingual  # noqa: E402
+from appliance.assemble.passages import RANK_COLUMNS  # noqa: E402
 from appliance.ingest.chunk import section_text  # noqa: E402
-from appliance.keywords import analyze, language, query_terms  # noqa: E402
-from appliance.query import hybrid  # noqa: E402
-from appliance.query.assemble import RANK_COLUMNS  # noqa: E402
-from appliance.query.hybrid import Candidate, Side, fuse  # noqa: E402
+from appliance.search import (  # noqa: E402
+    crosslingual,
+    fusion as hybrid,
+)
+from appliance.search.fusion import Candidate, fuse  # noqa: E402
+from appliance.search.keywords import analyze, language, query_terms  # noqa: E402
+from appliance.storage.sides import Side  # noqa: E402
 
 DEEP = 300
 COLUMNS = [*RANK_COLUMNS, "chunk_index"]

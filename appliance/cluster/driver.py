@@ -3,7 +3,7 @@
 `ray_indexer` connects to the cluster first (an unreachable one fails before the sync lock is
 taken or anything is written) and checks every node's baked model against the driver's manifest
 (a node with another model, scheme or version is refused); the service's own `Appliance.sync`
-then runs with that `RayIndexer` as its indexer (indexing.Indexer; appliance.sync_runner passes
+then runs with that `RayIndexer` as its indexer (indexing.Indexer; appliance.sync.runner passes
 it). The indexer submits one Ray task per unit (a file, or a snapshot sequence), keeps a bounded
 number in flight, and commits the returned rows itself in batches (`IndexBatch.write`: each
 source's chunks replaced, then its record), so the driver is the only writer and every commit
@@ -23,20 +23,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from appliance import netguard, stopping
 from appliance.cluster import ClusterUnavailable, ClusterUnreachable, NodeMismatch
 from appliance.cluster.node import Fingerprint, NodeInfo, Unit, UnitResult, check_node, index_unit
 from appliance.errors import ApplianceError
+from appliance.platform import netguard, stopping
 from appliance.results import FileProblem, RunReport, Tally
-from appliance.store import SourceRow
+from appliance.storage.tables import SourceRow
 
 if TYPE_CHECKING:
     from appliance.core import Resources
-    from appliance.indexing import IndexBatch, Progress
     from appliance.ingest.discover import FoundFile
     from appliance.ingest.snapshots import Member
     from appliance.models.manifest import ModelSpec
-    from appliance.pipeline import Work
+    from appliance.sync.indexing import IndexBatch, Progress
+    from appliance.sync.pipeline import Work
 
 WRITE_CHUNKS = 512
 """Chunks the driver gathers before a commit (scripts/bench_ray.py measures the commit rate)."""
@@ -248,8 +248,8 @@ def sync_on_ray(core: Resources, address: str, *, path: str | Path | None = None
                 init_options: dict[str, Any] | None = None,
                 indexer_out: list[RayIndexer] | None = None) -> RunReport:
     """`indexing.sync(core, ...)` with a `ray_indexer` on the cluster at `address` (tests and benchmarks;
-    the adapters go through appliance.sync_runner); `indexer_out` receives the indexer (its write figures)."""
-    from appliance import indexing
+    the adapters go through appliance.sync.runner); `indexer_out` receives the indexer (its write figures)."""
+    from appliance.sync import indexing
 
     with ray_indexer(core.spec, address, cpus_per_task=cpus_per_task, init_options=init_options) as indexer:
         if indexer_out is not None:

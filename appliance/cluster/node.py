@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     from appliance.core import Resources
     from appliance.ingest.isolate import ConvertPool
     from appliance.models.manifest import ModelSpec
-    from appliance.pipeline import Work
     from appliance.results import FileProblem
-    from appliance.store import SourceRow
+    from appliance.storage.tables import SourceRow
+    from appliance.sync.pipeline import Work
 
 
 @dataclass(frozen=True)
@@ -158,10 +158,10 @@ def _node_state(expected: Fingerprint, settings: Settings, threads: int) -> tupl
     with _LOCK:
         state = _STATE.get(key)
         if state is None:
-            from appliance import indexing
             from appliance.core import Resources
             from appliance.embed import OnnxEmbedder
             from appliance.models.manifest import load_spec
+            from appliance.sync import indexing
 
             models_dir, manifest = node_models()
             mine = replace(settings, models_dir=Path(info.models_dir), models_manifest=manifest, convert_workers=1,
@@ -175,9 +175,9 @@ def _node_state(expected: Fingerprint, settings: Settings, threads: int) -> tupl
 
 def index_unit(expected: Fingerprint, settings: Settings, unit: Unit, reuse: bool, threads: int) -> UnitResult:
     """Convert, cut and embed one unit on this node; nothing is written here."""
-    from appliance import indexing
-    from appliance.pipeline import Work
     from appliance.results import FileProblem, Tally
+    from appliance.sync import indexing
+    from appliance.sync.pipeline import Work
 
     core, pool = _node_state(expected, settings, threads)
     result = UnitResult(works=[], converted=[], host=socket.gethostname())

@@ -37,9 +37,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
-from appliance import netguard
 from appliance.chunks import Converted
 from appliance.errors import ApplianceError, UnsupportedFile, UrlIngestDisabled, UrlRefused
+from appliance.platform import netguard
 
 MiB = 1 << 20
 DEFAULT_MAX_BYTES = 20 * MiB

@@ -17,7 +17,7 @@ cost one named error, never the server. So:
   (SIGKILL) and the worker replaced; a worker that dies (segfault, out of memory,
   killed) is reported as ConversionFailed naming the file, and replaced too.
 
-A stop of the process (`appliance.stopping`: SIGTERM, the MCP client leaving) kills
+A stop of the process (`appliance.platform.stopping`: SIGTERM, the MCP client leaving) kills
 every worker at once instead of waiting for the file it converts; `imap` then raises
 Stopped and the files not converted are left to the next sync.
 
@@ -46,13 +46,13 @@ from multiprocessing.context import SpawnContext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from appliance import stopping
 from appliance.chunks import Converted
 from appliance.errors import ApplianceError, ConversionFailed
 from appliance.ingest.convert import check_name, check_size, to_markdown
 from appliance.ingest.failures import ConversionMemoryLimit, ConversionTimeout, WorkerCrashed
 from appliance.ingest.formats import TEXT_EXTENSIONS
 from appliance.ingest.ocr import OcrConfig
+from appliance.platform import stopping
 
 if TYPE_CHECKING:
     from appliance.ingest.fetch import FetchedPage

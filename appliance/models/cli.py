@@ -1,6 +1,6 @@
 """`minirag models ...`: bake, verify, import and list the baked embedding models.
 
-Mounted by appliance/cli.py as `app.add_typer(models_app, name="models")`.
+Mounted by appliance/adapters/cli.py as `app.add_typer(models_app, name="models")`.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Bake time only. The packages' raw formats (Ding's `de :: en` lines, dictd databases)
 are turned into one small text file per language pair: a sorted line per source
 stem, `stem<TAB>target:weight target:weight ...`, where stems are exactly the
-keyword analyser's (appliance.stemming.stem) so a lookup needs no parsing of the
+keyword analyser's (appliance.search.stemming.stem) so a lookup needs no parsing of the
 dictionaries at run time. A weight is the share of the source's dictionary senses
 that name the target, first-listed senses counting more; only the strongest few
 targets are kept (ambiguous words would otherwise drown a query). A German word
@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from appliance.stemming import STOP_WORDS, stem
+from appliance.search.stemming import STOP_WORDS, stem
 
 PAIRS = ("de-en", "en-de", "en-ru", "ru-en", "de-ru", "ru-de")
 """Every direction a bake writes, source language first."""

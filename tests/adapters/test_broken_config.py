@@ -9,9 +9,9 @@ from typing import Any
 from fastmcp import Client
 from typer.testing import CliRunner
 
+from appliance.adapters.instructions import POLICY
+from appliance.adapters.mcp_server import Runtime, create_server
 from appliance.config import VARIABLES, read_environment
-from appliance.instructions import POLICY
-from appliance.server import Runtime, create_server
 
 
 def _call(server: Any, name: str, args: dict[str, Any] | None = None) -> Any:
@@ -37,7 +37,7 @@ def test_mcp_status_reports_the_bad_variable_and_other_tools_refuse(tmp_path: Pa
 
 
 def test_cli_status_answers_with_a_broken_configuration(tmp_path: Path) -> None:
-    from appliance.cli import app
+    from appliance.adapters.cli import app
 
     env: dict[str, str | None] = dict.fromkeys(VARIABLES)  # only what the test sets
     env |= {"BASE_DIR": str(tmp_path), "DB_PATH": str(tmp_path / "index"), "CONVERT_WORKERS": "0"}

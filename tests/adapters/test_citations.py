@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
-from appliance.citations import hit_place
+from appliance.adapters.mcp_server import create_server
+from appliance.adapters.runtime import Runtime
+from appliance.assemble.citations import hit_place
 from appliance.config import load_settings, read_environment
-from appliance.runtime import Runtime
-from appliance.server import create_server
 from appliance.service import Appliance
 from tests.conftest import shared_path
 from tests.fixtures.embedders import MODELS_DIR, HashEmbedder

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from appliance.adapters.mcp_server import create_server
+from appliance.adapters.runtime import Runtime
 from appliance.config import load_settings, read_environment
-from appliance.runtime import Runtime
-from appliance.server import create_server
 from appliance.service import Appliance
 from tests.conftest import ROOT
 from tests.fixtures.embedders import MODELS_DIR, HashEmbedder

@@ -1,6 +1,6 @@
 """A file name that tries to forge the server's output, through every renderer a reader sees: MCP
 `query_documents` (Markdown and JSON, fastmcp's in-memory client), the status page's search
-endpoint, and the CLI's `query --markdown`, `query`, `list` and `grep` (appliance/quoting.py).
+endpoint, and the CLI's `query --markdown`, `query`, `list` and `grep` (appliance/assemble/quoting.py).
 
 Real model, real LanceDB, real conversion: the file is synced like any other.
 """
@@ -19,11 +19,11 @@ from markdown_it import MarkdownIt
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
-from appliance import cli
+from appliance.adapters import cli
+from appliance.adapters.http_server import build_app
+from appliance.adapters.mcp_server import create_server
+from appliance.adapters.runtime import Runtime
 from appliance.config import read_environment
-from appliance.http_server import build_app
-from appliance.runtime import Runtime
-from appliance.server import create_server
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(900)]
 

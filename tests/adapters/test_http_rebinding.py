@@ -1,4 +1,4 @@
-"""DNS rebinding against a real tokenless `minirag serve-http 127.0.0.1:PORT` (appliance/host_guard.py).
+"""DNS rebinding against a real tokenless `minirag serve-http 127.0.0.1:PORT` (appliance/adapters/host_guard.py).
 
 A page of another site that rebinds its name to 127.0.0.1 sends its own name in Host and its
 origin in Origin; a loopback server without MCP_AUTH_TOKEN (as the README allows) must refuse

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
-from appliance import server as server_module
+from appliance.adapters import mcp_server as server_module
 from appliance.ingest import fetch
 from tests.fixtures.http_fakes import PUBLIC_IP, FakeResolver, page
 from tests.fixtures.mcp_calls import THRESHOLD, big_note, call, error, ok, serve, wait_for
@@ -164,7 +164,7 @@ def test_list_files_pages_return_every_entry_once(tmp_path: Path) -> None:
     assert set(seen_files) == {str(p) for p in docs.rglob("*.md")}
     assert seen_sources == ["note-a", "note-b", "note-c"]
     # The largest page a client may ask for still ends at the reply budget, and goes on from its cursor.
-    from appliance.paging import REPLY_BUDGET_CHARS
+    from appliance.assemble.paging import REPLY_BUDGET_CHARS
 
     walked, cursor, pages = [], None, 0
     while True:
@@ -339,7 +339,7 @@ def test_query_documents_as_markdown_gives_numbered_cited_hits_with_surrounding_
 
 
 def test_search_and_grep_replies_stay_within_the_budget_as_the_client_receives_them(tmp_path: Path) -> None:
-    from appliance.paging import REPLY_BUDGET_CHARS
+    from appliance.assemble.paging import REPLY_BUDGET_CHARS
 
     server, docs = serve(tmp_path)
     rng = random.Random(7)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from appliance.instructions import MAX_INSTRUCTIONS_CHARS, POLICY, build_instructions
-from appliance.locking import sync_lock
+from appliance.adapters.instructions import MAX_INSTRUCTIONS_CHARS, POLICY, build_instructions
+from appliance.storage.locking import sync_lock
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

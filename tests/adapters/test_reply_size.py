@@ -15,8 +15,8 @@ from typing import Any
 import jsonschema
 from fastmcp import Client
 
+from appliance.assemble.passages import EXCERPT_CONTEXT_CHARS, section_excerpt
 from appliance.ingest.chunk import chunk_document
-from appliance.query.assemble import EXCERPT_CONTEXT_CHARS, section_excerpt
 from tests.fixtures.mcp_calls import error, ok, serve
 
 FILLER = [f"Sentence {n} describes the routine maintenance of pump number {n} in plain words." for n in range(40)]
@@ -82,8 +82,8 @@ def test_query_documents_sections_excerpt_full_and_none(tmp_path: Path) -> None:
 
 def test_the_status_page_prints_a_hits_heading_once() -> None:
     """The page shows a hit's heading above its passage; the chunk's text starts with the same heading path."""
+    from appliance.adapters.status_page import page_passage
     from appliance.results import Hit
-    from appliance.status_page import page_passage
 
     md = "# Flux manual\n\n## Power\n\nThe flux capacitor needs 1.21 gigawatts.\n\n## Safety\n\nWear gloves.\n"
     chunk = chunk_document(md, count_tokens=lambda t: len(t.split()), budget=40, title="Flux")[0]

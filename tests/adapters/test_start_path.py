@@ -25,7 +25,7 @@ PROBE = f"""
 import sys
 from appliance import server
 from appliance.config import read_environment
-from appliance.runtime import Runtime
+from appliance.adapters.runtime import Runtime
 
 if sys.argv[1] == "cold":
     Runtime.warm_up = lambda self: None
@@ -157,8 +157,8 @@ def test_each_tool_description_is_what_fastmcp_would_have_parsed_from_its_docstr
 
     from fastmcp.utilities.docstring_parsing import ParsedDocstring, parse_docstring
 
+    from appliance.adapters.mcp_server import Runtime, create_server
     from appliance.config import read_environment
-    from appliance.server import Runtime, create_server
 
     tools = asyncio.run(create_server(Runtime(read_environment({}))).list_tools())
     assert len(tools) == 14

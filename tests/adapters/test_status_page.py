@@ -1,4 +1,4 @@
-"""The status and search page of `minirag serve-http` (appliance/status_page.py), in a real browser.
+"""The status and search page of `minirag serve-http` (appliance/adapters/status_page.py), in a real browser.
 
 A real `minirag serve-http 127.0.0.1:PORT` with a token serves a small folder that the CLI
 synced first (one file fails to convert; one is named like an HTML injection). Its JSON
@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from appliance.locking import sync_lock
-from appliance.state import SCHEDULER_FILE, SyncProgress, hold_alive_lock, write_json
+from appliance.storage.locking import sync_lock
+from appliance.sync.state import SCHEDULER_FILE, SyncProgress, hold_alive_lock, write_json
 from tests.fixtures import serve_http
 from tests.fixtures.serve_http import MINIRAG, minirag_env, start_serve_http, stop
 

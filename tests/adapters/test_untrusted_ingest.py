@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from appliance.adapters.mcp_server import create_server
+from appliance.adapters.runtime import Runtime
 from appliance.config import load_settings, read_environment
 from appliance.ingest import convert, fetch
-from appliance.runtime import Runtime
-from appliance.server import create_server
 from appliance.service import Appliance
 from tests.conftest import ROOT
 from tests.fixtures.embedders import MODELS_DIR, HashEmbedder

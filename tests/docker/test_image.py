@@ -315,7 +315,7 @@ def test_daemon_checks_bearer_token(image: str, docs: Path) -> None:
         out = subprocess.run([DOCKER, "exec", name, "python3", "-c", probe], capture_output=True, text=True,
                              timeout=180)
         assert out.stdout.split() == ["401", "401", "200", "True"], (out.stdout, out.stderr)
-        health = subprocess.run([DOCKER, "exec", name, "python3", "-m", "appliance.entrypoint", "healthcheck"],
+        health = subprocess.run([DOCKER, "exec", name, "python3", "-m", "appliance.adapters.entrypoint", "healthcheck"],
                                 capture_output=True, text=True, timeout=120)
         assert health.returncode == 0, health.stderr
     finally:

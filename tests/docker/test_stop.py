@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance.store_writes import FOLD_DUE_ROWS
+from appliance.storage.writes import FOLD_DUE_ROWS
 from scripts.faults_crash import generated_text
 from tests.docker.conftest import DOCKER
 from tests.docker.test_image import McpContainer, docker_run

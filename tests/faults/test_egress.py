@@ -3,7 +3,7 @@
 scripts/egress_check.py runs a real session (sync, query, status, then `minirag serve`
 on stdio with initialize + one query_documents call, kept up 30 s) with the real baked
 model inside a network namespace of its own, where a DNS sinkhole logs every lookup and
-every TCP connect or UDP datagram is counted. The egress guard (appliance/netguard.py)
+every TCP connect or UDP datagram is counted. The egress guard (appliance/platform/netguard.py)
 only sees Python's sockets; this sees native code too: onnxruntime 1.32's telemetry
 resolved mobile.events.data.microsoft.com and opened TLS to it from a server session
 until the appliance set ORT_DISABLE_TELEMETRY. CI markers and the offline switches are

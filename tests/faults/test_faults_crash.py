@@ -45,7 +45,7 @@ class Killed(BaseException):
 
 def _kill_at(monkeypatch, table: str, method: str) -> None:  # type: ignore[no-untyped-def]
     """Make the first `table.method` call (chunks/sources, e.g. add) stop the process before it commits."""
-    from appliance import store
+    from appliance.storage import tables as store
 
     opener = getattr(store.Tables, table)
 
@@ -78,7 +78,7 @@ def small(lab, embedder, tmp_path):  # type: ignore[no-untyped-def]
 
 
 def test_ingest_killed_while_replacing_its_chunks_leaves_the_old_ones_whole(small, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    # A source's chunks are replaced by one merge (appliance/swap.py). Before, the old chunks were
+    # A source's chunks are replaced by one merge (appliance/storage/swap.py). Before, the old chunks were
     # deleted in one commit and the new ones added in another, and a process killed between them
     # left the file unsearchable until a sync repaired it; now there is no such moment to be killed in.
     docs, checker, reference = small
@@ -111,7 +111,7 @@ def test_chunks_of_a_new_file_killed_before_its_source_row_are_removed(small, mo
 def test_sync_killed_before_the_keyword_index_caught_up_is_completed(small, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # Rows written, optimize() not reached: the next sync has nothing to index and
     # before the fix left those rows outside the BM25 index. (Folding is due at once here.)
-    from appliance import store_writes
+    from appliance.storage import writes as store_writes
 
     monkeypatch.setattr(store_writes, "FOLD_DUE_ROWS", 1)
     docs, checker, reference = small

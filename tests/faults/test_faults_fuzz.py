@@ -22,9 +22,9 @@ from appliance.ingest.chunk import CODE_BLOCK_BUDGETS, chunk_document, collapse_
 from appliance.ingest.discover import FoundFile, contained_root, resolve_in_roots, walk
 from appliance.ingest.fetch import UrlFetchFailed, _parse, _resolve_and_vet, address_refusal
 from appliance.ingest.titles import choose_title
-from appliance.query.filters import Filter
-from appliance.searching import scope_prefix
-from appliance.store import SourceRow, filter_sql, sql_str
+from appliance.search.hybrid import scope_prefix
+from appliance.storage.filters import Filter
+from appliance.storage.tables import SourceRow, filter_sql, sql_str
 
 pytestmark = pytest.mark.faults
 

@@ -27,10 +27,10 @@ from urllib.parse import urlsplit
 import pytest
 from fastmcp import Client
 
+from appliance.adapters.mcp_server import Runtime, create_server
 from appliance.config import load_settings, read_environment
 from appliance.errors import ApplianceError
 from appliance.ingest import fetch
-from appliance.server import Runtime, create_server
 from appliance.service import Appliance
 from tests.fixtures.http_fakes import (
     BAD_URLS,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from appliance.searching import CANDIDATES_PER_SIDE, candidate_depth
+from appliance.search.hybrid import CANDIDATES_PER_SIDE, candidate_depth
 
 
 def test_the_depth_is_the_floor_or_four_times_top_k() -> None:

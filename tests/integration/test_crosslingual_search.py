@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from appliance import dictionaries
 from appliance.errors import InvalidArgument
+from appliance.search import dictionaries
 
 PASSAGES = {
     "pump.md": "# Cooling system\n\nTo replace the coolant pump, drain the coolant first, then unbolt the pump "

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from appliance.adapters.scheduler import Scheduler
 from appliance.config import load_settings
-from appliance.scheduler import Scheduler
 from appliance.service import Appliance
 from tests.fixtures.embedders import MODELS_DIR, HashEmbedder
 from tests.fixtures.mcp_calls import ok, serve, wait_for

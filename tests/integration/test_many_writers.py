@@ -14,9 +14,9 @@ import pytest
 
 from appliance.config import replica_budget
 from appliance.errors import IndexBusy, IndexCorrupt, is_commit_conflict, storage_error
-from appliance.query.filters import Filter
-from appliance.store import SourceRow, chunk_schema
-from appliance.store_index import Index
+from appliance.storage.filters import Filter
+from appliance.storage.index import Index
+from appliance.storage.tables import SourceRow, chunk_schema
 
 DIM = 8
 CONFLICT_TEXT = ("lance error: Retryable commit conflict for version 43: This Rewrite transaction was preempted "
@@ -39,7 +39,7 @@ def _rows(source_id: str, n: int) -> list[dict]:
 def _writer(db: str, name: str, rounds: int, queue: mp.Queue[tuple[str, int, str]],
             rebuilds: bool = False) -> None:
     if rebuilds:  # a vector index from 10 rows, rebuilt whenever a fold leaves it in two segments
-        from appliance import store_writes
+        from appliance.storage import writes as store_writes
 
         store_writes.VECTOR_INDEX_MIN_ROWS, store_writes.VECTOR_SEGMENTS_MAX = 10, 1
     index = Index(Path(db), DIM, memory_budget=0 if rebuilds else replica_budget())

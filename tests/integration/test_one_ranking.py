@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from appliance import replica
+from appliance.storage import replica
 from tests.conftest import app_factory, shared_path
 
 pytestmark = [pytest.mark.model, pytest.mark.shared]

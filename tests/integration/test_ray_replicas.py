@@ -19,10 +19,10 @@ from tests.conftest import ROOT
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (the [cluster] extra): `make test-ray` installs it")
 
-from appliance import indexing  # noqa: E402
 from appliance.cluster.driver import sync_on_ray  # noqa: E402
 from appliance.config import load_settings  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
+from appliance.sync import indexing  # noqa: E402
 from tests.integration.test_ray_sync import FILES  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(900)]

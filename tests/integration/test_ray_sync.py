@@ -94,7 +94,7 @@ def local(docs: Path, models_dir: Path, real_embedder: Any,
     several files), and the int8 model's vectors move by up to ~0.02 with their batch neighbours
     (reuse.py); a Ray task embeds each document alone, so this is the local sync it equals.
     """
-    import appliance.indexing as indexing
+    import appliance.sync.indexing as indexing
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(indexing, "EMBED_BATCH_CHUNKS", 1)  # the pipeline's batch: one document at a time

@@ -162,7 +162,7 @@ def two_hosts(models_dir: Path, docs: Path, tmp_path_factory: pytest.TempPathFac
 def test_a_sync_on_a_cluster_of_two_hosts_equals_a_local_sync(two_hosts: tuple[str, Path], docs: Path,  # noqa: F811
                                                               models_dir: Path, real_embedder: Any,
                                                               tmp_path: Path) -> None:
-    import appliance.indexing as indexing
+    import appliance.sync.indexing as indexing
 
     address, file_server_log = two_hosts
     index = docs.parent / "index"  # on the shared folder: the worker node reads it over the network

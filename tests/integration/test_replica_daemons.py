@@ -35,7 +35,7 @@ from pathlib import Path
 import lancedb
 import pytest
 
-from appliance.store import CHUNKS
+from appliance.storage.tables import CHUNKS
 from scripts.bench_ray import _corpus
 from tests.fixtures.serve_http import MINIRAG, http, minirag_env, start_serve_http, stop
 

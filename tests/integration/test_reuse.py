@@ -1,4 +1,4 @@
-"""Text embedded once is never embedded again: vectors are reused by content (appliance/reuse.py).
+"""Text embedded once is never embedded again: vectors are reused by content (appliance/sync/reuse.py).
 
 Real LanceDB throughout; the deterministic HashEmbedder counts what reaches the model
 (the counts come from the model's side, not from the report under test), and one test
@@ -22,7 +22,7 @@ import pytest
 
 from appliance.config import load_settings, replica_budget
 from appliance.service import Appliance
-from appliance.store_index import Index
+from appliance.storage.index import Index
 from tests.conftest import ROOT, app_factory
 from tests.fixtures.embedders import MODELS_DIR, HashEmbedder
 

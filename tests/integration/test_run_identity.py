@@ -10,7 +10,7 @@ import pytest
 
 from appliance.errors import IndexMismatch
 from appliance.ingest.chunk import SCHEME_VERSION
-from appliance.store import IDENTITY_FILE
+from appliance.storage.tables import IDENTITY_FILE
 from tests.integration.test_emptied_root import _app
 
 

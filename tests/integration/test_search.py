@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from appliance import store_writes
 from appliance.errors import IndexMismatch, InvalidArgument
+from appliance.storage import writes as store_writes
 from tests.conftest import app_factory
 
 pytestmark = pytest.mark.model

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from appliance.state import read_scheduler_state
-from appliance.store_writes import FOLD_DUE_ROWS
+from appliance.storage.writes import FOLD_DUE_ROWS
+from appliance.sync.state import read_scheduler_state
 from scripts.faults_crash import descendants, generated_text
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]

@@ -1,4 +1,4 @@
-"""`minirag sync` handed to a warm server on the same index (appliance/handoff.py), in one process:
+"""`minirag sync` handed to a warm server on the same index (appliance/sync/handoff.py), in one process:
 the server's Appliance listens, a second Appliance's settings ask. Real LanceDB and model.
 The subprocess end to end (a real `minirag serve`, the CLI beside it, Ctrl-C) is in
 tests/integration/test_sync_handoff_processes.py."""
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from appliance import handoff, sync_runner
+from appliance.sync import handoff, runner as sync_runner
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -94,7 +94,7 @@ def test_only_one_listener_and_a_stale_socket_is_taken_over(served: tuple[Any, h
 
 
 def test_a_busy_index_falls_back_to_the_local_sync(served: tuple[Any, handoff.Listener, Path]) -> None:
-    from appliance.locking import sync_lock
+    from appliance.storage.locking import sync_lock
 
     server, _listener, _docs = served
     with sync_lock(server.settings.db_path):  # another sync holds the lock: the server declines, with the error

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance.locking import lock_holder
+from appliance.storage.locking import lock_holder
 from tests.adapters.conftest import MINIRAG
 from tests.adapters.test_start_path import RawStdio
 

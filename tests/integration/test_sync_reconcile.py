@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from appliance import store_writes
 from appliance.errors import SyncBusy
-from appliance.locking import sync_lock
 from appliance.results import SkippedFile
+from appliance.storage import writes as store_writes
+from appliance.storage.locking import sync_lock
 
 pytestmark = pytest.mark.model
 

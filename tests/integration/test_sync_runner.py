@@ -1,4 +1,4 @@
-"""Every caller's sync goes through one runner (appliance/sync_runner.py): a quiet scheduled round and a
+"""Every caller's sync goes through one runner (appliance/sync/runner.py): a quiet scheduled round and a
 quiet MCP sync_start are answered by the stamp without opening the index or running a sync; a commit by
 another process sends them down the full path; only the CLI hands its sync to a warm server, and only
 the CLI reads RAY_ADDRESS. Real LanceDB and model."""
@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 
-from appliance import indexing, service, sync_runner
+from appliance import service
+from appliance.adapters.scheduler import Scheduler
 from appliance.cluster import ClusterUnreachable
-from appliance.scheduler import Scheduler
-from appliance.state import read_last_sync
-from appliance.sync_runner import Caller, SyncRequest
-from appliance.sync_stamp import STAMP_FILE
+from appliance.sync import indexing, runner as sync_runner
+from appliance.sync.runner import Caller, SyncRequest
+from appliance.sync.stamp import STAMP_FILE
+from appliance.sync.state import read_last_sync
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -140,7 +141,8 @@ def test_the_round_process_replays_without_lancedb_and_sees_another_process_comm
     env.pop("BASE_DIRS", None)
 
     def round_process() -> tuple[dict[str, Any], set[str]]:
-        done = subprocess.run([sys.executable, "-X", "importtime", "-m", "appliance.scheduler", "--round", "{}", ""],
+        done = subprocess.run([sys.executable, "-X", "importtime", "-m", "appliance.adapters.scheduler",
+                               "--round", "{}", ""],
                               env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}

@@ -1,4 +1,4 @@
-"""A no-change sync proved from the stamp the last one left (appliance/sync_stamp.py): it answers
+"""A no-change sync proved from the stamp the last one left (appliance/sync/stamp.py): it answers
 only when nothing it depends on moved — files, settings, the index's commits by anyone — and
 `minirag sync` then answers without importing LanceDB."""
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from appliance import sync_stamp
 from appliance.errors import SyncBusy
-from appliance.locking import sync_lock
 from appliance.results import Tally
+from appliance.storage.locking import sync_lock
+from appliance.sync import stamp as sync_stamp
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = {"a.md": "# Alpha\n\nThe harbour lantern is lit at dusk.\n",

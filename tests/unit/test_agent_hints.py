@@ -1,7 +1,7 @@
 """CLI commands in hints become MCP tools (or an operator's command) for agents."""
 from __future__ import annotations
 
-from appliance.agent_hints import for_agents
+from appliance.adapters.agent_hints import for_agents
 
 
 def test_a_command_with_an_mcp_equivalent_names_the_tool() -> None:
@@ -27,7 +27,7 @@ def test_structures_are_reworded_throughout_and_other_text_is_left_alone() -> No
 def test_an_errors_next_actions_are_worded_by_each_reader() -> None:
     """An error names what to run next as NextActions: the CLI prints the commands, the MCP server the
     tools (or the operator's command), from one template and the same words around them."""
-    from appliance.agent_hints import say
+    from appliance.adapters.agent_hints import say
     from appliance.errors import Hint, IndexMismatch, NextAction, NotFound
     from appliance.results import ErrorInfo
 
@@ -49,7 +49,7 @@ def test_an_errors_next_actions_are_worded_by_each_reader() -> None:
 def test_an_index_error_inside_a_result_is_worded_for_agents_too() -> None:
     """list_roots' indexError used to reach agents in the CLI's words (only top-level and job errors were
     reworded); every error a tool's result holds is worded by the same `say` now."""
-    from appliance.agent_hints import say
+    from appliance.adapters.agent_hints import say
     from appliance.errors import IndexCorrupt
     from appliance.results import ErrorInfo, RootList
 

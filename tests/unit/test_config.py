@@ -117,9 +117,9 @@ def test_the_first_bad_variable_is_the_one_reported(tmp_path: Path) -> None:
 
 
 def test_the_runtime_answers_status_and_instructions_with_a_broken_configuration(tmp_path: Path) -> None:
+    from appliance.adapters.instructions import POLICY
+    from appliance.adapters.runtime import Runtime
     from appliance.config import read_environment
-    from appliance.instructions import POLICY
-    from appliance.runtime import Runtime
 
     broken = Runtime(read_environment({"CHUNK_TOKEN_BUDGET": "8", "MCP_INSTRUCTIONS_EXTRA": "Cite pages."}))
     with pytest.raises(ConfigError, match="CHUNK_TOKEN_BUDGET must be at least 16"):
@@ -131,7 +131,7 @@ def test_the_runtime_answers_status_and_instructions_with_a_broken_configuration
 
 
 def test_scheduler_needs_a_mount_only_in_the_container(tmp_path: Path) -> None:
-    from appliance.scheduler import docs_problem
+    from appliance.adapters.scheduler import docs_problem
 
     (tmp_path / "a.md").write_text("x")
     assert docs_problem(load_settings({"BASE_DIR": str(tmp_path)}), False) is None
@@ -141,21 +141,23 @@ def test_scheduler_needs_a_mount_only_in_the_container(tmp_path: Path) -> None:
 
 # Writes to os.environ (or copies of it for a child process) that stay, and why: none reads a setting.
 ENVIRON_ALLOWED = {
-    ("netguard.py", "apply_offline_env"): "the offline switches third-party libraries read at import "
+    ("platform/netguard.py", "apply_offline_env"): "the offline switches third-party libraries read at import "
                                           "(setdefault keeps the operator's values)",
     ("embed.py", "import_fastembed"): "HF_HUB_OFFLINE=1 for huggingface_hub, before fastembed is imported",
     ("ingest/isolate.py", "_worker_main"): "OMP thread limits inside a conversion worker (tesseract, onnxruntime)",
     ("ingest/ocr.py", "_env"): "the environment of the tesseract child: ours plus OMP_THREAD_LIMIT=1",
-    ("entrypoint.py", "run_daemon"): "MCP_HTTP_ADDRESS for the %(ENV_MCP_HTTP_ADDRESS)s of the supervisord it execs",
+    ("adapters/entrypoint.py", "run_daemon"): "MCP_HTTP_ADDRESS for the %(ENV_MCP_HTTP_ADDRESS)s of the "
+                                              "supervisord it execs",
 }
 # The composition roots: only they read the environment (read_environment(), load_settings()) and pass it down.
 ROOTS = {
-    ("cli.py", "main"): "`minirag`, `python -m appliance`",
-    ("cli.py", "_root"): "the app run without main() (a test's CliRunner)",
+    ("adapters/cli.py", "main"): "`minirag`, `python -m appliance`",
+    ("adapters/cli.py", "_root"): "the app run without main() (a test's CliRunner)",
     ("models/cli.py", "_root"): "`minirag models` run on its own (a test's CliRunner)",
-    ("entrypoint.py", "main"): "the container entrypoint, `python3 -m appliance.entrypoint`",
-    ("scheduler.py", "main"): "`python -m appliance.scheduler` (under `minirag scheduler` the CLI passes it)",
-    ("scheduler.py", "child_round"): "the scheduler's round process",
+    ("adapters/entrypoint.py", "main"): "the container entrypoint, `python3 -m appliance.adapters.entrypoint`",
+    ("adapters/scheduler.py", "main"): "`python -m appliance.adapters.scheduler` (under `minirag scheduler` "
+                                       "the CLI passes it)",
+    ("adapters/scheduler.py", "child_round"): "the scheduler's round process",
     ("cluster/node.py", "node_models"): "a Ray worker on a cluster node: that node's MODELS_DIR (sync --ray)",
 }
 READERS = {"read_environment", "load_settings", "EnvSettingsSource"}

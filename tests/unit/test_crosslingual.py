@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from appliance import crosslingual, dictionaries
-from appliance.dictionaries import DICTIONARY_ID, Table
-from appliance.keywords import analyze, compound_parts
 from appliance.models.dictionaries import cyrillic_senses, dictd_entries, ding, render
+from appliance.search import crosslingual, dictionaries
+from appliance.search.dictionaries import DICTIONARY_ID, Table
+from appliance.search.keywords import analyze, compound_parts
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """Near-identical hits collapse into the best-ranked one, which names the others."""
 from __future__ import annotations
 
+from appliance.assemble.distinct import collapse, same_passage, shingles
 from appliance.chunks import RankedChunk
-from appliance.query.distinct import collapse, same_passage, shingles
 from tests.fixtures.chunks import stored_chunk
 
 PASSAGE = ("The pump must be primed before the first start: open the bleed valve, fill the housing with "
@@ -43,8 +43,8 @@ def test_short_or_merely_related_passages_stay_apart() -> None:
 
 
 def test_a_reply_over_its_budget_loses_low_ranked_parents_first_then_hits() -> None:
-    from appliance.paging import json_chars
-    from appliance.query.assemble import within_budget
+    from appliance.assemble.paging import json_chars
+    from appliance.assemble.passages import within_budget
     from appliance.results import RankedHit, SearchResults, SourceRef
 
     hits = [RankedHit(source=f"/d/{i}.md", source_kind="file", display_path=f"{i}.md", chunk_index=0,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from fastmcp import Client
 
-from appliance.scheduler import first_run_at
-from appliance.state import (
+from appliance.adapters.scheduler import first_run_at
+from appliance.sync.state import (
     LAST_SYNC_FILE,
     SCHEDULER_FILE,
     hold_alive_lock,

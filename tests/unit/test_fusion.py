@@ -1,9 +1,10 @@
 """Score fusion, the language guess it relies on, and the result-shaping rules, on hand-made rankings."""
 import pytest
 
-from appliance.keywords import language
-from appliance.query import hybrid
-from appliance.query.hybrid import Side, cap_distance, cap_files, group_cut
+from appliance.search import fusion as hybrid
+from appliance.search.fusion import cap_distance, cap_files, group_cut
+from appliance.search.keywords import language
+from appliance.storage.sides import Side
 
 EN = "The cat sleeps most of the day and it is a quiet animal."
 DE = "Die Katze schläft den größten Teil des Tages und ist ein ruhiges Tier."

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from appliance.citations import hit_place
-from appliance.query.gather import render_markdown
+from appliance.assemble.citations import hit_place
+from appliance.assemble.gather import render_markdown
 from appliance.results import Place, RankedHit, SearchResults
 
 

@@ -5,11 +5,11 @@ import re
 
 import pytest
 
+from appliance.assemble.ranges import line_range, page_range
 from appliance.chunks import StoredChunk
 from appliance.errors import InvalidArgument
-from appliance.grep import GrepDoc, grep, path_glob
 from appliance.ingest.chunk import chunk_document
-from appliance.query.ranges import line_range, page_range
+from appliance.search.grep import GrepDoc, grep, path_glob
 from tests.fixtures.chunks import stored_chunk
 
 
@@ -105,7 +105,7 @@ def test_a_runaway_regex_is_stopped_per_line_and_the_scan_says_so() -> None:
 
 
 def test_a_reply_of_long_matching_lines_stays_within_the_reply_budget() -> None:
-    from appliance.paging import REPLY_BUDGET_CHARS, json_chars
+    from appliance.assemble.paging import REPLY_BUDGET_CHARS, json_chars
 
     line = "needle " + "x" * 900
     markdown = "\n\n".join(line for _ in range(400))

@@ -1,4 +1,4 @@
-"""DNS rebinding and cross-site requests: the whole `serve-http` app in-process (appliance.host_guard),
+"""DNS rebinding and cross-site requests: the whole `serve-http` app in-process (appliance.adapters.host_guard),
 with and without a token. Nothing here loads the model or opens the index: every request either is
 refused before it reaches a tool, or needs neither (the MCP handshake, the page, an unknown /api path)."""
 from __future__ import annotations
@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from appliance.adapters.host_guard import HostGuard, split_authority
+from appliance.adapters.http_server import build_app
+from appliance.adapters.runtime import Runtime
 from appliance.config import read_environment
 from appliance.errors import ConfigError
-from appliance.host_guard import HostGuard, split_authority
-from appliance.http_server import build_app
-from appliance.runtime import Runtime
 
 TOKEN = "host-guard-token-0123456789"
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -113,7 +113,7 @@ def test_a_bad_allow_list_is_named() -> None:
 
 
 def test_serve_http_refuses_to_start_with_a_bad_allow_list(capsys: pytest.CaptureFixture[str]) -> None:
-    from appliance.http_server import main
+    from appliance.adapters.http_server import main
 
     assert main("127.0.0.1:8080", read_environment({"MCP_ALLOWED_HOSTS": "https://docs.example.com/"})) == 2
     err = capsys.readouterr().err

@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from appliance.http_server import TokenGate
-from appliance.status_page import Sessions
+from appliance.adapters.http_server import TokenGate
+from appliance.adapters.status_page import Sessions
 
 TOKEN = "unit-test-token-0123456789"
 
@@ -67,7 +67,7 @@ def test_sessions_expire_are_bounded_and_close() -> None:
 
 
 def test_wrong_tokens_are_throttled_but_the_right_one_always_passes() -> None:
-    from appliance.status_page import Throttle
+    from appliance.adapters.status_page import Throttle
 
     now = [1000.0]
     throttle = Throttle(limit=3, window=60, clock=lambda: now[0])
@@ -90,8 +90,8 @@ def test_wrong_tokens_are_throttled_but_the_right_one_always_passes() -> None:
 
 
 def test_the_throttle_forgets_the_stalest_address_first() -> None:
-    from appliance import status_page
-    from appliance.status_page import Throttle
+    from appliance.adapters import status_page
+    from appliance.adapters.status_page import Throttle
 
     now = [0.0]
     throttle = Throttle(limit=1, window=60, clock=lambda: now[0])
@@ -105,7 +105,7 @@ def test_the_throttle_forgets_the_stalest_address_first() -> None:
 def test_the_sign_in_form_is_throttled_with_a_named_page_and_still_takes_the_right_token() -> None:
     from fastmcp import FastMCP
 
-    from appliance.status_page import Throttle, add_routes
+    from appliance.adapters.status_page import Throttle, add_routes
 
     mcp = FastMCP("sign-in")
     throttle = Throttle(limit=2, window=60)

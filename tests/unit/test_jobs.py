@@ -7,8 +7,8 @@ import time
 import pytest
 
 from appliance.errors import SyncBusy
-from appliance.jobs import MAX_PENDING_INGESTS, SyncJobs
 from appliance.service import RunReport
+from appliance.sync.jobs import MAX_PENDING_INGESTS, SyncJobs
 
 
 def wait_until(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
@@ -46,7 +46,7 @@ def test_ingest_jobs_run_in_turn_are_bounded_and_leave_sync_alone() -> None:
 
 
 def test_a_cancel_stops_a_running_job_through_its_own_stop_hooks_and_a_queued_one_at_once() -> None:
-    from appliance import stopping
+    from appliance.platform import stopping
 
     jobs = SyncJobs()
     outside = threading.Event()  # a hook of the process, not of the job: a cancel leaves it alone

@@ -1,5 +1,5 @@
 """The shared keyword analyser: inflections meet, identifiers survive, both sides agree."""
-from appliance.keywords import analyze, keywords_field, query_terms
+from appliance.search.keywords import analyze, keywords_field, query_terms
 
 
 def _matches(query: str, text: str) -> bool:

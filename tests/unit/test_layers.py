@@ -1,7 +1,8 @@
-"""The package's import graph: no cycles, and each heavy library behind the one module that owns it.
+"""The package's import graph: no cycles, each heavy library behind the modules that own it, and the
+layers of docs/ARCHITECTURE.md: adapters on top, the service under them, storage at the bottom.
 
 Parsed from the source (every import statement, also those inside functions, since
-a deferred import is still a dependency), so the rule holds without importing anything.
+a deferred import is still a dependency), so the rules hold without importing anything.
 """
 from __future__ import annotations
 
@@ -10,13 +11,11 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "appliance"
 
-STORAGE = {"store", "store_index", "store_writes", "store_sources", "store_reads", "swap"}
-"""The storage modules: the tables (store), their composition (store_index), writes and upkeep, the source
-registry, the query reader, and the one-commit replacement (swap). Only they touch LanceDB."""
-
 OWNERS = {
-    "lancedb": STORAGE,
-    "pyarrow": STORAGE | {"replica"},
+    "lancedb": {"storage.tables", "storage.index", "storage.writes", "storage.sources", "storage.reads",
+                "storage.swap"},
+    "pyarrow": {"storage.tables", "storage.index", "storage.writes", "storage.sources", "storage.reads",
+                "storage.swap", "storage.replica"},
     "fastembed": {"embed"},
     "onnxruntime": {"models.e5_onnx"},
     "markitdown": {"ingest.convert"},
@@ -26,8 +25,8 @@ OWNERS = {
     "rapidocr_onnxruntime": {"ingest.ocr"},
     "pytesseract": {"ingest.ocr"},
     "ray": {"cluster.driver"},  # the optional [cluster] extra (sync --ray); node.py runs in Ray without importing it
-    "fastmcp": {"server"},
-    "mcp": {"server"},
+    "fastmcp": {"adapters.mcp_server"},
+    "mcp": {"adapters.mcp_server"},
 }
 """Third-party package -> the only modules (relative to appliance/) that may import it."""
 
@@ -47,8 +46,8 @@ def imports() -> dict[str, set[str]]:
                 found.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 found.add(node.module)
-                if node.module == "appliance":  # from appliance import x, y: x and y may be modules
-                    found.update(f"appliance.{alias.name}" for alias in node.names)
+                if node.module.split(".")[0] == "appliance":  # from appliance.p import x: x may be a module
+                    found.update(f"{node.module}.{alias.name}" for alias in node.names)
         graph[module_name(path)] = found
     return graph
 
@@ -125,40 +124,75 @@ def test_the_cycle_finder_finds_cycles() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-SERVICE = {"service", "core", "sync_plan", "sync_runner", "indexing", "searching", "reading", "health", "results"}
-"""The service layer: it returns records (results.py: each its own wire shape); it imports no adapter."""
-ADAPTERS = {"cli", "server", "runtime", "mcp_models", "status_page", "http_server", "host_guard", "stdio_front"}
+def package(module: str) -> str:
+    return module.split(".")[0]
 
 
-def test_the_service_imports_no_adapter_and_no_wire_shape() -> None:
+FORBIDDEN = {
+    "storage": {"sync", "search", "assemble", "adapters", "service", "core", "health", "cluster", "ingest"},
+    "platform": {"sync", "search", "assemble", "storage", "service", "core", "health", "cluster", "ingest"},
+    "ingest": {"storage", "sync", "search", "assemble", "adapters", "service", "core", "health", "cluster"},
+    "search": {"sync", "adapters", "service", "health", "cluster"},
+    "assemble": {"sync", "adapters", "service", "health", "cluster"},
+    "sync": {"adapters", "service"},
+    "service": {"adapters"},
+    "core": {"adapters", "service"},
+    "health": {"adapters", "service"},
+    "results": {"adapters", "service", "sync", "search", "assemble", "storage", "ingest"},
+}
+"""Package (or top-level module) -> the packages it must not import: each layer looks only downwards, and the
+service's records (results) carry their own wire shape, so nothing below the adapters needs an adapter."""
+
+
+def test_each_layer_imports_only_what_lies_below_it() -> None:
     graph = internal_graph()
-    crossed = sorted(f"{module} imports {target}" for module in SERVICE for target in graph.get(module, set())
-                     if target in ADAPTERS)
+    crossed = sorted(f"{module} imports {target}" for module, targets in graph.items() for target in targets
+                     if package(target) in FORBIDDEN.get(package(module), set()))
     assert crossed == []
-    assert set(graph) >= SERVICE  # every service module exists under that name
+    assert set(FORBIDDEN) <= {package(m) for m in graph}  # every layer named exists
 
 
-SYNC_MACHINERY = {"sync_stamp", "handoff", "cluster", "cluster.driver", "cluster.node", "indexing", "sync_plan",
-                  "pipeline", "reuse", "locking"}
-"""How a sync runs: decided by appliance.sync_runner for every caller, so no adapter chooses a way itself."""
+def test_no_module_imports_a_private_name_of_another_package() -> None:
+    """An adapter does not reach into another adapter (or any module into another package) by a private name."""
+    reached = []
+    for path in PACKAGE.rglob("*.py"):
+        module = module_name(path)
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("appliance."):
+                source = node.module.removeprefix("appliance.")
+                same_package = "." in module and package(source) == package(module)
+                reached += [f"{module} imports {source}.{a.name}" for a in node.names
+                            if a.name.startswith("_") and not same_package and source != module]
+    assert reached == []
+
+
+SYNC_MACHINERY = {"sync.stamp", "sync.handoff", "sync.indexing", "sync.plan", "sync.pipeline", "sync.reuse",
+                  "storage.locking", "cluster", "cluster.driver", "cluster.node"}
+"""How a sync runs: decided by appliance.sync.runner for every caller, so no adapter chooses a way itself."""
 
 
 def test_the_cli_imports_nothing_of_how_a_sync_runs() -> None:
     graph = internal_graph()
-    assert graph["cli"] & SYNC_MACHINERY == set()
-    assert "sync_runner" in graph["cli"]  # the sync command calls the runner and prints
+    assert graph["adapters.cli"] & SYNC_MACHINERY == set()
+    assert "sync.runner" in graph["adapters.cli"]  # the sync command calls the runner and prints
 
 
 def test_no_module_reaches_into_the_private_names_of_indexing() -> None:
     """The Ray driver and node write and cut through indexing's public steps, not its internals."""
     reached = []
     for path in PACKAGE.rglob("*.py"):
-        if module_name(path) == "indexing":
+        if module_name(path) == "sync.indexing":
             continue
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "indexing" \
                     and node.attr.startswith("_"):
                 reached.append(f"{module_name(path)}: indexing.{node.attr}")
-            elif isinstance(node, ast.ImportFrom) and node.module == "appliance.indexing":
+            elif isinstance(node, ast.ImportFrom) and node.module == "appliance.sync.indexing":
                 reached += [f"{module_name(path)}: {a.name}" for a in node.names if a.name.startswith("_")]
     assert reached == []
+
+
+def test_every_package_is_named_in_the_architecture_page() -> None:
+    page = (PACKAGE.parent / "docs" / "ARCHITECTURE.md").read_text("utf-8")
+    packages = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+    assert packages and [p for p in packages if f"`{p}/`" not in page] == []

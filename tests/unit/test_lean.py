@@ -1,4 +1,4 @@
-"""appliance/lean.py: packages whose __init__ is deferred still work, and really are not loaded;
+"""appliance/platform/hidden_imports.py: packages whose __init__ is deferred still work, and really are not loaded;
 a block changes only the imports of the thread inside it.
 
 Import state is per process, so the checks on lancedb and fastembed run in fresh interpreters.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance.lean import _scoped, pandas_hidden
+from appliance.platform.hidden_imports import _scoped, pandas_hidden
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,7 +126,7 @@ def test_the_index_loads_without_the_namespace_rest_client_and_works_locally(tmp
     """Every lancedb call the appliance makes on a local directory, with the REST client never loaded."""
     out = _run("""
         import sys
-        import appliance.store  # noqa: F401  (imports lancedb inside pandas_hidden())
+        import appliance.storage.tables  # noqa: F401  (imports lancedb inside pandas_hidden())
         import lancedb, pyarrow as pa
         from lancedb.index import FTS, BTree
         def is_deferred(module):

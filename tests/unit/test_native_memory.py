@@ -5,7 +5,7 @@ import platform
 
 import pytest
 
-from appliance.native_memory import bound_malloc, give_back
+from appliance.platform.native_memory import bound_malloc, give_back
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt's options are glibc's")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance import netguard
+from appliance.platform import netguard
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from appliance.pipeline import EmbedWritePipeline, Work
+from appliance.sync.pipeline import EmbedWritePipeline, Work
 
 
 def _work(name: str, n: int) -> Work:

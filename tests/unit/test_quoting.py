@@ -1,4 +1,4 @@
-"""appliance.quoting: names as one visible line, and as a Markdown code span; the page's copy of the rule."""
+"""appliance.assemble.quoting: names as one visible line, and as a Markdown code span; the page's copy of the rule."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance.quoting import label, md_code
+from appliance.assemble.quoting import label, md_code
 
 PAGE_JS = Path(__file__).resolve().parents[2] / "appliance" / "static" / "page.js"
 CASES = ["n\n\n4. ceo.md:9 — CEO memo\n```\nFORGED\n```\n.md", "tab\there", "esc\x1b[2K\rforged",
@@ -48,7 +48,7 @@ def test_the_progress_bar_shows_a_name_as_text(monkeypatch: pytest.MonkeyPatch) 
     import io
     import sys
 
-    from appliance import cli
+    from appliance.adapters import cli
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -64,7 +64,7 @@ def test_the_progress_bar_shows_a_name_as_text(monkeypatch: pytest.MonkeyPatch) 
 
 def test_the_progress_line_shows_the_current_file_on_one_line() -> None:
     from appliance.results import SyncRunning
-    from appliance.state import progress_line
+    from appliance.sync.state import progress_line
 
     line = progress_line(SyncRunning.model_validate({
         "phase": "indexing", "startedBy": "cli", "filesDone": 1, "filesTotal": 2,

@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from appliance import replica
+from appliance.assemble.passages import RANK_COLUMNS
 from appliance.config import replica_budget
-from appliance.query.assemble import RANK_COLUMNS
-from appliance.query.filters import Filter
-from appliance.query.hybrid import Side
-from appliance.store import SourceRow, chunk_schema
-from appliance.store_index import Index
-from appliance.store_reads import LanceRanker, Ranker
+from appliance.storage import replica
+from appliance.storage.filters import Filter
+from appliance.storage.index import Index
+from appliance.storage.reads import LanceRanker, Ranker
+from appliance.storage.sides import Side
+from appliance.storage.tables import SourceRow, chunk_schema
 from tests.fixtures.embedders import HashEmbedder
 
 COLUMNS = [*RANK_COLUMNS, "doc_class", "chunk_index"]

@@ -7,13 +7,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import appliance.store as store
-import appliance.store_reads as store_reads
-from appliance import replica
+import appliance.storage.reads as store_reads
+import appliance.storage.tables as store
 from appliance.config import replica_budget
-from appliance.query.filters import Filter
-from appliance.store import chunk_schema, in_list
-from appliance.store_index import Index
+from appliance.storage import replica
+from appliance.storage.filters import Filter
+from appliance.storage.index import Index
+from appliance.storage.tables import chunk_schema, in_list
 
 DIM = 16
 COLUMNS = ["id", "source_id", "parent_id", "chunk_index", "text"]

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from appliance import reuse
+from appliance.sync import reuse
 
 
 def test_recent_vectors_are_copies_and_bounded(monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -60,7 +60,7 @@ def test_corpus_workbooks_lose_their_noise(shared: Path) -> None:
 def test_chunks_of_different_sheet_parts_no_longer_collapse_as_one_passage(shared: Path) -> None:
     """Why topK=3 once gave 2 results: chunks made of `NaN | NaN | NaN` rows and `Unnamed` headers were
     "the same passage" to query.distinct, so search collapsed them and ran out of distinct hits."""
-    from appliance.query.distinct import same_passage, shingles
+    from appliance.assemble.distinct import same_passage, shingles
 
     corpus = shared / "corpus"
     for rel in ("docling/xlsx/sources/xlsx_01.xlsx", "docling/xlsx/sources/xlsx_07_gap_tolerance_.xlsx"):

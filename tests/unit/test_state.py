@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from appliance.locking import sync_lock
 from appliance.results import SyncRunning
-from appliance.state import (
+from appliance.storage.locking import sync_lock
+from appliance.sync.state import (
     LOG_EVERY_S,
     PROGRESS_FILE,
     SyncProgress,

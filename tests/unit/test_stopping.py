@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from appliance import stopping
-from appliance.pipeline import EmbedWritePipeline, Work
-from appliance.state import ALIVE_FILE, SCHEDULER_FILE, hold_alive_lock, process_marker, read_scheduler_state
+from appliance.platform import stopping
+from appliance.sync.pipeline import EmbedWritePipeline, Work
+from appliance.sync.state import ALIVE_FILE, SCHEDULER_FILE, hold_alive_lock, process_marker, read_scheduler_state
 
 
 def _forget_stop() -> None:
@@ -146,7 +146,7 @@ def test_the_alive_lock_answers_across_pid_namespaces(tmp_path: Path) -> None:
     other_container = process_marker() | {"pidNamespace": 1, "host": "elsewhere"}
     _write_state(tmp_path, pid=7, aliveLock=True, **other_container)
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from appliance.state import hold_alive_lock; "
+                               "from appliance.sync.state import hold_alive_lock; "
                                "fd = hold_alive_lock(Path(sys.argv[1])); print(fd, flush=True); time.sleep(60)",
                                str(tmp_path)], stdout=subprocess.PIPE, text=True,
                               env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))

@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 
 from appliance.config import replica_budget
-from appliance.store import chunk_schema
-from appliance.store_index import Index
+from appliance.storage.index import Index
+from appliance.storage.tables import chunk_schema
 
 
 def test_reads_answer_while_a_writer_holds_the_index_lock(tmp_path: Path) -> None:

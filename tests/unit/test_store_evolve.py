@@ -6,8 +6,8 @@ import numpy as np
 import pyarrow as pa
 
 from appliance.config import replica_budget
-from appliance.store import CHUNKS, chunk_schema
-from appliance.store_index import Index
+from appliance.storage.index import Index
+from appliance.storage.tables import CHUNKS, chunk_schema
 
 
 def test_missing_fields_are_added_with_defaults_and_vectors_kept(tmp_path: Path) -> None:

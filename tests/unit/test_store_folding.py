@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from appliance import store_writes
 from appliance.config import replica_budget
-from appliance.store import SourceRow, chunk_schema
-from appliance.store_index import Index
+from appliance.storage import writes as store_writes
+from appliance.storage.index import Index
+from appliance.storage.tables import SourceRow, chunk_schema
 
 DIM = 8
 
@@ -85,7 +85,7 @@ def test_many_small_writes_fold_by_their_fragments(tmp_path: Path, monkeypatch: 
 
 def test_the_vector_index_comes_only_once_queries_leave_the_replica(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from appliance import replica
+    from appliance.storage import replica
 
     monkeypatch.setattr(store_writes, "VECTOR_INDEX_MIN_ROWS", 10)
     index = Index(tmp_path, DIM, memory_budget=replica_budget())
@@ -111,7 +111,7 @@ def test_the_vector_index_comes_only_once_queries_leave_the_replica(tmp_path: Pa
 
 def test_folds_never_split_the_vector_index_into_more_than_so_many_segments(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from appliance import replica
+    from appliance.storage import replica
 
     monkeypatch.setattr(store_writes, "VECTOR_INDEX_MIN_ROWS", 10)
     monkeypatch.setattr(store_writes, "VECTOR_SEGMENTS_MAX", 2)

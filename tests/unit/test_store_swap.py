@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from appliance.config import replica_budget
-from appliance.store import SourceRow, chunk_schema
-from appliance.store_index import Index
+from appliance.storage.index import Index
+from appliance.storage.tables import SourceRow, chunk_schema
 
 DIM = 8
 WATCHED = "doc-watched"

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from appliance.assemble.paging import text_page
 from appliance.errors import InvalidArgument
-from appliance.paging import text_page
 
 
 def test_pages_cover_the_text_once_and_end_at_line_ends() -> None:

@@ -1,0 +1,1 @@
+"""Ranked chunks and stored documents into what a reader gets: passages, pages, citations, ranges."""

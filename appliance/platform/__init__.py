@@ -1,0 +1,1 @@
+"""The process underneath everything: the egress guard, import hiding, the allocator, prompt clean stops."""

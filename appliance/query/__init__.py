@@ -1,1 +1,0 @@
-"""Query side: fuse the vector and keyword rankings, then assemble passages."""

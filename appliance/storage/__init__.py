@@ -1,0 +1,1 @@
+"""The LanceDB index: tables, writes and upkeep, the source registry, reads and rankers, the sync lock."""

@@ -1,0 +1,379 @@
+"""The query reader: vector and BM25 sides, section and document reads, and the in-memory replica.
+
+A vector side is ranked by one of two `Ranker`s: the exact in-memory replica (appliance.storage.replica)
+while the index fits the process's memory budget, else LanceDB's approximate index (`LanceRanker`);
+`IndexReader.ranker` is the one place that chooses. Both rank the whole index and let a filter
+hide rows (query.filters): the replica masks its exact similarities, LanceDB prefilters, and the
+scale each side is fused by comes from the unfiltered candidates (storage.sides.Side).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from appliance.platform.hidden_imports import pandas_hidden
+
+with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing here uses it
+    from lancedb.query import BooleanQuery, FullTextOperator, MatchQuery, Occur
+    from lancedb.table import Table
+
+from appliance.chunks import STORED_CHUNK_COLUMNS, StoredChunk
+from appliance.storage.filters import Filter
+from appliance.storage.replica import KEY_COLUMNS, Replica, fits, unit
+from appliance.storage.sides import Side
+from appliance.storage.tables import (
+    FTS_COLUMN,
+    IN_BATCH,
+    Tables,
+    filter_sql,
+    guarded,
+    in_document_order,
+    in_list,
+    raise_named,
+    sql_str,
+    vector_index,
+)
+
+EF_SEARCH = 3200
+"""Candidates an approximate search explores, shared out over the vector index's segments. LanceDB's
+default (the number asked for) found 0.48 of the true 10 nearest in one segment of 1M chunks; 1,600
+found 0.92 and 3,200 0.97 in 15-24 ms (scripts/bench_scale.py's vectors, mixes of real ones with noise:
+harder to tell apart than a real corpus's, so a real index fares no worse)."""
+EF_SEARCH_FILTERED = 800
+"""The same for a prefiltered search, which explores until it has that many candidates inside the filter:
+scoped to a folder of 100,000 of the 1M chunks, 800 found 0.967 of the exact top 10 inside it in 71 ms
+p50, 3,200 0.997 in 154 ms, an exact scan of the folder 183 ms."""
+REFINE_FACTOR = 4
+"""An approximate vector search re-ranks this many times `limit` of the index's candidates on the
+stored vectors, so every distance it returns is exact and a chunk's score does not depend on the filter."""
+TIE_MARGIN = 8
+"""Rows a LanceDB search returns beyond the limit, so rows tied at the cut are chosen by id, not by storage order."""
+log = logging.getLogger(__name__)
+
+
+def _embedded_by(model_id: str, scheme: str) -> str:
+    """Rows whose vectors the model `model_id` made from chunks cut by `scheme`."""
+    return f"model_id = {sql_str(model_id)} AND scheme = {sql_str(scheme)}"
+
+
+def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
+             columns: list[str], segments: int) -> list[dict[str, Any]]:
+    """LanceDB's nearest chunks with exact distances (the vector index's candidates re-ranked on the
+    stored vectors), ties by id; the filtered and the unfiltered search use the same index the same way.
+    The candidates explored (EF_SEARCH) are shared out over the index's `segments`."""
+    query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine")
+    explore = EF_SEARCH if where is None else EF_SEARCH_FILTERED
+    query = query.refine_factor(REFINE_FACTOR).ef(max((limit + TIE_MARGIN) * REFINE_FACTOR, explore // segments))
+    if where is not None:
+        query = query.where(filter_sql(where), prefilter=True)
+    rows = query.select(sorted(set(columns) | {"id", "_distance"})).limit(limit + TIE_MARGIN).to_list()
+    return sorted(rows, key=lambda r: (r["_distance"], r["id"]))[:limit]
+
+
+def _fts_query(terms: str | Mapping[str, float]) -> str | BooleanQuery:
+    """A plain OR query of terms, or one of weighted terms (the cross-language synonym sets of
+    appliance.search.crosslingual)."""
+    if isinstance(terms, str):
+        return terms
+    return BooleanQuery([(Occur.SHOULD, MatchQuery(term, FTS_COLUMN, boost=boost, fuzziness=0, max_expansions=50,
+                                                   operator=FullTextOperator.OR, prefix_length=0,
+                                                   document_granularity=None))
+                         for term, boost in sorted(terms.items())])
+
+
+def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
+          columns: list[str], replica: Replica | None = None) -> list[dict[str, Any]]:
+    """LanceDB's best BM25 matches, ties by id. With a `replica` that serves `columns`, the search returns only
+    each match's address and score and the replica gives the rest (at 100,000 chunks BM25 takes half the
+    time it takes when it reads the matches' columns off disk), unless it does not hold some match's
+    address (a row written or moved since it was read): then as without."""
+    def search() -> Any:
+        query = chunks.search(_fts_query(terms), query_type="fts", fts_columns=FTS_COLUMN)
+        return query.where(filter_sql(where), prefilter=True) if where is not None else query
+
+    rows = None
+    if replica is not None and replica.serves(columns):
+        found = search().select(["_score"]).with_row_id(True).limit(limit + TIE_MARGIN).to_arrow()
+        rows = replica.rows_at_addresses(found, columns)
+    if rows is None:
+        rows = search().select([*sorted(set(columns) | {"id"}), "_score"]).limit(limit + TIE_MARGIN).to_list()
+    return sorted(rows, key=lambda r: (-r["_score"], r["id"]))[:limit]
+
+
+_PREFILTERED = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prefiltered")
+"""Runs a filtered side's prefiltered search beside its unfiltered one (a pool of its own: the sides
+themselves run in searching's pool, and a task waiting on its own pool could starve it)."""
+
+
+def _masked(search, limit: int, where: Filter | None, columns: list[str], key: str,  # type: ignore[no-untyped-def]
+            speculate: bool = True) -> Side:
+    """One side through LanceDB: the unfiltered candidates give the scale; the filtered ones are
+    those among them that `where` keeps when that is all of them or nothing deeper matches, else
+    a prefiltered search (so a filter never truncates: deeper chunks inside it are found).
+
+    Unless the filter keeps every chunk, one of the unfiltered candidates nearly always lies outside
+    it, so with `speculate` the prefiltered search starts at once beside the unfiltered one instead
+    of after it (at 100,000 chunks each BM25 search took 5-6 ms p50, the prefiltered one no more than the
+    other, at load 4.6), and is dropped when not needed."""
+    if where is None:
+        return Side.whole(search(None, columns), key)
+    filtered = _PREFILTERED.submit(search, where, columns) if speculate else None
+    whole = search(None, sorted(set(columns) | set(Filter.COLUMNS)))
+    side = Side.whole(whole, key)
+    inside = [r for r in whole if where.keeps(r)]
+    if len(inside) < limit <= len(whole):
+        inside = filtered.result() if filtered is not None else search(where, columns)
+    elif filtered is not None:
+        filtered.cancel()  # when already running, it ends on its own and its rows are dropped
+    return Side(inside, side.best, side.floor)
+
+
+class Ranker(Protocol):
+    """Ranks the whole index by one vector and lets a filter hide rows: the `limit` chunks nearest `vector`
+    inside `where`, nearest first (ties by id), with `_distance` (1 - cosine similarity), and the scale of
+    the unfiltered candidates (Side.best, Side.floor), so a chunk's score does not depend on the filter."""
+
+    def rank(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
+             columns: list[str]) -> Side: ...
+
+
+@dataclass(frozen=True)
+class LanceRanker:
+    """LanceDB's approximate vector index (or its flat scan before there is one), exact distances."""
+
+    chunks: Table
+
+    def rank(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
+             columns: list[str]) -> Side:
+        index = vector_index(self.chunks)  # asked once: the filtered and the unfiltered search share it
+        segments = (index.num_segments or 1) if index is not None else 1
+        return _masked(lambda w, cols: _nearest(self.chunks, vector, limit, w, cols, segments), limit, where,
+                       columns, "_distance")
+
+
+class IndexReader:
+    """Every read a query makes, and the sync's reads of stored vectors. Safe to share between threads."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+        self._replica: Replica | None = None
+        self._replica_lock = threading.Lock()
+        self._pinned = threading.local()
+        """This thread's `query_view`: (the chunks handle, its replica or None), while one is open."""
+        self.replica_rows_read = 0
+        """Rows the replica read in full so far (a refresh reads only the rows it does not hold)."""
+
+    def forget(self) -> None:
+        """Drop the replica (the tables it was read from were replaced)."""
+        self._replica = None
+
+    @contextlib.contextmanager
+    def query_view(self) -> Iterator[None]:
+        """One query's reads: the latest commit of every process (checkout_latest), and inside the
+        block every read the replica serves comes from that version's replica.
+
+        The table's version is asked once here instead of at each read (every ask is a round trip
+        through LanceDB's event loop thread, ~1 ms apiece on a quiet machine and several under load),
+        and a commit landing mid-query cannot give its ranking and its sections two versions."""
+        try:
+            self.tables.refresh_handles()
+            chunks = self.tables.chunks()
+            view = (chunks, None if chunks is None else self._replica_at(chunks, chunks.version))
+        except Exception as exc:  # noqa: BLE001 - raised again, as its named error or as it is
+            raise_named(self.tables.db_path, exc)
+        outer = getattr(self._pinned, "view", None)
+        self._pinned.view = view
+        try:
+            yield
+        finally:
+            self._pinned.view = outer
+
+    @guarded
+    def vector_side(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
+                    columns: list[str]) -> Side:
+        """The `limit` chunks nearest `vector` inside `where`, nearest first (ties by id), with `_distance`."""
+        ranker = self.ranker(columns)
+        return Side([], 0.0, 0.0) if ranker is None else ranker.rank(vector, limit, where, columns)
+
+    def ranker(self, columns: list[str]) -> Ranker | None:
+        """What ranks a vector side returning `columns`: the replica of the version being read, while the index
+        fits the memory budget (see _read_replica) and the replica holds those columns, else LanceDB; None
+        before the index has a table."""
+        chunks = self.tables.chunks()
+        if chunks is None:
+            return None
+        replica = self._current_replica(chunks, columns)
+        return replica if replica is not None else LanceRanker(chunks)
+
+    def vector_search(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
+                      columns: list[str]) -> list[dict[str, Any]]:
+        return list(self.vector_side(vector, limit, where, columns).rows)
+
+    @guarded
+    def similarities(self, vector: Sequence[float] | np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        """Cosine similarity of the chunks `ids` to `vector` (chunks that are gone are left out)."""
+        chunks = self.tables.chunks()
+        if chunks is None or not ids:
+            return {}
+        replica = self._current_replica(chunks, ["id"])
+        query = unit(vector)
+        if replica is not None:
+            return {i: float(replica.matrix[replica.by_id[i]] @ query) for i in ids if i in replica.by_id}
+        rows = self.chunk_rows(in_list("id", ids), ["id", "vector"])
+        return {r["id"]: float(unit(r["vector"]) @ query) for r in rows}
+
+    def section_chunks(self, parent_ids: Sequence[str]) -> list[StoredChunk]:
+        """Every chunk of the given sections, in document order."""
+        return [StoredChunk.of(row) for row in self.section_rows(parent_ids, STORED_CHUNK_COLUMNS)]
+
+    @guarded
+    def section_rows(self, parent_ids: Sequence[str], columns: list[str]) -> list[dict[str, Any]]:
+        """Every chunk of the given sections, ordered like chunk_rows."""
+        chunks = self.tables.chunks()
+        if chunks is None or not parent_ids:
+            return []
+        replica = self._current_replica(chunks, columns)
+        if replica is None:
+            return self.chunk_rows(in_list("parent_id", parent_ids), columns)
+        return in_document_order(replica.in_sections(parent_ids, columns))
+
+    def query_path(self, rows: int) -> Literal["memory", "index"]:
+        """How an index of `rows` chunks is ranked: "memory" (the exact in-memory replica, when it fits
+        the memory budget) or "index" (LanceDB's indexes). Chosen again at every query, so an index
+        that grows past the budget switches without a restart."""
+        return "memory" if fits(rows, self.tables.dim, self.tables.memory_budget) else "index"
+
+    def _current_replica(self, chunks: Table, columns: list[str]) -> Replica | None:
+        """The in-memory replica of the table's current version (refreshed after a commit), or of the version
+        this thread's query_view holds; None when too large."""
+        view = getattr(self._pinned, "view", None)
+        replica = view[1] if view is not None and view[0] is chunks else self._replica_at(chunks, chunks.version)
+        return replica if replica is not None and replica.serves(columns) else None
+
+    def _replica_at(self, chunks: Table, version: int) -> Replica | None:
+        replica = self._replica
+        if replica is None or replica.version != version:
+            with self._replica_lock:
+                replica = self._replica
+                if replica is None or replica.version != version:
+                    self._replica = replica = self._read_replica(chunks, version, replica)
+        return replica
+
+    def _read_replica(self, chunks: Table, version: int, old: Replica | None) -> Replica | None:
+        """Refresh `old` to `version` reading only the rows it does not hold, or read the table whole.
+
+        Read after the version: the data is at least that new, so a later commit only costs
+        another refresh. The whole table is read the first time, after a schema change, and
+        when a commit lands between the key scan and the read of the missing rows.
+        """
+        if not fits(chunks.count_rows(), self.tables.dim, self.tables.memory_budget):
+            return None
+        names = [n for n in chunks.schema.names if n not in ("keywords", "metadata", "embed_key")]
+        if old is not None and old.rows.column_names == [n for n in names if n != "vector"]:
+            keys = chunks.search().select(KEY_COLUMNS).with_row_id(True).limit(None).to_arrow()
+            try:
+                fresh, read = old.refreshed(
+                    version, keys, lambda ids: chunks.take_row_ids(ids).select(names).with_row_id().to_arrow())
+                self.replica_rows_read += read
+                return fresh
+            except LookupError:
+                log.info("rows changed while the replica refreshed; reading the table whole")
+        table = chunks.search().select(names).with_row_id(True).limit(None).to_arrow()
+        self.replica_rows_read += table.num_rows
+        return Replica.from_arrow(version, table)
+
+    @guarded
+    def keyword_side(self, terms: str | Mapping[str, float], limit: int, where: Filter | None,
+                     columns: list[str]) -> Side:
+        """The `limit` best BM25 matches of `terms` inside `where`, best first (ties by id), with `_score`.
+        `terms` is a space-separated OR query, or weighted terms (term -> boost).
+
+        BM25's statistics (document frequencies, average length) are the whole index's,
+        whatever the filter: LanceDB's prefilter only hides rows, so a chunk's score is
+        the same with or without a scope, and one ranking serves both.
+        """
+        chunks = self.tables.chunks()
+        if chunks is None or not terms:
+            return Side([], 0.0, 0.0)
+        replica = self._replica  # any version: it serves only the rows it holds as they are (_bm25)
+        return _masked(lambda w, cols: _bm25(chunks, terms, limit, w, cols, replica), limit, where, columns,
+                       "_score", speculate=not self._keeps_everything(where))
+
+    def _keeps_everything(self, where: Filter | None) -> bool:
+        """Whether `where` keeps every chunk of the replica last read (whatever its version: a guess that
+        only decides whether a filtered side searches twice at once or one after the other)."""
+        replica = self._replica
+        return where is not None and replica is not None and bool(replica.mask(where).all())
+
+    def keyword_search(self, terms: str, limit: int, where: Filter | None,
+                       columns: list[str]) -> list[dict[str, Any]]:
+        return list(self.keyword_side(terms, limit, where, columns).rows)
+
+    @guarded
+    def chunk_rows(self, where: str, columns: list[str], limit: int | None = None) -> list[dict[str, Any]]:
+        chunks = self.tables.chunks()
+        if chunks is None:
+            return []
+        query = chunks.search().where(where).select(columns)
+        query = query.limit(limit) if limit else query.limit(None)
+        return in_document_order(query.to_list())
+
+    @guarded
+    def vectors_by_key(self, keys: Sequence[str], model_id: str, scheme: str) -> dict[str, Any]:
+        """{embed_key: vector} for the rows embedded by `model_id` under `scheme` that hold one of `keys` (read
+        `IN_BATCH` keys at a time, through the key's B-tree once it exists)."""
+        chunks = self.tables.chunks()
+        found: dict[str, Any] = {}
+        where = _embedded_by(model_id, scheme)
+        if chunks is None:
+            return found
+        for start in range(0, len(keys), IN_BATCH):
+            table = (chunks.search().where(f"({in_list('embed_key', keys[start:start + IN_BATCH])}) AND ({where})")
+                     .select(["embed_key", "vector"]).limit(None).to_arrow())
+            if table.num_rows:
+                vectors = table.column("vector").combine_chunks()
+                matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(-1, vectors.type.list_size)
+                found.update(zip(table.column("embed_key").to_pylist(), matrix, strict=False))
+        return found
+
+    def unkeyed_chunks(self, model_id: str, scheme: str, columns: list[str]) -> list[dict[str, Any]]:
+        """Rows embedded by `model_id` under `scheme` before `embed_key` existed (it is null there)."""
+        return self.chunk_rows(f"embed_key IS NULL AND ({_embedded_by(model_id, scheme)})", columns)
+
+    def chunks_by_id(self, ids: Sequence[str], model_id: str, scheme: str, columns: list[str]) -> list[dict[str, Any]]:
+        """The rows `ids` that are still embedded by `model_id` under `scheme` (read `IN_BATCH` at a time)."""
+        where = _embedded_by(model_id, scheme)
+        return [row for start in range(0, len(ids), IN_BATCH)
+                for row in self.chunk_rows(f"({in_list('id', ids[start:start + IN_BATCH])}) AND ({where})", columns)]
+
+    def _stored_chunks(self, where: str) -> list[StoredChunk]:
+        return [StoredChunk.of(row) for row in self.chunk_rows(where, STORED_CHUNK_COLUMNS)]
+
+    def document_chunks(self, source_id: str) -> list[StoredChunk]:
+        """Every chunk of one document, in document order."""
+        return self._stored_chunks(f"source_id = {sql_str(source_id)}")
+
+    def chunks_around(self, source_id: str, first: int, last: int) -> dict[int, StoredChunk]:
+        """The chunks `first`..`last` (inclusive) of one document that exist, by chunk index."""
+        where = f"source_id = {sql_str(source_id)} AND chunk_index >= {first} AND chunk_index <= {last}"
+        return {c.chunk_index: c for c in self._stored_chunks(where)}
+
+    def chunks_by_source(self, source_ids: Sequence[str] | None) -> dict[str, list[StoredChunk]]:
+        """{source id: its chunks in document order} for `source_ids` (read `IN_BATCH` at a time), or, with
+        None, for every ingest_data and URL item (the documents a rebuild from disk cannot bring back)."""
+        if source_ids is None:
+            chunks = self._stored_chunks("source_kind != 'file'")
+        else:
+            chunks = [c for start in range(0, len(source_ids), IN_BATCH)
+                      for c in self._stored_chunks(in_list("source_id", source_ids[start:start + IN_BATCH]))]
+        by_source: dict[str, list[StoredChunk]] = {}
+        for chunk in chunks:
+            by_source.setdefault(chunk.source_id, []).append(chunk)
+        return by_source

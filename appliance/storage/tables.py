@@ -1,0 +1,400 @@
+"""The LanceDB index's tables: what a row holds, how the tables open, and the errors a write reports.
+
+Two tables live in DB_PATH. `chunks` holds one row per retrieval unit with its
+vector (cosine distance on L2-normalised vectors, said explicitly on every
+search) and a pre-analysed `keywords` column under a BM25 index. `sources`
+holds one row per document (file, data item or URL), including documents that
+failed or produced no chunks, so a sync can decide what to skip without
+touching `chunks`. `identity.json` records what the index was built with.
+
+Only the storage modules import lancedb: this one (the tables), store_writes (writes and
+maintenance), store_sources (the source registry), store_reads (the query reader and the
+LanceDB ranker) and swap; store_index composes them into the `Index` callers hold.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Concatenate, Literal, NoReturn, ParamSpec, Protocol, TypeVar, overload
+
+from appliance.platform.hidden_imports import pandas_hidden
+
+with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing here uses it
+    import lancedb
+    import pyarrow as pa
+    from lancedb.table import Table
+
+from appliance.chunks import Chunk
+from appliance.errors import CONFLICT_ATTEMPTS, IndexCorrupt, is_commit_conflict, storage_error
+from appliance.platform import native_memory
+from appliance.storage.filters import Filter
+
+CHUNKS = "chunks"
+SOURCES = "sources"
+IDENTITY_FILE = "identity.json"
+FTS_COLUMN = "keywords"
+IN_BATCH = 200
+READ_CONSISTENCY_S = 1.0
+"""A table handle re-reads the latest commit at most this long after another process made it,
+so `status`, `list_files` and reads see other writers within that bound (queries check at once)."""
+
+METADATA_CACHE_BYTES = 16 << 20
+"""LanceDB's cache of manifests and file footers, bounded: by default it keeps every version a process
+has seen, and a sync commits two or three versions per write, each manifest listing every fragment so
+far (scripts/bench_sync_rss.py probes: 113 MB over 20,000 files, ~5 KB a file; at this cap a fold took
+as long as uncapped, 1.4 s at 10,000 rows). The indexes' own cache keeps LanceDB's default."""
+native_memory.bound_malloc()  # before LanceDB starts its threads: see native_memory
+log = logging.getLogger(__name__)
+
+
+def chunk_schema(dim: int) -> pa.Schema:
+    """Everything kept per chunk, so later features add behaviour, not migrations."""
+    return pa.schema([
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("source_id", pa.string(), nullable=False),
+        pa.field("source_kind", pa.string()),        # file | data | url
+        pa.field("root", pa.string()),
+        pa.field("path", pa.string()),               # display path, relative to its root
+        pa.field("chunk_index", pa.int32()),
+        pa.field("text", pa.string()),
+        pa.field("body_start", pa.int32()),
+        pa.field("keywords", pa.string()),
+        pa.field("title", pa.string()),
+        pa.field("parent_id", pa.string()),
+        pa.field("heading", pa.string()),
+        pa.field("start_line", pa.int32()),
+        pa.field("end_line", pa.int32()),
+        pa.field("page_start", pa.int32()),          # PDF pages, slide number, sheet name: where to cite
+        pa.field("page_end", pa.int32()),
+        pa.field("slide", pa.int32()),
+        pa.field("sheet", pa.string()),
+        pa.field("content_hash", pa.string()),
+        pa.field("mtime_ns", pa.int64()),
+        pa.field("size", pa.int64()),
+        pa.field("scheme", pa.string()),
+        pa.field("model_id", pa.string()),
+        pa.field("ingested_at", pa.float64()),
+        pa.field("ocr_engine", pa.string()),
+        pa.field("doc_class", pa.string()),
+        pa.field("snapshot_date", pa.string()),
+        pa.field("also_unchanged_on", pa.list_(pa.string())),
+        pa.field("metadata", pa.string()),            # JSON object
+        pa.field("vector", pa.list_(pa.float32(), dim)),
+        pa.field("embed_key", pa.string()),          # reuse.embed_key of the text the vector is of
+    ])
+
+
+SOURCE_SCHEMA = pa.schema([
+    pa.field("source_id", pa.string(), nullable=False),
+    pa.field("source_kind", pa.string()),
+    pa.field("root", pa.string()),
+    pa.field("path", pa.string()),
+    pa.field("title", pa.string()),
+    pa.field("content_hash", pa.string()),
+    pa.field("mtime_ns", pa.int64()),
+    pa.field("size", pa.int64()),
+    pa.field("scheme", pa.string()),
+    pa.field("model_id", pa.string()),
+    pa.field("chunk_count", pa.int32()),
+    pa.field("ingested_at", pa.float64()),
+    pa.field("ocr_engine", pa.string()),
+    pa.field("doc_class", pa.string()),
+    pa.field("metadata", pa.string()),
+    pa.field("error_code", pa.string()),             # "" when the source is indexed
+    pa.field("error", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    """One document as the index knows it."""
+
+    source_id: str
+    source_kind: str
+    root: str = ""
+    path: str = ""
+    title: str = ""
+    content_hash: str = ""
+    mtime_ns: int = 0
+    size: int = 0
+    scheme: str = ""
+    model_id: str = ""
+    chunk_count: int = 0
+    ingested_at: float = 0.0
+    ocr_engine: str = ""
+    doc_class: str = "note"
+    metadata: str = "{}"
+    error_code: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What the vectors in this index mean; a mismatch forbids mixing."""
+
+    model_id: str
+    dim: int
+    scheme: str
+    budget: int
+    created_at: float = field(default_factory=time.time)
+
+
+FIELD_DEFAULTS = {"doc_class": "'note'", "ocr_engine": "''", "metadata": "'{}'", "error_code": "''", "error": "''"}
+"""Values a field added by a newer version takes on rows written before it existed."""
+
+
+def _open_or_create(db: lancedb.DBConnection, name: str, schema: pa.Schema) -> Table:
+    """Open a table (adding fields a newer version introduced), or create it empty."""
+    try:
+        table = db.open_table(name)
+    except ValueError:  # lancedb's "table not found"
+        return db.create_table(name, schema=schema, exist_ok=True)
+    _evolve(table, schema)
+    return table
+
+
+def _evolve(table: Table, schema: pa.Schema) -> None:
+    """Add fields a newer version introduced to an existing table, in place.
+
+    Existing rows keep their vectors; new fields start as null and take their
+    default where one is defined, so an upgrade never re-embeds anything.
+    """
+    have = set(table.schema.names)
+    missing = [f for f in schema if f.name not in have]
+    if not missing:
+        return
+    table.add_columns(missing)
+    for f in missing:
+        if f.name in FIELD_DEFAULTS:
+            table.update(where=f"{f.name} IS NULL", values_sql={f.name: FIELD_DEFAULTS[f.name]})
+
+
+def _open_error(exc: Exception, table: str, db_path: Path) -> Exception:
+    return storage_error(exc, f"the {table} table in {db_path}", db_path) or IndexCorrupt(
+        f"Cannot open the {table} table in {db_path}: {exc}")
+
+
+def sql_str(value: str) -> str:
+    """A SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def filter_sql(where: Filter) -> str | None:
+    """The prefilter selecting the rows `where.keeps` passes."""
+    clauses = []
+    if where.prefix is not None:
+        clauses.append(f"source_id = {sql_str(where.prefix)} OR starts_with(source_id, {sql_str(where.folder)})")
+    if where.doc_class is not None:
+        clauses.append(f"doc_class = {sql_str(where.doc_class)}")
+    return " AND ".join(f"({c})" for c in clauses) or None
+
+
+def in_list(column: str, values: Sequence[str]) -> str:
+    return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
+
+
+def chunk_row(source: SourceRow, chunk: Chunk, *, key: str, has_lines: bool, keywords: str, embed_key: str,
+              snapshot_date: str | None = None, also_unchanged_on: Sequence[str] = ()) -> dict[str, Any]:
+    """The `chunks` row (chunk_schema) of `chunk` of the indexed `source`; its vector comes from the embedder.
+
+    `key` names the source in chunk and section ids; `has_lines` says whether the chunk's
+    line numbers are the source file's (else they are stored as null)."""
+    return {
+        "id": f"{key}:{chunk.index}", "source_id": source.source_id, "source_kind": source.source_kind,
+        "root": source.root, "path": source.path, "chunk_index": chunk.index, "text": chunk.text,
+        "body_start": chunk.body_start, "keywords": keywords,
+        "title": source.title, "parent_id": f"{key}:s{chunk.section}", "heading": chunk.heading,
+        "start_line": chunk.start_line if has_lines else None,
+        "end_line": chunk.end_line if has_lines else None,
+        "page_start": chunk.page_start, "page_end": chunk.page_end, "slide": chunk.slide, "sheet": chunk.sheet,
+        "content_hash": source.content_hash, "mtime_ns": source.mtime_ns, "size": source.size,
+        "scheme": source.scheme, "model_id": source.model_id, "ingested_at": source.ingested_at,
+        "ocr_engine": source.ocr_engine, "doc_class": source.doc_class, "snapshot_date": snapshot_date,
+        "also_unchanged_on": list(also_unchanged_on), "metadata": source.metadata, "embed_key": embed_key,
+    }
+
+
+def in_document_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows.sort(key=lambda r: (r.get("source_id", ""), r.get("chunk_index", 0)))
+    return rows
+
+
+def vector_index(chunks: Table) -> Any:
+    """The chunks table's vector index (LanceDB's IndexConfig), or None."""
+    return next((i for i in chunks.list_indices() if tuple(i.columns) == ("vector",)), None)
+
+
+class OnTables(Protocol):
+    """A part of the index (writer, registry, reader): it works on one `Tables`."""
+
+    @property
+    def tables(self) -> Tables: ...
+
+
+_S = TypeVar("_S", bound=OnTables)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+PartMethod = Callable[Concatenate[_S, _P], _R]
+"""A method of a part of the index, as the decorators below take and return it."""
+
+
+def guarded(method: PartMethod[_S, _P, _R]) -> PartMethod[_S, _P, _R]:
+    """Report a failed read or write of the index as its named error (disk full, read-only, damaged)."""
+    @functools.wraps(method)
+    def wrapper(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - raised again, as its named error or as it is
+            raise_named(self.tables.db_path, exc)
+    return wrapper
+
+
+def raise_named(db_path: Path, exc: Exception) -> NoReturn:
+    """Raise `exc` as its named storage error (disk full, read-only, busy, damaged), or as it is."""
+    named = storage_error(exc, f"the index at {db_path}", db_path)
+    if named is None or named is exc:
+        raise exc
+    raise named from exc
+
+
+def backoff(attempt: int) -> None:
+    """Wait before repeating a write that lost a commit race: doubling, jittered, at most ~3 s."""
+    time.sleep(min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random()))
+
+
+def writes(method: PartMethod[_S, _P, _R]) -> PartMethod[_S, _P, _R]:
+    """A write that retries when another process committed first (LanceDB's retryable
+    commit conflict), with jittered backoff, then reports a failure by its name.
+
+    Every write method is idempotent as a whole (deletes by id, then adds, then upserts),
+    so repeating it after a lost race is safe; other processes writing is normal: the
+    scheduler, the MCP server and a CLI share one index.
+    """
+    @functools.wraps(method)
+    def wrapper(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        tables = self.tables
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - retried when a lost commit race, else raised again
+                if not is_commit_conflict(exc) or attempt == CONFLICT_ATTEMPTS:
+                    raise_named(tables.db_path, exc)
+                tables.conflicts_retried += 1
+                log.info("%s lost a commit race to another process (attempt %d); retrying", method.__name__, attempt)
+                backoff(attempt)
+                with contextlib.suppress(Exception):  # the next attempt reports whatever is wrong
+                    tables.refresh_handles()
+        raise AssertionError("unreachable")
+    return wrapper
+
+
+class Tables:
+    """The open tables of one DB_PATH, its identity, and what its parts share. Safe to share between threads."""
+
+    def __init__(self, db_path: Path, dim: int, *, memory_budget: int) -> None:
+        self.db_path = db_path
+        self.dim = dim
+        self.memory_budget = memory_budget
+        """Bytes this process may hold of the index in memory (Settings.replica_budget_bytes): an index
+        that fits is ranked by the exact in-memory replica, a larger one through LanceDB's indexes."""
+        self.lock = threading.RLock()
+        """Held by a write of this process: readers never wait for it."""
+        self._db: lancedb.DBConnection | None = None
+        self._chunks: Table | None = None
+        self._sources: Table | None = None
+        self.conflicts_retried = 0
+        """Writes of this process that lost a commit race and were repeated."""
+
+    @property
+    def tables(self) -> Tables:
+        """Itself: the tables' own reads and writes (identity, handles) report errors as the parts' do."""
+        return self
+
+    def connect(self) -> lancedb.DBConnection:
+        if self._db is None:
+            self.db_path.mkdir(parents=True, exist_ok=True)
+            self._db = lancedb.connect(str(self.db_path),
+                                       read_consistency_interval=timedelta(seconds=READ_CONSISTENCY_S),
+                                       session=lancedb.Session(metadata_cache_size_bytes=METADATA_CACHE_BYTES))
+        return self._db
+
+    def exists(self) -> bool:
+        return (self.db_path / f"{CHUNKS}.lance").exists()
+
+    @overload
+    def chunks(self, create: Literal[True]) -> Table: ...
+    @overload
+    def chunks(self, create: bool = False) -> Table | None: ...
+    def chunks(self, create: bool = False) -> Table | None:
+        if self._chunks is not None:  # open already: readers never wait for a writer's lock
+            return self._chunks
+        with self.lock:
+            if self._chunks is None:
+                if not create and not self.exists():
+                    return None
+                db = self.connect()
+                try:
+                    self._chunks = _open_or_create(db, CHUNKS, chunk_schema(self.dim))
+                except Exception as exc:  # lancedb raises plain errors for damaged datasets
+                    raise _open_error(exc, CHUNKS, self.db_path) from exc
+            return self._chunks
+
+    @overload
+    def sources(self, create: Literal[True]) -> Table: ...
+    @overload
+    def sources(self, create: bool = False) -> Table | None: ...
+    def sources(self, create: bool = False) -> Table | None:
+        if self._sources is not None:
+            return self._sources
+        with self.lock:
+            if self._sources is None:
+                if not create and not (self.db_path / f"{SOURCES}.lance").exists():
+                    return None
+                try:
+                    self._sources = _open_or_create(self.connect(), SOURCES, SOURCE_SCHEMA)
+                except Exception as exc:
+                    raise _open_error(exc, SOURCES, self.db_path) from exc
+            return self._sources
+
+    def forget(self) -> None:
+        """Drop the open handles (after the tables were replaced): the next use opens them again."""
+        self._chunks = self._sources = None
+
+    @guarded
+    def checkout_latest(self) -> None:
+        """See commits made by other processes (a sync running beside the server) now."""
+        self.refresh_handles()
+
+    def refresh_handles(self) -> None:
+        for table in (self._chunks, self._sources):
+            if table is not None:
+                table.checkout_latest()
+
+    # ---- identity ------------------------------------------------------
+    @guarded
+    def read_identity(self) -> Identity | None:
+        path = self.db_path / IDENTITY_FILE
+        try:
+            data = json.loads(path.read_text("utf-8"))
+            return Identity(**data)
+        except FileNotFoundError:
+            return None
+        except (ValueError, TypeError) as exc:
+            raise IndexCorrupt(f"{path} is unreadable: {exc}") from exc
+
+    @guarded
+    def write_identity(self, identity: Identity) -> None:
+        self.db_path.mkdir(parents=True, exist_ok=True)
+        tmp = self.db_path / f".{IDENTITY_FILE}.tmp"
+        tmp.write_text(json.dumps(asdict(identity), indent=2), "utf-8")
+        os.replace(tmp, self.db_path / IDENTITY_FILE)

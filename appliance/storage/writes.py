@@ -1,0 +1,282 @@
+"""Writes to the index and their upkeep: swapping a document's chunks, recording and deleting sources,
+and folding new rows into the indexes (compaction, BM25, B-trees, the vector index)."""
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from appliance.platform.hidden_imports import pandas_hidden
+
+with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing here uses it
+    import pyarrow as pa
+    from lancedb.index import FTS, BTree, IvfHnswSq
+    from lancedb.table import Table
+
+from appliance.errors import is_commit_conflict
+from appliance.platform import native_memory, stopping
+from appliance.storage.replica import fits
+from appliance.storage.swap import replace_chunks
+from appliance.storage.tables import (
+    CHUNKS,
+    FTS_COLUMN,
+    IDENTITY_FILE,
+    IN_BATCH,
+    SOURCE_SCHEMA,
+    SOURCES,
+    SourceRow,
+    Tables,
+    backoff,
+    chunk_schema,
+    guarded,
+    in_list,
+    vector_index,
+    writes,
+)
+
+VECTOR_INDEX_MIN_ROWS = 5000
+"""Below this many rows a flat scan beats any vector index, whatever the replica's budget."""
+VECTOR_SEGMENTS_MAX = 8
+VECTOR_SEGMENTS_MAX_MID_RUN = 32
+"""A fold adds the new rows to the vector index as a segment (an HNSW graph) of its own, and every query
+searches every segment: at 1M chunks the 86 segments a build had left took 109 of a 120 ms vector search,
+one segment 22 ms (scripts/bench_scale.py). A refresh finds more than VECTOR_SEGMENTS_MAX and rebuilds the
+index as one (8.5 min at 1M chunks on 2 cores), so a query pays at most ~10 ms for segments; inside a
+long run, which folds every FOLD_EVERY_ROWS, only past VECTOR_SEGMENTS_MAX_MID_RUN, so a sync of 1M chunks
+rebuilds a few times (once per ~320,000 rows), not once per 80,000."""
+VECTOR_INDEX = IvfHnswSq(distance_type="cosine")
+
+OPTIMIZE_ATTEMPTS = 3
+FOLD_EVERY_ROWS = 10_000
+"""A long write run (one sync of many files) folds its new rows into the indexes after this many:
+a delete by source id, a key lookup and a source upsert scan the rows no index covers yet, so
+without it each write of a sync costs more than the one before (scripts/bench_scale.py --flat:
+at 20,000 unindexed rows a write's delete took 1.2 s and its key lookup 1.4 s; a fold that
+extends existing indexes by 1,000 rows took 3-4.5 s at 23,000 rows, compacting only the new rows)."""
+FOLD_DUE_ROWS = 1_000
+FOLD_DUE_FRAGMENTS = 20
+"""A write folds (compacts and extends the indexes) only once a table has this many rows outside
+its indexes or this many fragments: a fold costs ~0.5 s however few rows it adds (a quarter of a
+10-file `minirag sync`, and seconds at 100k chunks), while searches scan a few hundred unindexed
+rows in well under a millisecond and LanceDB itself advises optimizing after ~20 writes."""
+log = logging.getLogger(__name__)
+
+
+def needs_vector_index(rows: int, dim: int, memory_budget: int) -> bool:
+    """Whether an index of `rows` rows gets an approximate vector index: only once queries rank it
+    through LanceDB, past the in-memory replica's budget (replica.fits). Below that the replica
+    scans every vector exactly and an index would only be upkeep: updating it was ~80 % of a fold
+    (~8 of ~10 s for 10,000 new rows, on tables of 10,000-100,000 rows). A process with a smaller
+    memory budget than the writer's serves an unindexed table by LanceDB's flat scan: exact, slower."""
+    return rows >= VECTOR_INDEX_MIN_ROWS and not fits(rows, dim, memory_budget)
+
+
+def _fold_due(table: Table) -> bool:
+    """Whether a table has enough rows outside its indexes, or fragments, to fold (FOLD_DUE_ROWS)."""
+    stats: Any = table.stats()  # a dict from lancedb 0.40's native side, whatever its annotation says
+    if stats["fragment_stats"]["num_fragments"] >= FOLD_DUE_FRAGMENTS:
+        return True
+    return any((covered := table.index_stats(index.name)) is not None and covered.num_unindexed_rows >= FOLD_DUE_ROWS
+               for index in table.list_indices())
+
+
+class IndexWriter:
+    """The index's writes and their upkeep. Safe to share between threads; other processes may write too."""
+
+    def __init__(self, tables: Tables, *, on_drop: Callable[[], None]) -> None:
+        self.tables = tables
+        self._on_drop = on_drop
+        """Called when drop_all replaced the tables: what was read of the old ones is no longer theirs."""
+        self.rows_unfolded = 0
+        """Chunk rows this process added since it last folded rows into the indexes."""
+
+    # ---- writing -------------------------------------------------------
+    def replace_sources(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
+        """Make `rows` the only chunks of `sources`, then record the sources.
+
+        Each source's chunks are swapped in one commit (appliance/storage/swap.py), so a
+        concurrent query sees its old chunks or its new ones, never neither nor both. The `sources` row is
+        written last: after a crash in between, the source looks unindexed and
+        the next sync re-ingests it. Every FOLD_EVERY_ROWS rows a long run then
+        folds its rows into the indexes, as a step of its own: a lost race while
+        folding never repeats the committed write.
+        """
+        if not sources:
+            return
+        self._replace(sources, rows)
+        self.rows_unfolded += len(rows)
+        if self.rows_unfolded >= FOLD_EVERY_ROWS and not stopping.requested():
+            # a stop leaves the folding to the next sync, as it does at the end
+            self.refresh_indexes(fold_now=True, segments_max=VECTOR_SEGMENTS_MAX_MID_RUN)
+
+    @writes
+    def _replace(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
+        ids = [s.source_id for s in sources]
+        with self.tables.lock:
+            replace_chunks(self.tables.chunks(create=True), ids, rows, chunk_schema(self.tables.dim),
+                           lambda group: in_list("source_id", group))
+            self._upsert_sources(sources)
+
+    @writes
+    def record_sources(self, sources: Sequence[SourceRow]) -> None:
+        """Update source rows without touching chunks (failures, metadata refresh)."""
+        if sources:
+            with self.tables.lock:
+                self._upsert_sources(sources)
+
+    def _upsert_sources(self, sources: Sequence[SourceRow]) -> None:
+        table = self.tables.sources(create=True)
+        data = pa.Table.from_pylist([asdict(s) for s in sources], schema=SOURCE_SCHEMA)
+        (table.merge_insert("source_id").when_matched_update_all().when_not_matched_insert_all().execute(data))
+
+    @writes
+    def delete_sources(self, ids: Sequence[str]) -> None:
+        with self.tables.lock:
+            for table in (self.tables.chunks(), self.tables.sources()):
+                if table is None:
+                    continue
+                for start in range(0, len(ids), IN_BATCH):
+                    table.delete(in_list("source_id", ids[start:start + IN_BATCH]))
+
+    @writes
+    def drop_all(self) -> None:
+        """Empty both tables and remove the identity (sync --clean of a damaged index).
+
+        A table Lance can still open gets an empty version of its own (an overwrite
+        commit), so a reader in another process keeps reading the version it holds and
+        sees the empty one at its next refresh; only a table that cannot be opened at
+        all is removed from disk.
+        """
+        with self.tables.lock:
+            db = self.tables.connect()
+            for name, schema in ((CHUNKS, chunk_schema(self.tables.dim)), (SOURCES, SOURCE_SCHEMA)):
+                if not (self.tables.db_path / f"{name}.lance").exists():
+                    continue
+                try:
+                    db.create_table(name, schema=schema, mode="overwrite")
+                except Exception as exc:
+                    if is_commit_conflict(exc):
+                        raise
+                    shutil.rmtree(self.tables.db_path / f"{name}.lance", ignore_errors=True)
+            (self.tables.db_path / IDENTITY_FILE).unlink(missing_ok=True)
+            self.tables.forget()
+            self._on_drop()
+
+    @guarded
+    def read_everything(self) -> None:
+        """Read every column of every row once (batch by batch), raising IndexCorrupt on damage."""
+        for table in (self.tables.chunks(), self.tables.sources()):
+            if table is not None:
+                for _batch in table.search().limit(None).to_batches():
+                    pass
+
+    # ---- keeping the BM25 index whole ------------------------------------
+    @guarded
+    def has_fts_index(self) -> bool:
+        chunks = self.tables.chunks()
+        return chunks is not None and any(i.index_type == "FTS" for i in chunks.list_indices())
+
+    @writes
+    def refresh_indexes(self, *, fold_now: bool = False, segments_max: int | None = None) -> None:
+        """Build missing indexes once rows exist; fold new rows in when due (FOLD_DUE_ROWS), or at once
+        (`fold_now`); rebuild the vector index as one once it has more than `segments_max` segments
+        (VECTOR_SEGMENTS_MAX).
+
+        BM25 over `keywords` (never stale: status reports rows it does not cover),
+        B-trees on the id columns every read and delete filters on, and an HNSW
+        vector index once queries go through LanceDB (needs_vector_index). Skipped
+        when the process is stopping (the next sync builds what is missing; search
+        covers unindexed rows meanwhile).
+        """
+        stopping.check()
+        with self.tables.lock:
+            chunks = self.tables.chunks()
+            if chunks is None:
+                return
+            rows = chunks.count_rows()
+            if rows == 0:
+                return
+            indices = chunks.list_indices()
+            present = {tuple(i.columns) for i in indices}
+            if (FTS_COLUMN,) not in present:
+                chunks.create_index(FTS_COLUMN, config=FTS(
+                    base_tokenizer="whitespace", lower_case=False, stem=False,
+                    remove_stop_words=False, ascii_folding=False, with_position=False,
+                    max_token_length=64,
+                ))
+            for column in ("id", "source_id", "parent_id", "embed_key"):
+                if (column,) not in present:
+                    chunks.create_index(column, config=BTree())
+            dim, budget = self.tables.dim, self.tables.memory_budget
+            if ("vector",) not in present and needs_vector_index(rows, dim, budget):
+                chunks.create_index("vector", config=VECTOR_INDEX)
+            elif ("vector",) in present and not needs_vector_index(rows + rows // 4, dim, budget):
+                # well inside the replica's budget (a margin, so a table near it is not indexed and
+                # dropped in turn): an index built earlier, or by an older version, is only upkeep
+                chunks.drop_index(vector_index(chunks).name)
+            sources = self.tables.sources()
+            if sources is not None and not any(tuple(i.columns) == ("source_id",) for i in sources.list_indices()):
+                sources.create_index("source_id", config=BTree())  # what a sync's upserts match on
+            folded = [table for table in (chunks, self.tables.sources())
+                      if table is not None and (fold_now or _fold_due(table))]
+            for table in folded:
+                self._optimize(table)
+            self._merge_vector_segments(chunks, VECTOR_SEGMENTS_MAX if segments_max is None else segments_max)
+            if folded:
+                if folded[0] is chunks:
+                    self.rows_unfolded = 0
+                native_memory.give_back()  # what the fold freed: see native_memory
+
+    def _optimize(self, table: Table) -> None:
+        """Compact and fold new rows into the indexes; losing this race to another process is no failure.
+
+        Two processes that both just wrote compact the same fragments; the one that loses
+        would redo what the winner did. After a few tries it leaves it: the next refresh
+        (every write batch and every sync ends with one) folds whatever is left.
+        """
+        for attempt in range(1, OPTIMIZE_ATTEMPTS + 1):
+            try:
+                table.optimize()
+                return
+            except Exception as exc:
+                if not is_commit_conflict(exc):
+                    raise
+                self.tables.conflicts_retried += 1
+                if attempt == OPTIMIZE_ATTEMPTS:
+                    log.info("compaction lost %d commit races to other processes; left to the next refresh", attempt)
+                    return
+                backoff(attempt)
+                table.checkout_latest()
+
+    def _merge_vector_segments(self, chunks: Table, segments_max: int) -> None:
+        """Rebuild the vector index as one segment once folds have split it into more than `segments_max`;
+        another process rebuilding it at the same time wins, and that is no failure."""
+        index = vector_index(chunks)
+        if index is None or (index.num_segments or 1) <= segments_max or stopping.requested():
+            return
+        log.info("rebuilding the vector index: %d segments", index.num_segments)
+        try:
+            chunks.create_index("vector", config=VECTOR_INDEX, replace=True)
+        except Exception as exc:
+            if not is_commit_conflict(exc):
+                raise
+            self.tables.conflicts_retried += 1
+            log.info("another process rebuilt the vector index first")
+
+    @guarded
+    def has_vector_index(self) -> bool:
+        chunks = self.tables.chunks()
+        return chunks is not None and vector_index(chunks) is not None
+
+    @guarded
+    def unindexed_rows(self) -> int:
+        chunks = self.tables.chunks()
+        if chunks is None:
+            return 0
+        for index in chunks.list_indices():
+            if index.index_type == "FTS":
+                stats = chunks.index_stats(index.name)
+                return int(stats.num_unindexed_rows) if stats else 0
+        return chunks.count_rows()
