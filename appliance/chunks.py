@@ -59,7 +59,7 @@ class Chunk:
 @dataclass(frozen=True, slots=True)
 class StoredChunk:
     """One chunk as the index stores it, read back for the query path: hits, their sections,
-    documents, neighbours and grep. Built once per row where rows leave the index (store_reads.IndexReader);
+    documents, neighbours and grep. Built once per row where rows leave the index (storage.reads.IndexReader);
     the values are the stored ones (None where the column is null)."""
 
     id: str

@@ -115,7 +115,7 @@ class Settings:
     """RAY_ADDRESS: `minirag sync` runs on this Ray cluster (appliance/cluster; the [cluster] extra)."""
     sync_delete_limit: int = 50
     """SYNC_DELETE_LIMIT: a whole-index sync keeps a root's files instead of deleting more than this
-    percentage of them at once (sync_plan.held_roots); 100 turns that check off (a missing or empty
+    percentage of them at once (sync.plan.held_roots); 100 turns that check off (a missing or empty
     root is always held)."""
     replica_budget_bytes: int = field(default_factory=replica_budget)
     """Bytes of the index this process may hold in memory (replica_budget, from the memory limit when the

@@ -81,7 +81,7 @@ class SyncRunning(Record):
 
 class HeldRoot(Record):
     """A root whose indexed files a sync kept instead of deleting: it is missing, unreadable, empty or
-    lost most of its files at once (sync_plan.held_roots); `--allow-deletions` accepts the loss."""
+    lost most of its files at once (sync.plan.held_roots); `--allow-deletions` accepts the loss."""
 
     root: str
     indexed_files: Annotated[int, Field(description="Files the index holds under the root (all kept).")]

@@ -3,7 +3,7 @@
 Adapters build `Settings` once, construct `Appliance(settings)`, call a method
 and render its result; they never rank, resolve paths or validate themselves.
 `Appliance` is the facade: each operation lives in the module of its job
-(indexing, searching, reading, health; sync_plan decides what a sync does),
+(sync.indexing, search.hybrid, assemble.reading, health; sync.plan decides what a sync does),
 and the background jobs of the MCP server are started here.
 """
 from __future__ import annotations
@@ -97,7 +97,7 @@ class Appliance(Resources):
     def search(self, query: str, *, top_k: int = 10, scope: str | None = None,
                doc_class: str | None = None, sections: SectionsMode = "excerpt",
                explain: bool = False) -> SearchResults:
-        """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse); `sections`:
+        """Hybrid search: vector and BM25 in parallel, fused by normalised scores (search.fusion.fuse); `sections`:
         each hit's section around the hits ("excerpt"), whole ("full") or left out ("none"); `explain` adds
         each hit's rank on each side and the query terms it matched."""
         return searching.search(self, query, top_k=top_k, scope=scope, doc_class=doc_class, sections=sections,

@@ -61,7 +61,7 @@ def docs_problem(settings: Settings, index_has_sources: bool) -> str | None:
 
     In the container a root must be a mount point. Otherwise, once the index holds
     files, the sync itself decides root by root what it may delete (a missing, empty
-    or mostly emptied root keeps its files: sync_plan.held_roots, the rule every sync
+    or mostly emptied root keeps its files: sync.plan.held_roots, the rule every sync
     path shares); before that, a missing or empty root only means nothing to index yet.
     """
     for root in settings.roots:

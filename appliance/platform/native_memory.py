@@ -1,6 +1,6 @@
 """glibc's allocator kept from hoarding what a long sync's folds free, so its RSS does not ratchet.
 
-A fold (store_writes.IndexWriter.refresh_indexes) runs on LanceDB's native threads and allocates blocks of
+A fold (storage.writes.IndexWriter.refresh_indexes) runs on LanceDB's native threads and allocates blocks of
 megabytes that it frees again; glibc keeps freed blocks in per-thread arenas: over a 20,000-file
 sync its free lists grew from 46 to 255 MB (scripts/bench_sync_rss.py). Two arenas keep few
 high-water marks, and the heap is trimmed after each fold. (A fixed 1 MiB mmap threshold also

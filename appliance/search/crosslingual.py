@@ -17,7 +17,7 @@ member keeps its own document frequency (LanceDB exposes no postings to score a 
 as one term), which the weights and the pruning keep in check. Keyword-alone the query's own
 terms and the sets go into one such query (KeywordQuery.fts); in the fused ranking the translated
 terms are a list of their own that judges the passages in other languages (KeywordQuery.translations,
-query.hybrid.fuse).
+search.fusion.fuse).
 """
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ class KeywordQuery:
         return out
 
     def translations(self) -> dict[str, float]:
-        """The list that judges passages in other languages in the fused ranking (query.hybrid.fuse):
+        """The list that judges passages in other languages in the fused ranking (search.fusion.fuse):
         the translated terms, and the words not read in the query's language as themselves (an
         identifier, a name, an English command in a Russian question: what no dictionary translates
         is the same in every language). On our manuals carrying them lifted cross-lingual answer-passage

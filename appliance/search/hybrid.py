@@ -29,7 +29,7 @@ _KEYWORD_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="bm25")
 
 def search(core: Resources, query: str, *, top_k: int = 10, scope: str | None = None,
            doc_class: str | None = None, sections: SectionsMode = "excerpt", explain: bool = False) -> SearchResults:
-    """Hybrid search: vector and BM25 in parallel, fused by normalised scores (query.hybrid.fuse);
+    """Hybrid search: vector and BM25 in parallel, fused by normalised scores (search.fusion.fuse);
     `sections` says how much of each hit's section the answer carries (query.assemble); `explain` adds
     to each hit why it came back (explaining.explain)."""
     if not isinstance(query, str) or not query.strip():
@@ -65,7 +65,7 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     weight = core.settings.hybrid_weight
     keyword_future = translated_future = None
     # Keyword-alone, BM25 searches the translations with the query's own words. Fused, the question's own
-    # BM25 judges passages in its language only and the translations alone judge the others (query.hybrid):
+    # BM25 judges passages in its language only and the translations alone judge the others (search.fusion):
     # mixing them in one list shrank the own language's scale (XQuAD-R multi -0.013 nDCG@10; README).
     alone, query_language = weight >= 1.0, language(query)
     translate = alone or (weight > 0.0 and query_language is not None)
@@ -80,7 +80,7 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     keyword_side = keyword_future.result() if keyword_future else Side([], 0.0, 0.0)
     translated = None
     if translated_future is not None:
-        found_translated = translated_future.result()  # scaled by its best alone (query.hybrid)
+        found_translated = translated_future.result()  # scaled by its best alone (search.fusion)
         translated = Side(found_translated.rows, found_translated.best, 0.0)
     found = {row["id"] for row in vector_side.rows}
     only_keyword = {r["id"] for r in [*keyword_side.rows, *(translated.rows if translated else ())]} - found

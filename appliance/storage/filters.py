@@ -1,7 +1,7 @@
 """What a search may return: a path scope and a doc class, as one mask over the whole ranking.
 
 A filter never changes how chunks rank, only which of them are returned: the index
-ranks every chunk by one rule (query.hybrid) and a filter hides the chunks outside
+ranks every chunk by one rule (search.fusion) and a filter hides the chunks outside
 it. It is kept as data, not SQL, so the in-memory replica can apply it as a boolean
 mask and LanceDB as a prefilter, and both select the same rows.
 """

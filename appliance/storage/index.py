@@ -1,8 +1,8 @@
 """The index a process holds: its tables, and the three parts that work on them.
 
-`index.writes` (store_writes.IndexWriter) writes and keeps the indexes folded, `index.registry`
-(store_sources.SourceRegistry) answers what the index knows of each document, and `index.reader`
-(store_reads.IndexReader) serves every query read. The tables themselves (opening, identity,
+`index.writes` (storage.writes.IndexWriter) writes and keeps the indexes folded, `index.registry`
+(storage.sources.SourceRegistry) answers what the index knows of each document, and `index.reader`
+(storage.reads.IndexReader) serves every query read. The tables themselves (opening, identity,
 `checkout_latest`) are the index's own (store.Tables).
 """
 from __future__ import annotations

@@ -109,7 +109,7 @@ def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | 
 
 _PREFILTERED = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prefiltered")
 """Runs a filtered side's prefiltered search beside its unfiltered one (a pool of its own: the sides
-themselves run in searching's pool, and a task waiting on its own pool could starve it)."""
+themselves run in search.hybrid's pool, and a task waiting on its own pool could starve it)."""
 
 
 def _masked(search, limit: int, where: Filter | None, columns: list[str], key: str,  # type: ignore[no-untyped-def]

@@ -236,7 +236,7 @@ class Replica:
 
     def rank(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
              columns: list[str]) -> Side:
-        """The exact ranking (store_reads.Ranker): every row's similarity, the filter a mask over them."""
+        """The exact ranking (storage.reads.Ranker): every row's similarity, the filter a mask over them."""
         sims = self.similarities(vector)
         whole = self.best(sims, limit)
         found = whole if where is None else self.best(sims, limit, self.mask(where))

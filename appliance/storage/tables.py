@@ -7,9 +7,9 @@ holds one row per document (file, data item or URL), including documents that
 failed or produced no chunks, so a sync can decide what to skip without
 touching `chunks`. `identity.json` records what the index was built with.
 
-Only the storage modules import lancedb: this one (the tables), store_writes (writes and
-maintenance), store_sources (the source registry), store_reads (the query reader and the
-LanceDB ranker) and swap; store_index composes them into the `Index` callers hold.
+Only the storage modules import lancedb: this one (the tables), writes (writes and
+maintenance), sources (the source registry), reads (the query reader and the
+LanceDB ranker) and swap; index composes them into the `Index` callers hold.
 """
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ def socket_path(db_path: Path) -> Path | None:
 
 def fingerprint(settings: Settings) -> str:
     """What must be equal for the server's sync to be the one this process would run: the sync inputs
-    (sync_stamp.inputs_digest: settings, model, scheme, code version, formats) and which directories
+    (sync.stamp.inputs_digest: settings, model, scheme, code version, formats) and which directories
     the roots and the index are on this machine (the same path can hold other folders elsewhere)."""
     from appliance.sync.stamp import inputs_digest
 
@@ -204,7 +204,7 @@ class Listener:
             except Exception as exc:  # noqa: BLE001 - a bad request or a peer gone never harms the server
                 log.info("a sync request ended without a report: %s: %s", type(exc).__name__, exc)
 
-    def _answer(self, conn: socket.socket, ask: Any) -> dict[str, Any]:
+    def _answer(self, conn: socket.socket, ask: object) -> dict[str, Any]:
         from appliance.errors import ApplianceError
 
         if not isinstance(ask, dict) or ask.get("protocol") != PROTOCOL or ask.get("op") != "sync":

@@ -105,7 +105,7 @@ def sync(core: Resources, path: str | Path | None = None, *, full: bool = False,
     reader holding the old version is not pulled from under its feet).
 
     A sync of every root keeps the files of a root that is missing, unreadable, empty or
-    lost most of its files at once (sync_plan.held_roots; the report's held_roots names
+    lost most of its files at once (sync.plan.held_roots; the report's held_roots names
     them), unless `allow_deletions`; a sync under `path` deletes what is gone there.
 
     While it runs, its progress is published beside the lock for every process
@@ -400,7 +400,7 @@ class LocalIndexer:
                 waiting[members[f.path].group] = waiting.get(members[f.path].group, 0) + 1
         sequences: dict[str, list[tuple[str, SourceRow, Converted]]] = {}
         by_path = {f.path: (f, digest) for f, digest in todo}
-        at: list[Any] = [0, ""]  # files converted, the last one's path: what a tick reports
+        at: list[tuple[int, str]] = [(0, "")]  # files converted, the last one's path: what a tick reports
 
         def put(work: Work) -> None:
             report.chunks_cut += len(work.rows)
@@ -409,10 +409,10 @@ class LocalIndexer:
         with conversion_pool(core) as pool, EmbedWritePipeline(
                 batch.embed, batch.write,
                 ahead_chunks=EMBED_AHEAD_CHUNKS, batch_chunks=EMBED_BATCH_CHUNKS,
-                tick=(lambda: on_file(at[0], len(todo), at[1])) if on_file else None) as pipeline:
+                tick=(lambda: on_file(at[0][0], len(todo), at[0][1])) if on_file else None) as pipeline:
             stream = pool.imap([f.path for f, _ in todo], in_flight=CONVERT_AHEAD, max_bytes=CONVERT_AHEAD_BYTES)
             for done, (path, result) in enumerate(stream, start=1):
-                at[:] = [done, str(path)]
+                at[0] = (done, str(path))
                 f, digest = by_path[path]
                 old = known.get(str(path))
                 source = SourceRow(source_id=str(path), source_kind="file", root=str(f.root), path=f.display,

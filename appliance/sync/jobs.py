@@ -11,7 +11,7 @@ order (the rest wait in phase "queued", holding their content in memory), at mos
 MAX_PENDING_INGESTS of them; a sync and an ingest job may run side by side, as a
 sync and a foreground ingest always could.
 
-Any job can be cancelled (`cancel`, the MCP tool sync_cancel): it runs inside a
+Every job can be cancelled (`cancel`, the MCP tool sync_cancel): it runs inside a
 stopping.Scope, so a cancel stops it the way a process stop stops a sync - its
 conversion worker killed, its embedding abandoned between batches, only a write
 already in flight finished - and it ends in phase "cancelled".

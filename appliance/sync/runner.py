@@ -4,7 +4,7 @@ start-up sync included), MCP sync_start, and a warm server running a sync handed
 A caller says what it wants (a SyncRequest) and who it is (a Caller); `run` takes the first way
 that caller's Policy allows and that answers, and says which one it took (Outcome.route):
 
-1. "stamp" (sync_stamp): a plain sync of every root that the last quiet sync's stamp proves has
+1. "stamp" (sync.stamp): a plain sync of every root that the last quiet sync's stamp proves has
    nothing to do is answered without LanceDB or the model.
 2. "handoff" (handoff): a warm MCP server or daemon on the same index and inputs runs the sync.
 3. "local" or "ray": the sync here (`Appliance.sync`) with the indexer this module chooses: this

@@ -8,7 +8,7 @@ table's version manifests, and identity.json) — plus its report. A later `mini
 finds the same three digests has nothing to do either, so it repeats that report without
 importing LanceDB or the model (scripts/bench_small_change.py: the CLI's no-change sync).
 
-Any commit by any process writes a new manifest, any change to a file changes its stat, any
+Every commit by any process writes a new manifest, any change to a file changes its stat, any
 changed setting the digest: each sends the sync down its full path, which writes a new stamp
 when it again finds nothing to do. Content-hash change detection never takes this path: there
 a stat cannot prove a file unchanged.
@@ -57,7 +57,7 @@ def inputs_digest(settings: Settings) -> str:
 def index_state(db_path: Path) -> str | None:
     """The index's committed state: each table's manifests (name, size, mtime) and identity.json;
     None when there is no table to speak of (a new or unreadable index is never stamped)."""
-    parts: list[Any] = []
+    parts: list[object] = []
     try:
         tables = sorted(entry.name for entry in os.scandir(db_path) if entry.name.endswith(".lance"))
         for table in tables:
@@ -135,6 +135,6 @@ def _report(data: dict[str, Any], started: float) -> RunReport:
                  started_at=started).finish()
 
 
-def _digest(parts: Any) -> str:
+def _digest(parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
                           ).hexdigest()
