@@ -31,7 +31,7 @@ class Resources:
     and dictionaries, and the checks of a path against the roots and of the index against the model.
 
     The operation modules (indexing, searching, reading, health, sync_plan) take it as `core`; the
-    service's Appliance is these resources plus the operations, and a Ray node builds them alone."""
+    service's Appliance holds them (`app.resources`) beside its operations, and a Ray node builds them alone."""
 
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
         self.settings = settings
