@@ -30,8 +30,8 @@ class Resources:
     """What the operations of one appliance work with: its settings, model (loaded on first use), index
     and dictionaries, and the checks of a path against the roots and of the index against the model.
 
-    The operation modules (sync.indexing, search.hybrid, assemble.reading, health, sync.plan) take it as `core`; the
-    service's Appliance is these resources plus the operations, and a Ray node builds them alone."""
+    The operation modules (sync.indexing, search.hybrid, assemble.reading, health, sync.plan) take it as `core`;
+    the service's Appliance holds them (`app.resources`) beside its operations, and a Ray node builds them alone."""
 
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
         self.settings = settings

@@ -43,6 +43,10 @@ from appliance.sync.state import read_last_sync, running_sync
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from appliance.config import Settings
+    from appliance.embed import Embedder
+    from appliance.models.manifest import ModelSpec
+    from appliance.storage.index import Index
     from appliance.sync.jobs import SyncJobs
 
 __all__ = ["Appliance", "Progress", "RunReport"]
@@ -51,14 +55,32 @@ CANCEL_WAIT_S = 30.0
 """How long a deletion waits for the ingest jobs it cancelled to stop (a batch of the model in flight)."""
 
 
-class Appliance(Resources):
-    """Index, search and read documents under the configured roots."""
+class Appliance:
+    """Index, search and read documents under the configured roots.
+
+    It holds its `Resources` (settings, model, index, path checks) rather than being them, so this
+    facade shows adapters the operations alone; what else they need is under `resources`."""
+
+    def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
+        self.resources = Resources(settings, embedder=embedder)
+
+    @property
+    def settings(self) -> Settings:
+        return self.resources.settings
+
+    @property
+    def spec(self) -> ModelSpec:
+        return self.resources.spec
+
+    @property
+    def index(self) -> Index:
+        return self.resources.index
 
     # ---- writing -------------------------------------------------------------
     def ingest(self, paths: Sequence[str | Path], *, require_absolute: bool = False,
                progress: Progress | None = None) -> RunReport:
         """Index the named files and everything under the named directories, replacing old content."""
-        return indexing.ingest(self, paths, require_absolute=require_absolute, progress=progress)
+        return indexing.ingest(self.resources, paths, require_absolute=require_absolute, progress=progress)
 
     def sync(self, path: str | Path | None = None, *, full: bool = False, clean: bool = False,
              discard_unrecoverable: bool = False, forget_roots: bool = False, allow_deletions: bool = False,
@@ -66,28 +88,28 @@ class Appliance(Resources):
         """Make the index equal to the files on disk (under `path`, when given), here, with `indexer`
         (default: this process's); a root that looks unmounted keeps its files unless `allow_deletions`
         (indexing.sync). Adapters go through appliance.sync.runner, which picks how a sync runs."""
-        return indexing.sync(self, path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
+        return indexing.sync(self.resources, path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
                              forget_roots=forget_roots, allow_deletions=allow_deletions, progress=progress,
                              origin=origin, indexer=indexer)
 
     def ingest_data(self, source_id: str, content: str, fmt: str = "markdown", *,
                     title: str | None = None) -> RunReport:
         """Index content the caller holds under a source id of its choosing."""
-        return indexing.ingest_data(self, source_id, content, fmt, title=title)
+        return indexing.ingest_data(self.resources, source_id, content, fmt, title=title)
 
     def ingest_url(self, url: str, *, source_id: str | None = None) -> RunReport:
         """Fetch one http(s) URL (opt-in: ALLOW_URL_INGEST) and index it under the URL or `source_id`."""
-        return indexing.ingest_url(self, url, source_id=source_id)
+        return indexing.ingest_url(self.resources, url, source_id=source_id)
 
     def delete(self, target: str, is_source: bool = False, *, require_absolute: bool = False) -> Deleted:
         """Remove a file, data item or URL item from the index (never from disk). An ingest job of this
         process still writing that source is cancelled first: the deletion is the later wish."""
-        source_id = self.source_id_for(target, is_source, require_absolute=require_absolute)
+        source_id = self.resources.source_id_for(target, is_source, require_absolute=require_absolute)
         cancelled = self._jobs().cancel_source(source_id) if "_sync_jobs" in self.__dict__ else []
         if cancelled:  # a write already in flight lands before the deletion, not after it
             self._jobs().wait_finished(cancelled, CANCEL_WAIT_S)
         try:
-            return indexing.delete(self, target, is_source, require_absolute=require_absolute)
+            return indexing.delete(self.resources, target, is_source, require_absolute=require_absolute)
         except NotFound:
             if not cancelled:
                 raise
@@ -100,39 +122,40 @@ class Appliance(Resources):
         """Hybrid search: vector and BM25 in parallel, fused by normalised scores (search.fusion.fuse); `sections`:
         each hit's section around the hits ("excerpt"), whole ("full") or left out ("none"); `explain` adds
         each hit's rank on each side and the query terms it matched."""
-        return searching.search(self, query, top_k=top_k, scope=scope, doc_class=doc_class, sections=sections,
+        return searching.search(self.resources, query, top_k=top_k, scope=scope, doc_class=doc_class, sections=sections,
                                 explain=explain)
 
     def gather(self, query: str, *, top_k: int = 10, scope: str | None = None, doc_class: str | None = None,
                context_lines: int = 3) -> SearchMarkdown:
         """`search`'s answer as one Markdown block (query.gather): numbered hits with their citations and, for text
         files, `context_lines` lines of the file around each passage."""
-        return searching.gather(self, query, top_k=top_k, scope=scope, doc_class=doc_class, context_lines=context_lines)
+        return searching.gather(self.resources, query, top_k=top_k, scope=scope, doc_class=doc_class,
+                                context_lines=context_lines)
 
     def read(self, target: str, is_source: bool = False, *, require_absolute: bool = False,
              offset: int = 0, max_chars: int | None = None, revision: str | None = None,
              start_line: int | None = None, end_line: int | None = None,
              page_start: int | None = None, page_end: int | None = None) -> Document:
         """A document rebuilt from its chunks (no repeated breadcrumbs or headers), whole or one page."""
-        return reading.read(self, target, is_source, require_absolute=require_absolute, offset=offset,
+        return reading.read(self.resources, target, is_source, require_absolute=require_absolute, offset=offset,
                             max_chars=max_chars, revision=revision, start_line=start_line, end_line=end_line,
                             page_start=page_start, page_end=page_end)
 
     def read_neighbors(self, target: str, is_source: bool, chunk_index: int, *, before: int = 2, after: int = 2,
                        require_absolute: bool = False, max_chars: int = READ_PAGE_CHARS) -> Neighbors:
         """The chunks around one hit, in document order, within `max_chars` of text."""
-        return reading.read_neighbors(self, target, is_source, chunk_index, before=before, after=after,
+        return reading.read_neighbors(self.resources, target, is_source, chunk_index, before=before, after=after,
                                       require_absolute=require_absolute, max_chars=max_chars)
 
     def list_files(self, *, scope: str | None = None, include_ignored: bool = False, require_absolute: bool = False,
                    limit: int | None = None, cursor: str | None = None) -> FileList:
         """Every file under the roots with its state, then the indexed data and URL sources, in pages."""
-        return reading.list_files(self, scope=scope, include_ignored=include_ignored, require_absolute=require_absolute,
-                                  limit=limit, cursor=cursor)
+        return reading.list_files(self.resources, scope=scope, include_ignored=include_ignored,
+                                  require_absolute=require_absolute, limit=limit, cursor=cursor)
 
     def status(self) -> Status:
         """Configuration and index health; never raises for a broken index."""
-        return health.status(self)
+        return health.status(self.resources)
 
     # ---- exact match and background sync (the MCP server's grep / sync_start / sync_status) ----
     def grep(self, pattern: str, *, regex: bool = False, case_sensitive: bool = False, scope: str | None = None,
@@ -140,17 +163,17 @@ class Appliance(Resources):
              require_absolute: bool = False) -> GrepResults:
         """Matching lines in the indexed text of every indexed document: files of every format (PDF, Office, EPUB, OCRed
         scans, text), ingest_data items and fetched pages."""
-        return reading.grep(self, pattern, regex=regex, case_sensitive=case_sensitive, scope=scope, root=root,
+        return reading.grep(self.resources, pattern, regex=regex, case_sensitive=case_sensitive, scope=scope, root=root,
                             file_glob=file_glob, max_results=max_results, require_absolute=require_absolute)
 
     def list_roots(self) -> RootList:
         """The configured roots by name and path, with their indexed and failed file counts, and the counts of
         ingest_data and URL items (which belong to no root)."""
-        return health.list_roots(self)
+        return health.list_roots(self.resources)
 
     def warm_up(self) -> None:
         """Load the model and the index's search structures now, so the first real query is not cold."""
-        self.embedder.load()
+        self.resources.embedder.load()
         # Nothing indexed yet, or an index built differently: the real query reports it.
         with contextlib.suppress(ApplianceError):
             self.search("warm up", top_k=1)
@@ -164,7 +187,7 @@ class Appliance(Resources):
         from appliance.sync.runner import SyncRequest, run
 
         if path is not None:
-            self.resolve(path, require_absolute=require_absolute)
+            self.resources.resolve(path, require_absolute=require_absolute)
         holder = lock_holder(self.settings.db_path)
         if holder is not None:
             raise SyncBusy(f"Another sync is running (pid {holder.get('pid', '?')}) on {self.settings.db_path}")
@@ -208,7 +231,7 @@ class Appliance(Resources):
         """`ingest_data`, answered within seconds: content above INGEST_FOREGROUND_MAX_BYTES is
         embedded by a background job and the job record (poll it with sync_status) is returned.
         Bad arguments and content above MAX_FILE_SIZE are refused before any job starts."""
-        key = indexing.checked_data(self, source_id, content, fmt)
+        key = indexing.checked_data(self.resources, source_id, content, fmt)
         if indexing.utf8_size(content) <= self.settings.ingest_foreground_max_bytes:
             return self.ingest_data(key, content, fmt, title=title)
         return self._jobs().start_ingest("ingest_data", key, lambda _progress: self.ingest_data(
@@ -219,8 +242,8 @@ class Appliance(Resources):
         foreground (the fetcher's timeout and size cap bound it, and refusals answer at once);
         a page of more than INGEST_FOREGROUND_MAX_BYTES as downloaded is converted (in a worker,
         like every page) and embedded by a job."""
-        key, page = indexing.fetch_page(self, url, source_id)
+        key, page = indexing.fetch_page(self.resources, url, source_id)
         if len(page.body) <= self.settings.ingest_foreground_max_bytes:
-            return indexing.ingest_fetched(self, key, indexing.convert_page(self, page))
+            return indexing.ingest_fetched(self.resources, key, indexing.convert_page(self.resources, page))
         return self._jobs().start_ingest("ingest_url", key, lambda _progress: indexing.ingest_fetched(
-            self, key, indexing.convert_page(self, page)))
+            self.resources, key, indexing.convert_page(self.resources, page)))

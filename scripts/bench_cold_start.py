@@ -50,7 +50,7 @@ def stages(docs: str, db: str) -> dict[str, object]:
 
     import_fastembed()
     mark("fastembed")
-    app.embedder.load()
+    app.resources.embedder.load()
     mark("model")
     app.search("warm up", top_k=1)
     mark("firstSearch")

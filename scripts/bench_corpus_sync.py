@@ -99,9 +99,9 @@ def main() -> None:
         files = copy_corpus(args.corpus, docs, args.with_scans)
         app = Appliance(load_settings({"CONVERT_WORKERS": str(args.workers)}, base_dirs=[str(docs)],
                                       db_path=str(work / "index")))
-        app.embedder.load()
+        app.resources.embedder.load()
         calls: list[tuple[float, float]] = []
-        embed = app.embedder.embed_passages
+        embed = app.resources.embedder.embed_passages
 
         def timed(texts):  # type: ignore[no-untyped-def]
             began = time.perf_counter()
@@ -110,7 +110,7 @@ def main() -> None:
             finally:
                 calls.append((began, time.perf_counter()))
 
-        app.embedder.embed_passages = timed  # type: ignore[method-assign]
+        app.resources.embedder.embed_passages = timed  # type: ignore[method-assign]
         build = [0.0]
         refresh = app.index.writes.refresh_indexes
 
@@ -127,7 +127,7 @@ def main() -> None:
         with sampler:
             report = app.sync()
         wall = time.perf_counter() - started
-        app.embedder.embed_passages = embed  # type: ignore[method-assign]
+        app.resources.embedder.embed_passages = embed  # type: ignore[method-assign]
 
         busy = sum(end - began for began, end in calls)
         raw_rate = None

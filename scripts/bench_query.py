@@ -89,7 +89,7 @@ def _dataset(name: str, model: str | None) -> tuple[Appliance, Path, list[str]]:
     docs = (ROOT / ".cache" / "eval" / "docs" / name).resolve()  # the source ids name the real path
     env = dict(os.environ) | ({"MODEL_NAME": model} if model else {})
     app = Appliance(load_settings(env, base_dirs=[str(docs)]))
-    index = ROOT / ".cache" / "eval" / "index" / f"{name}-{app.spec.id.replace('/', '__')}-{app.budget}"
+    index = ROOT / ".cache" / "eval" / "index" / f"{name}-{app.spec.id.replace('/', '__')}-{app.resources.budget}"
     if not index.exists():
         cmd = [sys.executable, str(ROOT / "scripts" / "eval_retrieval.py"), "--dataset", name, "--weights", "0.6"]
         subprocess.run(cmd + (["--model", model] if model else []), check=True, env=env)

@@ -116,7 +116,7 @@ def _ray(docs: Path, index: Path, workers: int) -> dict[str, Any]:
         up = time.perf_counter() - started
         indexers: list[Any] = []
         driver_cpu = _own_cpu()
-        report = sync_on_ray(_app(docs, index), "local", indexer_out=indexers)
+        report = sync_on_ray(_app(docs, index).resources, "local", indexer_out=indexers)
         total = time.perf_counter() - started
         cpu = _ray_workers_cpu() + _own_cpu() - driver_cpu  # the workers (model loads included) and the driver
     finally:
@@ -160,10 +160,10 @@ def _writer(source_index: Path, docs: Path, into: Path, batch: int, repeats: int
         for work in works:
             pending.append(work)
             if sum(len(w.rows) for w in pending) >= batch:
-                indexing.write_works(target, pending, report)
+                indexing.write_works(target.resources, pending, report)
                 pending = []
         if pending:
-            indexing.write_works(target, pending, report)
+            indexing.write_works(target.resources, pending, report)
         rates.append(report.chunks / (time.perf_counter() - started))
     return {"chunks": sum(len(w.rows) for w in works), "batchChunks": batch, "commits": -(-report.chunks // batch),
             "chunksPerSecond": round(sorted(rates)[len(rates) // 2], 1), "runs": [round(r, 1) for r in rates]}

@@ -258,7 +258,7 @@ def serve(index_path: Path, docs: Path, queries_file: Path, out_file: Path) -> N
 
     hybrid = timed(lambda t: app.search(t, top_k=10))
     scoped = timed(lambda t: app.search(t, top_k=10, scope=scope))
-    embed = timed(app.embedder.embed_query)
+    embed = timed(app.resources.embedder.embed_query)
     bm25 = timed(lambda t: app.index.reader.keyword_side(query_terms(t), 40, None, RANK_COLUMNS))
     bm25_scoped = timed(lambda t: app.index.reader.keyword_side(query_terms(t), 40, Filter(scope), RANK_COLUMNS))
     found = found_search = 0

@@ -38,7 +38,7 @@ def main() -> None:
     args = parser.parse_args()
     docs = (ROOT / ".cache" / "eval" / "docs" / "scifact").resolve()  # the source ids name the real path
     app = Appliance(load_settings(dict(os.environ), base_dirs=[str(docs)]))
-    source = ROOT / ".cache" / "eval" / "index" / f"scifact-{app.spec.id.replace('/', '__')}-{app.budget}"
+    source = ROOT / ".cache" / "eval" / "index" / f"scifact-{app.spec.id.replace('/', '__')}-{app.resources.budget}"
     if not source.exists():
         sys.exit(f"{source} is missing: run scripts/bench_query.py first")
     shared = Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared"))
@@ -48,14 +48,14 @@ def main() -> None:
         app = Appliance(replace(app.settings, db_path=Path(tmp) / "index"))
         exact = {}
         for text in texts[:args.queries]:
-            vector = app.embedder.embed_query(text)
+            vector = app.resources.embedder.embed_query(text)
             exact[text] = [r["id"] for r in app.index.reader.vector_search(vector, 40, None, ["id"])]
         app.index.chunks().create_index("vector", config=IvfHnswSq(distance_type="cosine"))
         app.index.memory_budget = 0
         scope = Filter(str(docs))
         hits_differ = candidates_differ = found = 0
         for text in texts[:args.queries]:
-            vector = app.embedder.embed_query(text)
+            vector = app.resources.embedder.embed_query(text)
             whole = app.index.reader.vector_search(vector, 40, None, RANK_COLUMNS)
             scoped = app.index.reader.vector_search(vector, 40, scope, RANK_COLUMNS)
             candidates_differ += [r["id"] for r in whole] != [r["id"] for r in scoped]

@@ -48,7 +48,7 @@ def main() -> None:
         full_s = time.perf_counter() - started
         texts = [p.read_text() for p in sorted(docs.rglob("*.md"))[:500]]
         started = time.perf_counter()
-        app.embedder.embed_passages(texts)
+        app.resources.embedder.embed_passages(texts)
         raw_rate = len(texts) / (time.perf_counter() - started)
 
         started = time.perf_counter()

@@ -99,13 +99,13 @@ def run(dataset: str, app: Appliance, names: list[str], max_queries: int | None,
         judged = {d for rel in qrels.values() for d in rel}
         others = [d for d in corpus if d["_id"] not in judged][:max(0, max_docs - len(judged))]
         corpus = [d for d in corpus if d["_id"] in judged] + others
-    embedder = app.embedder
+    embedder = app.resources.embedder
     chunks: list[tuple[str, int, str, str | None]] = []  # doc id, chunk index, text, title
     for doc in corpus:
         title = (doc.get("title") or "").strip()
         markdown = f"# {title}\n\n{doc['text']}\n" if title else f"{doc['text']}\n"
         chosen = choose_title(metadata_title=None, markdown=markdown, path=Path(f"{doc['_id']}.md"))
-        for c in chunk_document(markdown, count_tokens=embedder.count_tokens, budget=app.budget,
+        for c in chunk_document(markdown, count_tokens=embedder.count_tokens, budget=app.resources.budget,
                                 title=chosen, ceiling=embedder.window):
             chunks.append((doc["_id"], c.index, c.text, chosen))
     doc_ids = [d for d, _, _, _ in chunks]

@@ -151,7 +151,7 @@ def run(weights: Sequence[float | None], top_k: int = 10) -> dict:
         settings = app.settings if weight is None else replace(app.settings, hybrid_weight=weight)
         name = {0.0: "vector only", 1.0: "keyword only"}.get(weight, f"weight={weight}") \
             if weight is not None else f"default (w={settings.hybrid_weight})"
-        found, median = ask_all(Appliance(settings, embedder=app.embedder), questions, top_k)
+        found, median = ask_all(Appliance(settings, embedder=app.resources.embedder), questions, top_k)
         info["runs"][name] = {"groups": grouped(questions, found), "p50_ms": round(1000 * median, 1),
                               "ranks": {qid: {"file": f, "passage": p} for qid, (f, p) in found.items()}}
     return info

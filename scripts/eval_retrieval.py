@@ -116,11 +116,11 @@ def open_index(dataset: str, docs: Path, count: int, model: str | None = None,
         env["CHUNK_TOKEN_BUDGET"] = str(budget)
     settings = load_settings(env, base_dirs=[str(docs)])
     app = Appliance(settings)
-    tag = f"{dataset}-{app.spec.id.replace('/', '__')}-{app.budget}"
+    tag = f"{dataset}-{app.spec.id.replace('/', '__')}-{app.resources.budget}"
     app = Appliance(replace(settings, db_path=CACHE / "index" / tag))
     started = time.perf_counter()
     report = app.sync() if sync else None
-    info = {"dataset": dataset, "model": app.spec.id, "budget": app.budget, "docs": count,
+    info = {"dataset": dataset, "model": app.spec.id, "budget": app.resources.budget, "docs": count,
             "chunks": app.index.registry.count_chunks(), "syncSeconds": round(time.perf_counter() - started, 1),
             "indexedThisRun": report.added + report.updated if report else 0, "tag": tag}
     return app, info
@@ -291,7 +291,7 @@ def run_weights(app: Appliance, weights: list[float | None], measure) -> dict:  
     for weight in weights:
         settings = app.settings if weight is None else replace(app.settings, hybrid_weight=weight)
         name = f"default (w={settings.hybrid_weight})" if weight is None else f"weight={weight}"
-        runs[name] = measure(Appliance(settings, embedder=app.embedder))
+        runs[name] = measure(Appliance(settings, embedder=app.resources.embedder))
     return runs
 
 

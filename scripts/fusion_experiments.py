@@ -47,7 +47,7 @@ def collect(dataset: str, fetch: int) -> dict:
     started = time.perf_counter()
     for qid, text in queries.items():
         terms = query_terms(text)
-        vector = app.embedder.embed_query(text)
+        vector = app.resources.embedder.embed_query(text)
         v = app.index.reader.vector_search(vector, fetch, None, RANK_COLUMNS)
         k = app.index.reader.keyword_search(terms, fetch, None, RANK_COLUMNS) if terms else []
         out["queries"][qid] = {"text": text, "terms": terms,

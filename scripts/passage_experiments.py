@@ -127,7 +127,7 @@ def pruned(app: Any, data: dict, weight: float, targets: int, least: float) -> l
         crosslingual.MAX_TARGETS, crosslingual.MIN_WEIGHT = saved
     side = app.index.reader.keyword_side(wanted, DEEP, None, COLUMNS) if wanted else Side([], 0.0, 0.0)
     found = {r["id"] for r in data["vector"].rows}
-    sims = app.index.reader.similarities(app.embedder.embed_query(data["q"]["question"]),
+    sims = app.index.reader.similarities(app.resources.embedder.embed_query(data["q"]["question"]),
                                   [r["id"] for r in side.rows if r["id"] not in found])
     return fused({**data, "translated": side, "tsims": sims}, weight, 150, translated=True)
 
@@ -151,7 +151,7 @@ def carried(app: Any, data: dict, weight: float, how: str) -> list[Candidate]:
     wanted = carried_terms(data["q"]["question"], how)
     side = app.index.reader.keyword_side(wanted, DEEP, None, COLUMNS) if wanted else Side([], 0.0, 0.0)
     found = {r["id"] for r in data["vector"].rows}
-    sims = app.index.reader.similarities(app.embedder.embed_query(data["q"]["question"]),
+    sims = app.index.reader.similarities(app.resources.embedder.embed_query(data["q"]["question"]),
                                   [r["id"] for r in side.rows if r["id"] not in found])
     return fused({**data, "translated": side, "tsims": sims}, weight, 150, translated=True)
 
@@ -201,7 +201,7 @@ def variants(app: Any, weight: float) -> dict[str, Callable[[dict], list[Candida
 def read_sides(app: Any, questions: list[dict]) -> list[dict]:
     out = []
     for q in questions:
-        vector = app.embedder.embed_query(q["question"])
+        vector = app.resources.embedder.embed_query(q["question"])
         terms = query_terms(q["question"])
         vside = app.index.reader.vector_side(vector, DEEP, None, COLUMNS)
         kside = app.index.reader.keyword_side(terms, DEEP, None, COLUMNS) if terms else Side([], 0.0, 0.0)

@@ -91,7 +91,8 @@ class Outcome:
 class SyncService(Protocol):
     """What the runner needs of the service to sync here (an Appliance)."""
 
-    settings: Settings
+    @property
+    def settings(self) -> Settings: ...
 
     @property
     def spec(self) -> ModelSpec: ...

@@ -117,7 +117,7 @@ def _running(server: Any, job: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.slow  # two conversion workers started (the second replaces the one the cancel killed)
 def test_sync_cancel_stops_a_running_ingest_job_and_its_conversion(tmp_path: Path, slow_data: None) -> None:
     server, app = serve_app(tmp_path, CONVERT_TIMEOUT="3600")
-    pool = app.untrusted_pool()
+    pool = app.resources.untrusted_pool()
     job = _running(server, ok(server, "ingest_data", {"source": "stuck", "content": big_note(SLOW_MARKER,
                                                                                              4 * THRESHOLD)}))
     deadline = time.monotonic() + 120

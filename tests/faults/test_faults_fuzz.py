@@ -138,7 +138,7 @@ def test_scope_matches_exactly_the_ids_under_it(scope_app, scope: str, suffixes:
     index = scope_app.index
     index.writes.delete_sources([r.source_id for r in index.registry.source_rows()])
     index.writes.record_sources([SourceRow(source_id=i, source_kind="data") for i in ids])
-    where = Filter(scope_prefix(scope_app, scope))
+    where = Filter(scope_prefix(scope_app.resources, scope))
     got = {r.source_id for r in index.registry.source_rows(filter_sql(where))}
     prefix = scope.rstrip("/")
     want = {i for i in ids if i == prefix or i.startswith(prefix + "/")}
@@ -153,7 +153,7 @@ def test_path_scope_stays_inside_the_roots(scope_app, parts: list[str]) -> None:
     root = scope_app.settings.roots[0]
     scope = str(root) + "/" + "/".join(parts)
     try:
-        clause = filter_sql(Filter(scope_prefix(scope_app, scope)))
+        clause = filter_sql(Filter(scope_prefix(scope_app.resources, scope)))
     except InvalidArgument:
         target = Path(os.path.normpath(scope))
         assert contained_root(target, [root]) is None and not root.is_relative_to(target)

@@ -56,7 +56,7 @@ def test_expected_string_finds_its_file_first(synced, row: dict[str, str]) -> No
     # any order; the expected file must be one of them and every file above it too.
     wanted = _plain(row["expected_substring"])
     containing = {source for source, text in texts.items() if wanted in text} | {str(docs / row["path"])}
-    keyword = Appliance(replace(app.settings, hybrid_weight=1.0), embedder=app.embedder)
+    keyword = Appliance(replace(app.settings, hybrid_weight=1.0), embedder=app.resources.embedder)
     result = keyword.search(row["expected_substring"], top_k=100)
     # a hit whose passage is also in other files names them in alsoIn (distinct passages): they rank with it
     ranked = list(dict.fromkeys(source for h in result.results

@@ -82,7 +82,7 @@ def test_three_replicas_read_committed_versions_while_a_ray_sync_writes(shared: 
         ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False,
                  runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
         try:
-            report = sync_on_ray(writer, "local")
+            report = sync_on_ray(writer.resources, "local")
         finally:
             ray.shutdown()
         time.sleep(REPLICA_LAG_S)  # every reader gets to see the last commit

@@ -121,19 +121,19 @@ def test_ray_sync_equals_a_local_sync(cluster: Any, docs: Path, models_dir: Path
                                       tmp_path: Path) -> None:
     app = _app(docs, tmp_path / "index", models_dir)
     indexers: list[Any] = []
-    report = sync_on_ray(app, "local", indexer_out=indexers)
+    report = sync_on_ray(app.resources, "local", indexer_out=indexers)
     assert report.failed == [] and report.added == len(FILES) and report.chunks_embedded == report.chunks > 50
     assert indexers[0].writes >= 1 and {n.package for n in indexers[0].nodes} == {str(ROOT / "appliance")}
     _assert_same(_contents(app), local)
 
-    again = sync_on_ray(app, "local")  # nothing changed: no task, no write
+    again = sync_on_ray(app.resources, "local")  # nothing changed: no task, no write
     assert (again.unchanged, again.added, again.updated, again.chunks) == (len(FILES), 0, 0, 0)
 
     edited = docs / "ocrmypdf" / "linn.txt"  # one paragraph more: its other chunks keep their vectors
     original = edited.read_text(encoding="utf-8")
     try:
         edited.write_text(original + "\n\nA closing paragraph about Ray clusters and one writer.\n", encoding="utf-8")
-        changed = sync_on_ray(app, "local")
+        changed = sync_on_ray(app.resources, "local")
         assert changed.updated == 1 and changed.chunks_reused >= 1 and changed.chunks_embedded >= 1, changed.to_dict()
     finally:
         shutil.copy2(Path(os.environ.get("MINIRAG_SHARED", ROOT.parent / "shared")) / "corpus" / "ocrmypdf" /
@@ -192,7 +192,7 @@ def test_a_killed_worker_loses_nothing(cluster: Any, docs: Path, models_dir: Pat
 
     def run() -> None:
         try:
-            reports.append(sync_on_ray(app, "local"))
+            reports.append(sync_on_ray(app.resources, "local"))
         except BaseException as exc:  # noqa: BLE001 - handed to the test thread
             errors.append(exc)
 
@@ -216,6 +216,6 @@ def test_a_killed_worker_loses_nothing(cluster: Any, docs: Path, models_dir: Pat
     lost = [f for f in report.failed if f.code == "cluster_task_lost"]
     assert [f for f in report.failed if f.code != "cluster_task_lost"] == []
     if lost:  # Ray gave up on the task: the next sync indexes those files
-        again = sync_on_ray(app, "local")
+        again = sync_on_ray(app.resources, "local")
         assert again.failed == [] and again.added == len(lost)
     _assert_same(_contents(app), local)

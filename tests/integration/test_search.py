@@ -155,7 +155,7 @@ def test_sync_removes_deleted_and_skips_unchanged(make_app, corpus: Path) -> Non
 
 
 def test_changed_model_identity_refuses_queries(synced: SimpleNamespace) -> None:
-    other = synced.make_app(CHUNK_TOKEN_BUDGET=str(synced.app.budget // 2))
+    other = synced.make_app(CHUNK_TOKEN_BUDGET=str(synced.app.resources.budget // 2))
     with pytest.raises(IndexMismatch):
         other.search("cats")
     assert other.status().index.identity_mismatch is not None
