@@ -45,7 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from appliance.errors import ApplianceError  # noqa: E402
-from appliance.ingest.convert import (  # noqa: E402
+from appliance.ingest.convert import to_markdown  # noqa: E402
+from appliance.ingest.convert_pdf import (  # noqa: E402
     GARBLED_PAGE_SHARE,
     GLUED_WORD_LETTERS,
     clean_pdfium_text,
@@ -53,7 +54,6 @@ from appliance.ingest.convert import (  # noqa: E402
     glued_share,
     glued_words,
     pdf_page_needs_ocr,
-    to_markdown,
     word_counts,
 )
 from appliance.ingest.ocr import OcrConfig, pdf_page_texts  # noqa: E402

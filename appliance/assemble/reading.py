@@ -13,8 +13,8 @@ from appliance.assemble.paging import MAX_PAGE_CHARS, READ_PAGE_CHARS, text_page
 from appliance.assemble.passages import passage
 from appliance.core import Resources
 from appliance.errors import Hint, InvalidArgument, NextAction, NotFound
-from appliance.ingest import convert
 from appliance.ingest.chunk import reconstruct
+from appliance.ingest.convert_pdf import pages_left_without_ocr
 from appliance.ingest.discover import RULES_SET_ASIDE, FoundFile, Skipped, display_of, printable, walk
 from appliance.results import (
     ChangedFile,
@@ -300,7 +300,7 @@ def _file_state(found: FoundFile, old: SourceRow | None) -> FileState:
     if old.mtime_ns != found.mtime_ns or old.size != found.size:
         return ChangedFile(file_path=path, display_path=display, size=size, chunk_count=old.chunk_count)
     try:
-        missing = convert.pages_left_without_ocr(json.loads(old.metadata or "{}"))
+        missing = pages_left_without_ocr(json.loads(old.metadata or "{}"))
     except ValueError:
         missing = None
     return IndexedFile(file_path=path, display_path=display, size=size, chunk_count=old.chunk_count,

@@ -91,6 +91,27 @@ def binary_reason(head: bytes) -> str | None:
     return None
 
 
+def sniff(head: bytes) -> str:
+    """A short name for what the first bytes look like, for the error naming a mislabelled file."""
+    h = head.lstrip()[:512].lower()
+    if head.startswith(b"%PDF-"):
+        return "a PDF"
+    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+        return "a zip archive"
+    if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
+        return "an OLE2 (legacy Office) file"
+    if h.startswith(b"<!doctype html") or h.startswith(b"<html") or b"<html" in h[:256]:
+        return "an HTML page"
+    if h.startswith(b"<?xml") or h.startswith(b"<"):
+        return "XML or HTML markup"
+    if head.startswith((b"\x89PNG", b"\xff\xd8\xff", b"GIF8")):
+        return "an image"
+    if b"\x00" in head[:512]:
+        return "binary data"
+    return "text"
+
+
+
 def gunzip_head(data: bytes, limit: int = SNIFF_BYTES) -> bytes:
     """The first `limit` bytes a gzip stream decompresses to (all of a multi-member file's first
     member); raises ValueError for data that is not gzip or is damaged within what is read."""

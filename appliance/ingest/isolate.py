@@ -111,7 +111,7 @@ def _worker_main(conn: Connection, ocr: OcrConfig | None, max_file_size: int, me
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     from appliance.ingest import fetch  # noqa: F401 - what a page task needs, imported before the limit
-    from appliance.ingest.convert import load_converters
+    from appliance.ingest.convert_markitdown import load_converters
 
     load_converters()  # the heavy imports happen before the memory limit
     _limit_memory(memory_bytes)

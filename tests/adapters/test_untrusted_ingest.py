@@ -17,7 +17,7 @@ import pytest
 from appliance.adapters.mcp_server import create_server
 from appliance.adapters.runtime import Runtime
 from appliance.config import load_settings, read_environment
-from appliance.ingest import convert, fetch
+from appliance.ingest import convert, convert_markitdown, fetch
 from appliance.service import Appliance
 from tests.conftest import ROOT
 from tests.fixtures.embedders import MODELS_DIR, HashEmbedder
@@ -44,8 +44,8 @@ def _parsed_here(*_args: Any, **_kwargs: Any) -> Any:
 
 def test_untrusted_content_is_converted_in_a_worker_not_in_the_server(
         tmp_path: Path, public: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    for module, name in ((convert, "convert_data"), (convert, "to_markdown"), (convert, "_convert_html_bytes"),
-                         (fetch, "page_to_converted")):
+    for module, name in ((convert, "convert_data"), (convert, "to_markdown"), (convert, "html_to_markdown"),
+                         (convert_markitdown, "html_to_markdown"), (fetch, "page_to_converted")):
         monkeypatch.setattr(module, name, _parsed_here)  # in this process only: a spawned worker imports afresh
     monkeypatch.setitem(fetch.fetch_url.__kwdefaults__, "resolver", FakeResolver({"public.test": [PUBLIC_IP]}))
     monkeypatch.setitem(fetch.fetch_url.__kwdefaults__, "treat_as_public", (PUBLIC_IP,))

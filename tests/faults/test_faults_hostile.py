@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from appliance.ingest.convert import _html_charset, to_markdown
+from appliance.ingest.convert import to_markdown
+from appliance.ingest.convert_markitdown import _html_charset
 from appliance.ingest.failures import BinaryContent
 from appliance.ingest.ocr import OcrConfig
 from scripts.faults_hostile import KILL_SLACK_S, RSS_BOUND_MB, run
@@ -82,7 +83,7 @@ def test_binary_html_is_refused_naming_the_file(tmp_path: Path) -> None:
 def test_csv_wider_than_a_spreadsheet_is_refused_before_conversion(tmp_path: Path) -> None:
     """A 1 MB row of a million empty cells became 9 MB of Markdown and 20,000 chunks to embed."""
     from appliance.errors import ConversionFailed
-    from appliance.ingest.convert import CSV_MAX_COLUMNS
+    from appliance.ingest.convert_markitdown import CSV_MAX_COLUMNS
 
     wide = tmp_path / "wide.csv"
     wide.write_text("," * 1_000_000 + "\n", "utf-8")

@@ -200,7 +200,7 @@ def test_every_text_pdf_keeps_its_word_boundaries() -> None:
     and files that fail by name are left out.
     scripts/pdf_text_report.py prints the same figures per file, with pdfminer's for comparison."""
     from appliance.errors import ApplianceError
-    from appliance.ingest.convert import glued_share
+    from appliance.ingest.convert_pdf import glued_share
 
     _need(EXPECTED[0])
     scanned = {r["path"] for r in EXPECTED if r["path"].endswith(".pdf") and r["needs_ocr"] == "yes"}

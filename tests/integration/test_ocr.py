@@ -164,7 +164,7 @@ def test_garbled_text_layer_is_read_by_ocr() -> None:
     berlin_german.html, has 1.46%). So the limit is 1.5%, and words run together, which in German
     text show as a small letter followed by a capital inside a run (the text layer, shifted back,
     reads "GemeindeverwaltungSchutterwald"), must not occur at all."""
-    from appliance.ingest.convert import glued_share, glued_words
+    from appliance.ingest.convert_pdf import glued_share, glued_words
 
     c = to_markdown(CORPUS / "kreuzberg/test_documents/pdfs/non_ascii_text.pdf", ocr=CFG, max_file_size=MAX)
     assert c.ocr_engine == "tesseract"

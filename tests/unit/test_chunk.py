@@ -511,7 +511,7 @@ def test_whole_code_block_never_exceeds_the_ceiling() -> None:
 
 # -- where a chunk comes from: page and sheet markers ------------------------------------------
 def test_page_markers_become_page_ranges_and_leave_the_text() -> None:
-    from appliance.ingest.chunk import blank_markers
+    from appliance.ingest.chunk_places import blank_markers
 
     md = ("<!-- Page number: 1 -->\n\nfirst page words here.\n\n<!-- Page number: 2 -->\n\n"
           "second page words.\n\n<!-- Page number: 3 -->\n\n<!-- Page number: 4 -->\n\nfourth page.")

@@ -214,7 +214,7 @@ PLACED = [
 
 
 def test_pdf_words_placed_without_spaces_stay_separate(tmp_path: Path) -> None:
-    from appliance.ingest.convert import glued_share
+    from appliance.ingest.convert_pdf import glued_share
     from tests.fixtures.pdf_writer import write_pdf
 
     pdf = write_pdf(tmp_path / "placed.pdf", [PLACED, ["Second page words stay apart too."]])
@@ -231,7 +231,7 @@ def test_pdf_placed_words_are_glued_by_markitdown(tmp_path: Path) -> None:
     from markitdown import StreamInfo
     from markitdown.converters import PdfConverter
 
-    from appliance.ingest.convert import glued_share
+    from appliance.ingest.convert_pdf import glued_share
     from tests.fixtures.pdf_writer import write_pdf
 
     pdf = write_pdf(tmp_path / "placed.pdf", [PLACED])
@@ -241,7 +241,7 @@ def test_pdf_placed_words_are_glued_by_markitdown(tmp_path: Path) -> None:
 
 
 def test_glued_share_counts_runs_of_letters() -> None:
-    from appliance.ingest.convert import glued_share, word_counts
+    from appliance.ingest.convert_pdf import glued_share, word_counts
 
     assert word_counts("Pleasenotethatyoushould read 12345 this") == (3, 1)  # digits are no word
     assert glued_share("") == 0.0
@@ -249,7 +249,7 @@ def test_glued_share_counts_runs_of_letters() -> None:
 
 
 def test_pdfium_text_cleanup() -> None:
-    from appliance.ingest.convert import clean_pdfium_text
+    from appliance.ingest.convert_pdf import clean_pdfium_text
 
     assert clean_pdfium_text("ef\ufffeficient\r\nline\x03two\r") == "efficient\nline two"
     assert clean_pdfium_text("المصـــــــر") == "المصر"
@@ -282,7 +282,7 @@ NORMAL_PAGES = {
 
 @pytest.mark.parametrize("name", list(NORMAL_PAGES))
 def test_normal_page_text_is_not_garbled(name: str) -> None:
-    from appliance.ingest.convert import GARBLED_PAGE_SHARE, garbled_share, pdf_page_needs_ocr
+    from appliance.ingest.convert_pdf import GARBLED_PAGE_SHARE, garbled_share, pdf_page_needs_ocr
 
     text = NORMAL_PAGES[name]
     assert garbled_share(text) < GARBLED_PAGE_SHARE / 3
@@ -292,7 +292,7 @@ def test_normal_page_text_is_not_garbled(name: str) -> None:
 
 
 def test_text_of_unmapped_fonts_is_garbled() -> None:
-    from appliance.ingest.convert import GARBLED_PAGE_SHARE, garbled_share, pdf_page_needs_ocr
+    from appliance.ingest.convert_pdf import GARBLED_PAGE_SHARE, garbled_share, pdf_page_needs_ocr
 
     assert garbled_share(SHIFTED_FONT) > 0.6  # only its few pdfium-spaced words are clean
     assert pdf_page_needs_ocr(SHIFTED_FONT, min_chars=1) == "garbled"
@@ -303,7 +303,7 @@ def test_text_of_unmapped_fonts_is_garbled() -> None:
 
 
 def test_page_needs_ocr_checks_the_amount_of_text_first() -> None:
-    from appliance.ingest.convert import pdf_page_needs_ocr
+    from appliance.ingest.convert_pdf import pdf_page_needs_ocr
 
     assert pdf_page_needs_ocr("", min_chars=1) == "scan"
     assert pdf_page_needs_ocr("Seite 3", min_chars=100) == "scan"
@@ -316,7 +316,7 @@ def test_garbled_pdf_page_without_ocr_is_left_out_and_named(tmp_path: Path) -> N
     metadata (shown by the file listing) names it."""
     from dataclasses import replace
 
-    from appliance.ingest.convert import pages_left_without_ocr
+    from appliance.ingest.convert_pdf import pages_left_without_ocr
     from tests.fixtures.pdf_writer import GARBLED_LINE, write_pdf
 
     pdf = write_pdf(tmp_path / "amtsblatt.pdf", [["Plain words on the first page."], [GARBLED_LINE] * 3])
