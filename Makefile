@@ -36,7 +36,7 @@ models: install ## bake the embedding models into models/baked (cached; verified
 # the full-corpus sync), `faults` (tests/faults), `docker` (tests/docker, needs an engine and the image).
 FAST_TESTS := not slow and not faults and not docker and not ray
 
-test: models ## the fast tests (~3 min on 2 cores): unit, adapters (in-memory MCP), a few real-model end-to-end tests
+test: models ## the fast tests (~4 min on 2 cores): unit, adapters (in-memory MCP), a few real-model end-to-end tests
 	$(PY) -m pytest -m "$(FAST_TESTS)"
 
 test-all: models cluster-install ## every test: `test` plus slow, faults (CI size), `sync --ray` (installs the [cluster] extra) and, when a Docker engine answers, `image`, `image-cluster` and the image tests
