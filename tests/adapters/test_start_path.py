@@ -23,7 +23,7 @@ HEAVY = ("lancedb", "fastembed", "markitdown")
 # argv[1] == "cold" turns the warm-up off, so only what the protocol and the tools load is seen.
 PROBE = f"""
 import sys
-from appliance import server
+from appliance.adapters import mcp_server as server
 from appliance.config import read_environment
 from appliance.adapters.runtime import Runtime
 
@@ -172,7 +172,7 @@ def test_each_tool_description_is_what_fastmcp_would_have_parsed_from_its_docstr
 # The image's entrypoint on the host, with a supervisord whose only program records when it started.
 ENTRYPOINT = """
 import sys
-from appliance import entrypoint
+from appliance.adapters import entrypoint
 entrypoint.SCHEDULER_START_LIMIT_S = float(sys.argv[1])
 sys.exit(entrypoint.main([]))
 """

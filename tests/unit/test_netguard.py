@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 PRELUDE = """
 import socket, sys, urllib.request, urllib.error
-from appliance import netguard
+from appliance.platform import netguard
 
 def refused(fn):
     try:
