@@ -151,7 +151,7 @@ def test_a_change_of_model_or_scheme_embeds_everything_again(tmp_path: Path, mon
     report = build(tmp_path, other).sync(full=True)
     assert report.chunks_embedded == len(other.passages) == report.chunks == first.chunks and report.chunks_reused == 0
 
-    for module in ("core", "sync_plan", "indexing", "health"):  # every module that reads the scheme
+    for module in ("core", "sync.plan", "sync.indexing", "health"):  # every module that reads the scheme
         monkeypatch.setattr(f"appliance.{module}.SCHEME_VERSION", "structure-v99")
     rescheme = HashEmbedder(model_id="test/another-model")
     report = build(tmp_path, rescheme).sync()
