@@ -41,6 +41,12 @@ class Hint(str):
         return self.template.format(*(say(action) for action in self.actions))
 
 
+REBAKE = "Re-bake it: {} (or `make models` in a checkout)."
+REBAKE_THEN_VERIFY = "Re-bake it: {} (or `make models` in a checkout), then {}."
+"""The hint templates for a baked file (model or dictionary) that is missing or damaged: the CLI
+command, and the make target that bakes everything in a checkout."""
+
+
 class ApplianceError(Exception):
     """Base class; adapters turn it into {code, message, hint} exactly once."""
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from appliance.errors import ApplianceError, Hint, ModelCorrupt, ModelMissing, NextAction
+from appliance.errors import REBAKE, REBAKE_THEN_VERIFY, ApplianceError, Hint, ModelCorrupt, ModelMissing, NextAction
 from appliance.models.manifest import (
     MANIFEST_NAME,
     Bakeable,
@@ -64,9 +64,6 @@ def model_dir(models_dir: Path, spec: Bakeable) -> Path:
     return Path(models_dir) / spec.dir_name
 
 
-REBAKE_THEN_VERIFY = "Re-bake it: {} (or `make models` in a checkout), then {}."
-
-
 def _fix(spec: Bakeable) -> NextAction:
     return NextAction("models bake", f"{spec.id} --force")
 
@@ -87,7 +84,7 @@ def check_baked(spec: Bakeable, models_dir: Path, *, full: bool = True) -> Path:
         file = path / name
         if not file.is_file():
             raise ModelMissing(f"Model {spec.id} is incomplete: {file} is missing",
-                               hint=Hint("Re-bake it: {} (or `make models` in a checkout).", _fix(spec)))
+                               hint=Hint(REBAKE, _fix(spec)))
     record = _read_record(path)
     for name, expected in sorted(spec.files.items()):
         file = path / name

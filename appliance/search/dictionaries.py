@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from appliance.errors import ApplianceError, Hint, ModelCorrupt, NextAction
+from appliance.errors import REBAKE, ApplianceError, Hint, ModelCorrupt, NextAction
 from appliance.models.dictionaries import LEXICON, PAIRS
 
 log = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ def activate(models_dir: Path) -> State:
                 state = State(None, exc)
             except (OSError, ValueError) as exc:
                 error = ModelCorrupt(f"Dictionary {directory} cannot be read: {exc}",
-                                     hint=Hint("Re-bake it: {} (or `make models` in a checkout).",
+                                     hint=Hint(REBAKE,
                                                NextAction("models bake", f"{DICTIONARY_ID} --force")))
                 log.warning("%s; keyword search runs without translation", error.message)
                 state = State(None, error)
