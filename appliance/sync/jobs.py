@@ -182,33 +182,33 @@ class SyncJobs:
         def progress(phase: str, done: int, total: int, path: str) -> None:
             job.phase, job.files_done, job.files_total, job.current_path = cast(JobPhase, phase), done, total, path
 
+        phase: JobPhase = "failed"
         try:
             with job.scope.active():
                 job.scope.check()
                 report = run(progress)
             job.report = report
             job.files_done = job.files_total = max(job.files_total, report.seen)
-            job.phase = "succeeded"
+            phase = "succeeded"
         except ApplianceError as exc:
-            job.error, job.phase = ErrorInfo.of(exc), "failed"
+            job.error = ErrorInfo.of(exc)
         except Cancelled as exc:
             job.error = ErrorInfo(code="cancelled", message=f"The {job.kind} job stopped: {exc}",
                                   hint="Nothing of it was written but what a write already in flight held; "
                                        "start it again to finish it.")
-            job.phase = "cancelled"
+            phase = "cancelled"
         except Stopped as exc:  # the server is shutting down
             job.error = ErrorInfo(code="stopped", message=f"The sync stopped because the server is stopping ({exc})",
                                   hint="The next sync finishes it.")
-            job.phase = "failed"
         except Exception:  # a bug: keep the traceback on stderr, give the poller a stable code
             log.exception("%s job %s crashed", job.kind, job.job_id)
             job.error = ErrorInfo(code="internal_error",
                                   message=f"The {job.kind} job stopped on an unexpected error",
                                   hint="The server log (stderr) has the details.")
-            job.phase = "failed"
         finally:
             job.current_path = ""
             job.finished_at = time.time()
+            job.phase = phase  # last: a poller that sees a final phase sees a finished job (a new sync may start)
             if in_line:
                 with self._turn:
                     self._line.remove(job.job_id)

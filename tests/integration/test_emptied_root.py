@@ -183,5 +183,6 @@ def test_mcp_sync_start_holds_an_emptied_root_until_allow_deletions(tmp_path: Pa
     assert job["heldRoots"][0]["root"] == str(docs) and "allowDeletions" in job["heldRoots"][0]["reason"]
     assert _indexed_elsewhere(docs, tmp_path / "db") == 4
     accepted = wait_for(server, ok(server, "sync_start", {"allowDeletions": True}))
+    assert accepted["phase"] == "succeeded", accepted
     assert accepted["counts"]["deleted"] == 4 and accepted["heldRoots"] == []
     assert _indexed_elsewhere(docs, tmp_path / "db") == 0

@@ -8,6 +8,7 @@ import pytest
 
 from appliance.errors import SyncBusy
 from appliance.service import RunReport
+from appliance.sync import jobs as jobs_module
 from appliance.sync.jobs import MAX_PENDING_INGESTS, SyncJobs
 
 
@@ -76,3 +77,32 @@ def test_a_cancel_stops_a_running_job_through_its_own_stop_hooks_and_a_queued_on
         assert not outside.is_set() and not stopping.requested()
     finally:
         stopping.remove_hook(outside.set)
+
+
+
+class _SlowJobClock:
+    """time as the job module sees it, but a job thread's reading takes 0.3 s: it widens the moment
+    between a job's last two updates so that a poller lands in it every time."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+    def time(self) -> float:
+        if threading.current_thread().name.startswith("sync-"):
+            time.sleep(0.3)
+        return time.time()
+
+
+def test_a_job_seen_finished_lets_the_next_sync_start_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A poller that sees a final phase may start the next sync straight away (as an agent polling
+    sync_status does): the job must already count as finished then."""
+    monkeypatch.setattr(jobs_module, "time", _SlowJobClock())
+    jobs = SyncJobs()
+
+    def quick(_progress):  # type: ignore[no-untyped-def]
+        return RunReport(seen=1, added=0, updated=0, unchanged=1)
+
+    job = jobs.start(None, quick)
+    wait_until(lambda: jobs.get(job.job_id).phase in ("succeeded", "failed", "cancelled"))
+    second = jobs.start(None, quick)  # SyncBusy if the first still counted as running
+    wait_until(lambda: jobs.get(second.job_id).phase == "succeeded")
