@@ -2,7 +2,9 @@
 
 A hint that names something to run next names it as a NextAction (the operation and its
 arguments), and each adapter words it for its reader: the CLI as the command, the MCP server
-as its tool (or as the operator's command when no tool does it).
+as its tool (or as the operator's command when no tool does it). A record written to disk keeps
+such a text's template and actions beside its CLI words (`storable`, `restored`), so another
+process reads it back as a Hint.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar, cast
 
 
 @dataclass(frozen=True)
@@ -26,19 +29,98 @@ class NextAction:
 
 
 class Hint(str):
-    """A hint whose `{}` places are next actions. As a str it is the CLI's wording (what the CLI
-    prints and stored records keep); `worded` gives another reader's from the same template."""
+    """A text whose `{}` places are next actions (or texts, a Hint among them worded in turn). As a str it
+    is the CLI's wording (what the CLI and the status page print); `worded` gives another reader's from
+    the same template, and `stored` the form a record written to disk keeps beside that text (`storable`)."""
 
     template: str
-    actions: tuple[NextAction, ...]
+    places: tuple[NextAction | str, ...]
 
-    def __new__(cls, template: str, *actions: NextAction) -> Hint:
-        hint = super().__new__(cls, template.format(*(action.for_cli() for action in actions)))
-        hint.template, hint.actions = template, actions
+    def __new__(cls, template: str, *places: NextAction | str) -> Hint:
+        hint = super().__new__(cls, template.format(*(p.for_cli() if isinstance(p, NextAction) else str(p)
+                                                      for p in places)))
+        hint.template, hint.places = template, places
         return hint
 
+    @classmethod
+    def joined(cls, separator: str, parts: list[str]) -> Hint:
+        """The parts with `separator` between them, each keeping its next actions."""
+        return cls(separator.replace("{", "{{").replace("}", "}}").join("{}" for _ in parts), *parts)
+
     def worded(self, say: Callable[[NextAction], str]) -> str:
-        return self.template.format(*(say(action) for action in self.actions))
+        return self.template.format(*(say(p) if isinstance(p, NextAction) else p.worded(say) if isinstance(p, Hint)
+                                      else p for p in self.places))
+
+    def stored(self) -> dict[str, object]:
+        """The template and its places as JSON data (`restored` reads it back)."""
+        return {"template": self.template, "places": [
+            {"command": p.command, "args": p.args} if isinstance(p, NextAction) else
+            p.stored() if isinstance(p, Hint) else p for p in self.places]}
+
+    @classmethod
+    def restored(cls, form: object) -> Hint | None:
+        """The Hint `stored` gave, or None for anything else."""
+        if not isinstance(form, dict) or not isinstance(form.get("template"), str) \
+                or not isinstance(form.get("places"), list):
+            return None
+        places: list[NextAction | str] = []
+        for place in form["places"]:
+            if isinstance(place, dict) and isinstance(place.get("command"), str):
+                places.append(NextAction(place["command"], str(place.get("args") or "")))
+            else:
+                inner = cls.restored(place) if isinstance(place, dict) else place
+                if not isinstance(inner, str):
+                    return None
+                places.append(inner)
+        try:
+            return cls(form["template"], *places)
+        except (IndexError, KeyError, ValueError):
+            return None
+
+
+_Json = TypeVar("_Json")
+NEXT_ACTIONS = "nextActions"
+"""The key under which a stored JSON object keeps, for each of its texts that is a Hint, the Hint's
+stored form (keyed by the text's key), beside the text in the CLI's words."""
+
+
+def storable(data: _Json) -> _Json:
+    """`data` (JSON objects and lists, texts among them Hints) as written to disk: every Hint stays
+    its CLI text, and the object holding it gains NEXT_ACTIONS with its stored form."""
+    return cast("_Json", _storable(data))
+
+
+def _storable(data: object) -> object:
+    if isinstance(data, list):
+        return [_storable(item) for item in data]
+    if not isinstance(data, dict):
+        return data
+    kept = {key: item.stored() for key, item in data.items() if isinstance(item, Hint)}
+    out = {key: _storable(item) for key, item in data.items() if key != NEXT_ACTIONS}
+    known = data.get(NEXT_ACTIONS)
+    kept = ({**known, **kept} if isinstance(known, dict) else kept)
+    return out | {NEXT_ACTIONS: kept} if kept else out
+
+
+def restored(data: _Json) -> _Json:
+    """`data` as `storable` wrote it, its texts Hints again (NEXT_ACTIONS removed). A text whose stored
+    form does not give it back word for word (an edited file) and a record an older version wrote
+    (plain texts, no NEXT_ACTIONS) are shown as written: every reader then gets the CLI's words."""
+    return cast("_Json", _restored(data))
+
+
+def _restored(data: object) -> object:
+    if isinstance(data, list):
+        return [_restored(item) for item in data]
+    if not isinstance(data, dict):
+        return data
+    forms = data.get(NEXT_ACTIONS)
+    out = {key: _restored(item) for key, item in data.items() if key != NEXT_ACTIONS}
+    for key, form in (forms.items() if isinstance(forms, dict) else ()):
+        hint = Hint.restored(form)
+        if hint is not None and hint == out.get(key):
+            out[key] = hint
+    return out
 
 
 REBAKE = "Re-bake it: {} (or `make models` in a checkout)."
@@ -64,6 +146,10 @@ class ApplianceError(Exception):
 
     def to_dict(self) -> dict[str, str | None]:
         return {"code": self.code, "message": self.message, "hint": self.hint}
+
+    def with_hint(self) -> str:
+        """The message with its hint in parentheses (a Hint when the hint is one)."""
+        return Hint("{} ({})", self.message, self.hint) if self.hint else self.message
 
 
 class ConfigError(ApplianceError):

@@ -5,7 +5,7 @@ import time
 
 from appliance import __version__
 from appliance.core import Resources
-from appliance.errors import ApplianceError, IndexMismatch
+from appliance.errors import ApplianceError, Hint, IndexMismatch, NextAction
 from appliance.ingest.chunk import SCHEME_VERSION
 from appliance.ingest.discover import ignore_problems
 from appliance.ingest.ocr import ocr_status
@@ -64,10 +64,11 @@ def first_sync(core: Resources, scheduler: dict[str, object] | None, now: float 
     live = scheduler is not None and scheduler.get("alive") is not False and scheduler.get("state") != "stopped"
     if live and scheduler is not None:
         if scheduler.get("state") == "off":
-            return FirstSync(message="scheduled sync is off (SYNC_INTERVAL=0); start one with `minirag sync`")
+            return FirstSync(message=Hint("scheduled sync is off (SYNC_INTERVAL=0); start one with {}", SYNC))
         at = scheduler.get("nextRunAt")
         if scheduler.get("state") == "waiting":
-            return _at(at, now, f"the scheduler cannot sync yet: {scheduler.get('problem')}; it looks again")
+            problem = _text(scheduler.get("problem"))
+            return _at(at, now, Hint("the scheduler cannot sync yet: {}; it looks again", problem))
         if isinstance(at, int | float):
             return _at(at, now, "the index is empty or was never synced whole; the scheduler's sync starts")
     interval = core.settings.sync_interval_s
@@ -78,8 +79,16 @@ def first_sync(core: Resources, scheduler: dict[str, object] | None, now: float 
                    "the index is empty or was never synced whole; the scheduler starts once the server has "
                    f"loaded its model (at most {SCHEDULER_START_LIMIT_S:g} s after the container started) and "
                    "syncs at once")
-    return FirstSync(message="the index is empty or was never synced whole and no scheduler runs here; "
-                             "start a sync with `minirag sync`")
+    return FirstSync(message=Hint("the index is empty or was never synced whole and no scheduler runs here; "
+                                  "start a sync with {}", SYNC))
+
+
+SYNC = NextAction("sync")
+
+
+def _text(value: object) -> str:
+    """A text of another process's record: a Hint as it was read back, anything else as text."""
+    return value if isinstance(value, str) else str(value)
 
 
 def _at(at: object, now: float, message: str) -> FirstSync:
@@ -88,7 +97,7 @@ def _at(at: object, now: float, message: str) -> FirstSync:
     wait = max(0.0, round(at - now, 1))
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
     return FirstSync(starts_at=at, starts_in_seconds=wait,
-                     message=f"{message} " + ("now" if not wait else f"at {when} (in {wait:g} s)"))
+                     message=Hint("{} {}", message, "now" if not wait else f"at {when} (in {wait:g} s)"))
 
 
 def _index_health(core: Resources) -> IndexHealth:
@@ -96,33 +105,33 @@ def _index_health(core: Resources) -> IndexHealth:
     core.index.checkout_latest()  # what any process committed before the call, as every read does
     sources = core.index.registry.source_rows()
     foreign = core.foreign_roots(sources)
-    roots_warning = (f"{sum(foreign.values())} indexed files lie under roots this process was "
-                     "not given; a sync refuses until they are mounted where the index knows "
-                     "them or dropped with `minirag sync --forget-roots`") if foreign else None
+    roots_warning = Hint("{} indexed files lie under roots this process was not given; a sync refuses until "
+                         "they are mounted where the index knows them or dropped with {}",
+                         str(sum(foreign.values())), NextAction("sync", "--forget-roots")) if foreign else None
     chunk_count = core.index.registry.count_chunks()
     unindexed = core.index.writes.unindexed_rows()
     has_keyword_index = core.index.writes.has_fts_index()
     has_vector_index = core.index.writes.has_vector_index()
     stale = core.index.registry.count_chunks_not_cut_by(SCHEME_VERSION) if chunk_count else 0
-    scheme_warning = (f"{stale} chunks were cut by an older chunking scheme; "
-                      "run `minirag sync` to re-cut them") if stale else None
+    scheme_warning = Hint("{} chunks were cut by an older chunking scheme; run {} to re-cut them",
+                          str(stale), SYNC) if stale else None
     identity = core.index.read_identity()
     if identity is not None and identity.scheme != SCHEME_VERSION:  # served: same model, same vector space
-        scheme_warning = (f"the index records chunking scheme {identity.scheme!r}, this version cuts "
-                          f"{SCHEME_VERSION!r}; its chunks are searched as they are (the configured model made "
-                          "every vector) and `minirag sync` re-cuts what another scheme cut"
-                          + (f" ({stale} chunks)" if stale else ""))
+        scheme_warning = Hint("the index records chunking scheme {}, this version cuts {}; its chunks are searched "
+                              "as they are (the configured model made every vector) and {} re-cuts what another "
+                              "scheme cut{}", repr(identity.scheme), repr(SCHEME_VERSION), SYNC,
+                              f" ({stale} chunks)" if stale else "")
     recorded = sum(s.chunk_count for s in sources if not s.error_code)
-    consistency_warning = None
+    consistency_warning: str | None = None
     if recorded != chunk_count and lock_holder(core.settings.db_path) is None:  # not mid-sync
-        consistency_warning = (f"the sources table records {recorded} chunks, the chunks table holds "
-                               f"{chunk_count} (an interrupted write or a damaged table); "
-                               "run `minirag sync` to repair, or `minirag sync --clean` to rebuild")
-    identity_warning = None
+        consistency_warning = Hint("the sources table records {} chunks, the chunks table holds {} (an interrupted "
+                                   "write or a damaged table); run {} to repair, or {} to rebuild",
+                                   str(recorded), str(chunk_count), SYNC, NextAction("sync", "--clean"))
+    identity_warning: str | None = None
     if identity is None and chunk_count:
-        identity_warning = (f"{core.index.db_path / IDENTITY_FILE} is missing, so the model the "
-                            "vectors were made with is unknown; run `minirag sync --full` to rebuild "
-                            "with the configured model")
+        identity_warning = Hint("{} is missing, so the model the vectors were made with is unknown; run {} to "
+                                "rebuild with the configured model", str(core.index.db_path / IDENTITY_FILE),
+                                NextAction("sync", "--full"))
     problem = core.identity_problem()
     return IndexHealth(
         db_path=str(core.settings.db_path), source_count=sum(1 for s in sources if not s.error_code),

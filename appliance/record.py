@@ -3,20 +3,54 @@
 Fields are camelCase on the wire and built by their Python names. The CLI and the status page
 read `wire()`, the MCP server `wire(tools=True)`: the tools' output schemas promise some keys
 even when null (`cli_leaves_out`), and a record another process wrote (`as_written`) shows the
-CLI only the keys it holds. `say` words the next actions an error names (errors.NextAction).
+CLI only the keys it holds. `say` words the next actions a text names (errors.Hint, fields typed
+`Text`), for errors and for records other processes stored alike.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from pydantic import BaseModel, ConfigDict, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PlainSerializer,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    SkipValidation,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
-from appliance.errors import NextAction
+from appliance.errors import NEXT_ACTIONS, Hint, NextAction, restored
 
 Json = dict[str, object]
 """A JSON object whose keys are data (settings, another process's record), not a record's fields."""
+
+
+def worded(value: object, say: Callable[[NextAction], str]) -> object:
+    """`value` (a text, or JSON data holding texts) with every Hint in it worded by `say`."""
+    if isinstance(value, Hint):
+        return value.worded(say)
+    if isinstance(value, dict):
+        return {key: worded(item, say) for key, item in value.items()}
+    if isinstance(value, list):
+        return [worded(item, say) for item in value]
+    return value
+
+
+def _word(value: object, info: SerializationInfo) -> object:
+    say = (info.context or {}).get("say")
+    return worded(value, say) if say is not None else value
+
+
+Text = Annotated[str, SkipValidation, PlainSerializer(_word, return_type=str)]
+"""A text that may name next actions: a Hint stays one (not validated into a plain str), and `wire`'s
+`say` words it for its reader; the CLI's words without `say`."""
+OptionalText = Annotated[str | None, SkipValidation, PlainSerializer(_word, return_type=str | None)]
+WordedJson = Annotated[Json | None, PlainSerializer(_word, return_type=Json | None)]
+"""JSON data (another process's record, read back with its Hints: errors.restored) whose Hints `say` words."""
 
 
 def is_none(value: object) -> bool:
@@ -34,6 +68,12 @@ class Record(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, validate_by_alias=True, frozen=True)
     cli_leaves_out: ClassVar[frozenset[str]] = frozenset()
     as_written: ClassVar[bool] = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _restored(cls, data: object) -> object:
+        """A stored form with the Hints its texts were (errors.storable) gives them back."""
+        return restored(data) if isinstance(data, dict) and NEXT_ACTIONS in data else data
 
     @model_serializer(mode="wrap")
     def _for_reader(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Json:

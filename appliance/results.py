@@ -10,10 +10,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, SerializationInfo, SkipValidation, field_serializer
+from pydantic import ConfigDict, Field
 
-from appliance.errors import ApplianceError, Hint
-from appliance.record import Json, Record, is_none
+from appliance.errors import ApplianceError, storable
+from appliance.record import Json, OptionalText, Record, Text, WordedJson, is_none
 
 
 @dataclass(frozen=True)
@@ -34,17 +34,12 @@ class ErrorInfo(Record):
     model_config = ConfigDict(extra="allow")
     code: str = Field(description="Stable machine-readable code, e.g. invalid_argument, not_found, config_error.")
     message: str = Field(description="One sentence: what went wrong and to what.")
-    hint: SkipValidation[str | None] = Field(default=None, description="What to do about it.")
+    hint: OptionalText = Field(default=None, description="What to do about it.")
     """The error's hint as given: a Hint keeps its next actions for the reader's wording (`wire`'s `say`)."""
 
     @classmethod
     def of(cls, exc: ApplianceError) -> ErrorInfo:
         return cls(code=exc.code, message=exc.message, hint=exc.hint)
-
-    @field_serializer("hint")
-    def _worded(self, hint: str | None, info: SerializationInfo) -> str | None:
-        say = (info.context or {}).get("say")
-        return hint.worded(say) if say is not None and isinstance(hint, Hint) else hint
 
 
 class SyncRunning(Record):
@@ -86,7 +81,7 @@ class HeldRoot(Record):
     root: str
     indexed_files: Annotated[int, Field(description="Files the index holds under the root (all kept).")]
     found_files: Annotated[int, Field(description="Files the sync found under the root now.")]
-    reason: Annotated[str, Field(description="What is wrong with the root and how to accept the deletion.")]
+    reason: Annotated[Text, Field(description="What is wrong with the root and how to accept the deletion.")]
 
 
 
@@ -127,8 +122,9 @@ class RunReport(Record):
         return cls.model_validate(data)
 
     def to_dict(self) -> Json:
-        """The stored form (the last-sync record, the sync stamp, a job's counts): the wire shape too."""
-        return self.wire()
+        """The stored form (the last-sync record, the sync stamp, a job's counts): the CLI's wire shape, a text
+        naming next actions keeping its template and actions beside it (errors.storable; `from_dict` reads it)."""
+        return storable(self.model_dump(by_alias=True))
 
 
 @dataclass
@@ -248,7 +244,7 @@ class SyncActivity(Record):
     """The sync running on this index now (whoever started it), the last finished one, and this process's jobs."""
 
     running: Annotated[SyncRunning | None, Field(description="Null when no sync runs.")]
-    last_sync: Annotated[Json | None, Field(description="The last finished sync's counts and failures.")]
+    last_sync: Annotated[WordedJson, Field(description="The last finished sync's counts and failures.")]
     jobs: Annotated[list[SyncJob], Field(description="This server's recent background jobs, newest first.")]
 
 
@@ -267,7 +263,7 @@ class IndexHealth(Record):
     source_count: int
     failed_count: int
     unconfigured_roots: dict[str, int] | None = Field(default=None, exclude_if=is_none)
-    roots_warning: str | None = Field(default=None, exclude_if=is_none)
+    roots_warning: OptionalText = Field(default=None, exclude_if=is_none)
     chunk_count: int
     unindexed_rows: int
     has_keyword_index: bool
@@ -275,13 +271,13 @@ class IndexHealth(Record):
     query_path: str
     """"memory" (the exact in-memory replica) or "index" (LanceDB's indexes), by the memory it takes."""
     stale_chunk_count: int
-    scheme_warning: str | None = Field(default=None, exclude_if=is_none)
+    scheme_warning: OptionalText = Field(default=None, exclude_if=is_none)
     identity: Json | None
     """store.Identity's fields as stored (snake_case on the wire too)."""
-    consistency_warning: str | None = Field(default=None, exclude_if=is_none)
-    identity_warning: str | None = Field(default=None, exclude_if=is_none)
+    consistency_warning: OptionalText = Field(default=None, exclude_if=is_none)
+    identity_warning: OptionalText = Field(default=None, exclude_if=is_none)
     identity_mismatch: str | None = Field(default=None, exclude_if=is_none)
-    identity_hint: str | None = Field(default=None, exclude_if=is_none)
+    identity_hint: OptionalText = Field(default=None, exclude_if=is_none)
 
 
 class FirstSync(Record):
@@ -292,7 +288,7 @@ class FirstSync(Record):
         "null when nothing has scheduled one.")] = None
     starts_in_seconds: Annotated[float | None, Field(description=(
         "Seconds from now until starts_at (0: due now)."))] = None
-    message: Annotated[str, Field(description="What is pending, who will run it, or how to start it.")]
+    message: Annotated[Text, Field(description="What is pending, who will run it, or how to start it.")]
 
 
 class SettingsView(Record):
@@ -338,13 +334,13 @@ class Status(Record):
     index: IndexHealth | None = Field(default=None, exclude_if=is_none)
     index_error: ErrorInfo | None = Field(default=None, exclude_if=is_none)
     sync_running: Annotated[SyncRunning | None, Field(description="The sync running now (any process), with progress.")]
-    scheduler: Json | None
-    last_sync: Annotated[Json | None, Field(description="The last finished sync's report.")]
+    scheduler: WordedJson
+    last_sync: Annotated[WordedJson, Field(description="The last finished sync's report.")]
     ignore_problems: list[dict[str, str]]
     first_sync: Annotated[FirstSync | None, Field(description=
         "Set while the index is empty or was never synced whole and no sync runs: when the first sync "
         "starts, or how to start one.")] = None
-    dictionaries: Annotated[Json | None, Field(description=
+    dictionaries: Annotated[WordedJson, Field(description=
         "The cross-language dictionaries: loaded (with their language pairs), or unavailable with the error and "
         "how to bake them (search then runs without translation and compound splitting).")] \
         = Field(default=None, exclude_if=is_none)
@@ -360,7 +356,7 @@ class StatusUnavailable(Record):
     version: str
     config_error: Annotated[ErrorInfo, Field(description=CONFIG_ERROR)]
     sync_running: SyncRunning | None = None
-    last_sync: Json | None = None
+    last_sync: WordedJson = None
     config: SettingsView | None = Field(default=None, exclude_if=is_none)
 
 

@@ -19,7 +19,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import anyio
 from fastmcp import Context, FastMCP
@@ -31,7 +31,7 @@ from mcp.types import TextContent, ToolAnnotations
 from pydantic import Field
 
 from appliance import __version__
-from appliance.adapters.agent_hints import for_agents, say
+from appliance.adapters.agent_hints import say
 from appliance.adapters.mcp_models import (
     DELETED,
     DOCUMENT,
@@ -52,7 +52,7 @@ from appliance.assemble.paging import DEFAULT_PAGE, MAX_CURSOR_CHARS, MAX_PAGE, 
 from appliance.errors import ApplianceError, InvalidArgument, UrlIngestDisabled
 from appliance.platform.stopping import Stopped
 from appliance.record import Record
-from appliance.results import ErrorInfo, RunReport, Status, StatusUnavailable, SyncJob, SyncRunning
+from appliance.results import ErrorInfo, RunReport, SyncJob, SyncRunning
 from appliance.sync.state import progress_line
 
 if TYPE_CHECKING:
@@ -104,8 +104,6 @@ async def _render(work: Callable[[], Record]) -> ToolResult:
     """Run `work` in a worker thread; its record as the tool's result, or its error."""
     try:
         record = await anyio.to_thread.run_sync(work)
-        if isinstance(record, Status | StatusUnavailable):  # texts in the CLI's words, some written elsewhere
-            return _result(cast("dict[str, object]", for_agents(record.wire(tools=True))))
         return _result(record.wire(tools=True, say=say))
     except ApplianceError as exc:
         return _result({"error": ErrorInfo.of(exc).wire(tools=True, say=say)}, is_error=True)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from appliance.config import Environment, Settings, read_environment
-from appliance.errors import ApplianceError, SyncBusy
+from appliance.errors import ApplianceError, Hint, NextAction, SyncBusy, restored, storable
 from appliance.platform import stopping
 from appliance.platform.stopping import Stopped
 from appliance.sync.state import (
@@ -76,6 +76,12 @@ def docs_problem(settings: Settings, index_has_sources: bool) -> str | None:
     if all(not any(root.iterdir()) for root in settings.roots):
         return f"{', '.join(str(r) for r in settings.roots)} is empty: nothing to index yet"
     return None
+
+
+def no_model(model_id: str, models_dir: Path, model: Path) -> Hint:
+    """The setup problem of a model not baked (yet): what is missing and how to bake it."""
+    return Hint("no baked model {} in {} ({} is missing); bake it with {} or mount a baked models folder",
+                model_id, str(models_dir), str(model), NextAction("models bake"))
 
 
 def is_mount_point(path: Path) -> bool:
@@ -198,7 +204,7 @@ class Scheduler:
         summary = {k: data[k] for k in ("seen", "added", "updated", "unchanged", "refreshed", "deleted",
                                         "skippedCount", "failedCount", "chunks", "seconds")}
         result = "ok" if report.ok else "partial"
-        held = "; ".join(h.reason for h in report.held_roots)
+        held = Hint.joined("; ", [h.reason for h in report.held_roots])
         self.state["runs"] += 1
         self.state["consecutiveFailures"] = 0
         self._update(state="idle", lastResult=result, lastReport=summary, lastRunFinishedAt=self.clock(),
@@ -222,12 +228,10 @@ class Scheduler:
             app = Appliance(self.settings)
             model = self.settings.models_dir / app.spec.dir_name / "model.onnx"
             if not model.is_file():
-                raise _NotRun(f"no baked model {app.spec.id} in {self.settings.models_dir} "
-                              f"({model} is missing); bake it with `minirag models bake` "
-                              "or mount a baked models folder")
+                raise _NotRun(no_model(app.spec.id, self.settings.models_dir, model))
             problem = docs_problem(self.settings, bool(app.index.registry.source_rows()))
         except ApplianceError as exc:
-            raise _NotRun(exc.message + (f" ({exc.hint})" if exc.hint else ""), exc.to_dict()) from exc
+            raise _NotRun(exc.with_hint(), exc.to_dict()) from exc
         except OSError as exc:
             raise _NotRun(_os_message(self.settings.db_path, exc)) from exc
         except _NotRun:
@@ -249,11 +253,10 @@ class Scheduler:
         try:
             spec = load_spec(self.settings.model_name, self.settings.models_dir, self.settings.models_manifest)
         except ApplianceError as exc:
-            return exc.message + (f" ({exc.hint})" if exc.hint else "")
+            return exc.with_hint()
         model = self.settings.models_dir / spec.dir_name / "model.onnx"
         if not model.is_file():
-            return (f"no baked model {spec.id} in {self.settings.models_dir} ({model} is missing); "
-                    "bake it with `minirag models bake` or mount a baked models folder")
+            return no_model(spec.id, self.settings.models_dir, model)
         try:
             has_tables = any(p.suffix == ".lance" for p in self.settings.db_path.iterdir())
         except OSError:
@@ -270,14 +273,15 @@ class Scheduler:
         now = self.clock()
         try:
             self._child = subprocess.Popen([sys.executable, "-m", "appliance.adapters.scheduler", "--round",
-                                            json.dumps(self.state), self._last_logged or ""], stdout=subprocess.PIPE)
+                                            json.dumps(storable(self.state)), self._last_logged or ""],
+                                           stdout=subprocess.PIPE)
             out, _ = self._child.communicate()
             code = self._child.returncode
         finally:
             self._child = None
         try:
             result = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
-            self.state.update(result["state"], pid=os.getpid(), **process_marker(),
+            self.state.update(restored(result["state"]), pid=os.getpid(), **process_marker(),
                               aliveLock=self.state["aliveLock"])
             self._last_logged = result["lastLogged"]
             return float(result["nextRunAt"])
@@ -328,7 +332,7 @@ class Scheduler:
         """DB_PATH/scheduler.json, replaced atomically; an unwritable index is logged once."""
         try:
             self.settings.db_path.mkdir(parents=True, exist_ok=True)
-            write_json(self.settings.db_path, SCHEDULER_FILE, self.state)
+            write_json(self.settings.db_path, SCHEDULER_FILE, storable(self.state))
             self._state_write_failed = False
         except OSError as exc:
             if not self._state_write_failed and not _unwritable(self.settings.db_path):  # else round() says it
@@ -383,12 +387,12 @@ def child_round(state_json: str, last_logged: str) -> int:
     with contextlib.suppress(OSError):
         os.nice(10)  # indexing yields the CPU to interactive queries
     scheduler = Scheduler(read_environment().settings())
-    scheduler.state.update(json.loads(state_json))  # pid and marker stay the scheduler's: it holds the alive lock
+    scheduler.state.update(restored(json.loads(state_json)))  # pid and marker stay the scheduler's (the alive lock)
     scheduler._last_logged = last_logged or None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, scheduler.stop)
     next_at = scheduler.round()
-    sys.stdout.write("\n" + json.dumps({"state": scheduler.state, "lastLogged": scheduler._last_logged,
+    sys.stdout.write("\n" + json.dumps({"state": storable(scheduler.state), "lastLogged": scheduler._last_logged,
                                         "nextRunAt": next_at}) + "\n")
     if stopping.requested():
         stopping.hard_exit(0)  # nothing left to wait for: the write in flight is done, the model's batch is dropped
@@ -405,7 +409,7 @@ def main(environment: Environment | None = None) -> int:
     except ApplianceError as exc:
         # The configuration cannot change while this process lives: say so once and
         # idle until stopped, so supervisor does not restart us in a loop.
-        log.error("scheduled sync is off: %s", exc.message + (f" ({exc.hint})" if exc.hint else ""))
+        log.error("scheduled sync is off: %s", exc.with_hint())
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())

@@ -18,7 +18,7 @@ from appliance.storage.tables import SourceRow
 MIN_HELD_LOSS = 10
 """A root that still has files is held only when at least this many of them would go at once (with
 SYNC_DELETE_LIMIT): deleting a handful of files from a small folder by hand needs no flag."""
-ALLOW_DELETIONS = "`minirag sync --allow-deletions` (MCP: sync_start with allowDeletions=true)"
+ALLOW_DELETIONS = NextAction("sync", "--allow-deletions")
 
 
 def content_hash(path: Path) -> str:
@@ -90,9 +90,10 @@ def held_roots(core: Resources, known: Iterable[SourceRow], on_disk: set[str]) -
             problem = (f"has {len(found)} files where the index holds {len(mine)}, more than "
                        f"SYNC_DELETE_LIMIT={core.settings.sync_delete_limit}% gone at once")
         if problem is not None:
-            held.append(HeldRoot(root=str(root), indexed_files=len(mine), found_files=len(found), reason=(
-                f"the document root {root} {problem}; its {len(mine)} indexed files were kept instead of "
-                f"deleted (a share not mounted looks the same). If they really are gone, run {ALLOW_DELETIONS}")))
+            held.append(HeldRoot(root=str(root), indexed_files=len(mine), found_files=len(found), reason=Hint(
+                "the document root {} {}; its {} indexed files were kept instead of deleted (a share not mounted "
+                "looks the same). If they really are gone, run {} (MCP: sync_start with allowDeletions=true)",
+                str(root), problem, str(len(mine)), ALLOW_DELETIONS)))
     return held
 
 

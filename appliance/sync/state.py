@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from appliance.assemble.quoting import label
-from appliance.errors import storage_error
+from appliance.errors import restored, storage_error
 from appliance.results import SyncRunning
 from appliance.storage.locking import lock_holder
 
@@ -233,7 +233,9 @@ def running_sync(db_path: Path) -> dict[str, object] | None:
 
 # ---- the last finished sync ---------------------------------------------------------
 def read_last_sync(db_path: Path) -> dict[str, object] | None:
-    return read_json(db_path, LAST_SYNC_FILE)
+    """The last finished sync's report, its texts that name next actions Hints again (errors.restored;
+    a record an older version wrote holds plain texts and is shown as written)."""
+    return restored(read_json(db_path, LAST_SYNC_FILE))
 
 
 def save_last_sync(db_path: Path, report: dict[str, object]) -> None:
@@ -243,7 +245,8 @@ def save_last_sync(db_path: Path, report: dict[str, object]) -> None:
 
 def record_finished_sync(db_path: Path, report: dict[str, object], scope: Path | None) -> None:
     """save_last_sync with the finishing time and the sync's scope; an unwritable index raises its
-    named storage error (what a sync and a sync answered from its stamp both report)."""
+    named storage error (what a sync and a sync answered from its stamp both report). `report` is
+    RunReport.to_dict's stored form (its Hints' templates and actions beside their texts)."""
     try:
         save_last_sync(db_path, report | {"finishedAt": time.time(), "scope": str(scope) if scope else None})
     except OSError as exc:
@@ -256,9 +259,10 @@ def read_scheduler_state(db_path: Path) -> dict[str, object] | None:
 
     `alive` says whether that scheduler still runs (None: cannot be told from here). A
     record left by one that was killed is shown as `state: stopped`, with the state it
-    recorded in `recordedState` and `interrupted: true` when it died during a sync.
+    recorded in `recordedState` and `interrupted: true` when it died during a sync. Its texts that
+    name next actions are Hints again (errors.restored; an older version's plain texts stay as written).
     """
-    state = read_json(db_path, SCHEDULER_FILE)
+    state = restored(read_json(db_path, SCHEDULER_FILE))
     if state is None or state.get("state") not in RUNNING_STATES:
         return state
     alive = _alive(db_path, state)
