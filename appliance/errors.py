@@ -87,40 +87,37 @@ stored form (keyed by the text's key), beside the text in the CLI's words."""
 def storable(data: _Json) -> _Json:
     """`data` (JSON objects and lists, texts among them Hints) as written to disk: every Hint stays
     its CLI text, and the object holding it gains NEXT_ACTIONS with its stored form."""
-    return cast("_Json", _storable(data))
+    def keep(obj: dict[str, object]) -> dict[str, object]:
+        known = obj.pop(NEXT_ACTIONS, None)
+        kept = (known if isinstance(known, dict) else {}) | {key: item.stored() for key, item in obj.items()
+                                                             if isinstance(item, Hint)}
+        return obj | {NEXT_ACTIONS: kept} if kept else obj
 
-
-def _storable(data: object) -> object:
-    if isinstance(data, list):
-        return [_storable(item) for item in data]
-    if not isinstance(data, dict):
-        return data
-    kept = {key: item.stored() for key, item in data.items() if isinstance(item, Hint)}
-    out = {key: _storable(item) for key, item in data.items() if key != NEXT_ACTIONS}
-    known = data.get(NEXT_ACTIONS)
-    kept = ({**known, **kept} if isinstance(known, dict) else kept)
-    return out | {NEXT_ACTIONS: kept} if kept else out
+    return cast("_Json", _each_object(data, keep))
 
 
 def restored(data: _Json) -> _Json:
     """`data` as `storable` wrote it, its texts Hints again (NEXT_ACTIONS removed). A text whose stored
     form does not give it back word for word (an edited file) and a record an older version wrote
     (plain texts, no NEXT_ACTIONS) are shown as written: every reader then gets the CLI's words."""
-    return cast("_Json", _restored(data))
+    def read(obj: dict[str, object]) -> dict[str, object]:
+        forms = obj.pop(NEXT_ACTIONS, None)
+        for key, form in (forms.items() if isinstance(forms, dict) else ()):
+            hint = Hint.restored(form)
+            if hint is not None and hint == obj.get(key):
+                obj[key] = hint
+        return obj
+
+    return cast("_Json", _each_object(data, read))
 
 
-def _restored(data: object) -> object:
+def _each_object(data: object, change: Callable[[dict[str, object]], dict[str, object]]) -> object:
+    """A copy of `data` with `change` applied to each JSON object in it (to a fresh copy, innermost first)."""
     if isinstance(data, list):
-        return [_restored(item) for item in data]
-    if not isinstance(data, dict):
-        return data
-    forms = data.get(NEXT_ACTIONS)
-    out = {key: _restored(item) for key, item in data.items() if key != NEXT_ACTIONS}
-    for key, form in (forms.items() if isinstance(forms, dict) else ()):
-        hint = Hint.restored(form)
-        if hint is not None and hint == out.get(key):
-            out[key] = hint
-    return out
+        return [_each_object(item, change) for item in data]
+    if isinstance(data, dict):
+        return change({key: _each_object(item, change) for key, item in data.items()})
+    return data
 
 
 REBAKE = "Re-bake it: {} (or `make models` in a checkout)."
