@@ -29,6 +29,9 @@ from appliance.sync.state import (
     running_sync,
 )
 
+SYNC = NextAction("sync")
+"""What most of the warnings below ask for."""
+
 
 def status(core: Resources) -> Status:
     """Configuration and index health; never raises for a broken index."""
@@ -81,9 +84,6 @@ def first_sync(core: Resources, scheduler: dict[str, object] | None, now: float 
                    "syncs at once")
     return FirstSync(message=Hint("the index is empty or was never synced whole and no scheduler runs here; "
                                   "start a sync with {}", SYNC))
-
-
-SYNC = NextAction("sync")
 
 
 def _text(value: object) -> str:
