@@ -13,6 +13,8 @@ from appliance.errors import NextAction
 _TOOLS = {"sync": "sync_start", "list": "list_files", "status": "status", "read": "read_file",
           "ingest": "ingest_file", "delete": "delete_file", "query": "query_documents", "grep": "grep",
           "read-neighbors": "read_chunk_neighbors", "ingest-url": "ingest_url"}
+_TOOL_OPTIONS = {("sync", "--allow-deletions"): "allowDeletions=true"}
+"""Options of a command whose tool takes them as an argument; any other option is the operator's."""
 
 
 def say(action: NextAction) -> str:
@@ -21,5 +23,7 @@ def say(action: NextAction) -> str:
     tool = _TOOLS.get(command)
     if tool is not None and not rest.startswith("-"):
         return f"the `{tool}` tool"
+    if tool is not None and (argument := _TOOL_OPTIONS.get((command, rest))) is not None:
+        return f"the `{tool}` tool with {argument}"
     return f"{action.for_cli()} (an operator's command on the appliance's host, not an MCP tool)"
 

@@ -92,7 +92,7 @@ def held_roots(core: Resources, known: Iterable[SourceRow], on_disk: set[str]) -
         if problem is not None:
             held.append(HeldRoot(root=str(root), indexed_files=len(mine), found_files=len(found), reason=Hint(
                 "the document root {} {}; its {} indexed files were kept instead of deleted (a share not mounted "
-                "looks the same). If they really are gone, run {} (MCP: sync_start with allowDeletions=true)",
+                "looks the same). If they really are gone, run {}",
                 str(root), problem, str(len(mine)), ALLOW_DELETIONS)))
     return held
 

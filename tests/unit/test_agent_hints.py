@@ -49,6 +49,13 @@ def test_an_errors_next_actions_are_worded_by_each_reader() -> None:
         "plain `minirag sync` text"  # no Hint, no rewording: nothing is reworded by pattern
 
 
+
+def test_an_option_a_tool_takes_as_an_argument_is_worded_as_that_tool() -> None:
+    """`sync --allow-deletions` has a tool equivalent (sync_start's allowDeletions); `sync --clean` has none."""
+    assert say(NextAction("sync", "--allow-deletions")) == "the `sync_start` tool with allowDeletions=true"
+    assert say(NextAction("sync", "--clean")) == f"`minirag sync --clean` {OPERATOR}"
+    assert say(NextAction("sync")) == "the `sync_start` tool"
+
 def test_an_index_error_inside_a_result_is_worded_for_agents_too() -> None:
     """list_roots' indexError used to reach agents in the CLI's words (only top-level and job errors were
     reworded); every error a tool's result holds is worded by the same `say` now."""
@@ -109,11 +116,12 @@ def test_a_stored_last_sync_failure_reaches_mcp_status_worded_and_the_cli_in_its
     assert app.sync().held_roots
     server, _ = serve(tmp_path)
     [held] = ok(server, "status")["lastSync"]["heldRoots"]
-    assert held["reason"].endswith(f"run `minirag sync --allow-deletions` {OPERATOR} "
-                                   "(MCP: sync_start with allowDeletions=true)")
+    assert held["reason"].endswith("run the `sync_start` tool with allowDeletions=true")
     [cli] = _cli_status(tmp_path)["lastSync"]["heldRoots"]
-    assert cli["reason"].endswith("run `minirag sync --allow-deletions` (MCP: sync_start with allowDeletions=true)")
-    assert NEXT_ACTIONS not in cli and held["reason"].replace(f" {OPERATOR}", "") == cli["reason"]
+    assert cli["reason"].endswith("run `minirag sync --allow-deletions`")
+    assert NEXT_ACTIONS not in cli
+    tool, command = "the `sync_start` tool with allowDeletions=true", "`minirag sync --allow-deletions`"
+    assert held["reason"].replace(tool, command) == cli["reason"]
 
 
 def test_an_older_record_with_plain_text_hints_reads_as_written(tmp_path: Path) -> None:
