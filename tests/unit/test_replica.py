@@ -188,6 +188,26 @@ def test_a_large_scan_is_split_over_threads_with_the_same_bits() -> None:
             assert np.array_equal(replica._scan(matrix, vector), matrix @ vector)
 
 
+def test_a_small_scan_leaves_blas_running_in_the_callers_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below SCAN_SPLIT_ROWS a scan is one call, and single-threaded too: OpenBLAS's own threads spun beside
+    BM25 and the embedding after every query's scan of a SciFact-sized index."""
+    import ctypes
+
+    libraries = sorted((Path(np.__file__).parent.parent / "numpy.libs").glob("libscipy_openblas*.so*"))
+    if not libraries:
+        pytest.skip("this numpy carries no scipy-openblas")
+    blas = ctypes.CDLL(str(libraries[0]))
+    blas.scipy_openblas_set_num_threads64_(2)  # as a fresh process starts on this machine
+    monkeypatch.setattr(replica, "_scan_pool", None)
+    matrix = np.random.default_rng(3).standard_normal((replica.SCAN_SPLIT_ROWS // 2, 24)).astype(np.float32)
+    vector = np.ones(24, dtype=np.float32)
+    try:
+        assert np.array_equal(replica._scan(matrix, vector), matrix @ vector)
+        assert blas.scipy_openblas_get_num_threads64_() == 1
+    finally:
+        blas.scipy_openblas_set_num_threads64_(1)
+
+
 def test_a_passages_language_is_detected_once_and_again_after_its_row_changes(tmp_path: Path) -> None:
     """The ranked lists carry no text: fusion asks each candidate's language by id, which the replica
     detects once per row and keeps through refreshes while the row is unchanged; without a replica
