@@ -7,12 +7,14 @@ Each tree (a checkout of the project, e.g. `git worktree add /tmp/before HEAD~3`
 `models/baked` linked to this one's) answers in a process of its own over the same cached index
 (`scripts/bench_query.py` builds it); every question is asked by both, with the dictionaries and
 without, the first tree alternating, so a machine shared with other work slows both alike and
-their ratio holds where the absolute figures do not. Prints wall p50 / p95 and the process's
-CPU time per query (all its threads: LanceDB's, onnxruntime's, BLAS's).
+their ratio holds where the absolute figures do not. Prints wall p50 / p95, the process's
+CPU time per query (all its threads: LanceDB's, onnxruntime's, BLAS's), and how many questions the
+two trees answered with other hits or another order (a change that only optimises must show none).
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -26,7 +28,7 @@ MODES = ("on", "off")
 
 def serve(root: Path) -> None:
     """The worker: load `root`'s appliance over the SciFact index, then answer "index mode" lines with
-    "wall cpu" seconds of that query."""
+    "wall cpu" seconds of that query and a digest of its hits in order."""
     sys.path.insert(0, str(root))
     from appliance.search import dictionaries
     from scripts.bench_query import _dataset
@@ -39,8 +41,10 @@ def serve(root: Path) -> None:
         index, mode = line.split()
         dictionaries._ACTIVE = dictionaries.State(loaded if mode == "on" else None, None)
         wall, cpu = time.perf_counter(), time.process_time()
-        app.search(texts[int(index) % len(texts)], top_k=10)
-        print(time.perf_counter() - wall, time.process_time() - cpu, flush=True)
+        answer = app.search(texts[int(index) % len(texts)], top_k=10)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        hits = hashlib.sha256(repr([(h.source, h.chunk_index) for h in answer.results]).encode()).hexdigest()
+        print(wall, cpu, hits[:16], flush=True)
 
 
 def main() -> None:
@@ -63,22 +67,26 @@ def main() -> None:
         if worker.stdout is None or worker.stdout.readline().strip() != "ready":
             sys.exit("a worker did not start")
     found: dict[str, list[tuple[float, float]]] = {f"{name}/{mode}": [] for name in trees for mode in MODES}
+    differ = dict.fromkeys(MODES, 0)
     for i in range(args.queries):
         order = list(trees) if i % 2 == 0 else list(reversed(trees))
         for mode in MODES:
+            digests = set()
             for name in order:
                 worker = workers[name]
                 assert worker.stdin is not None and worker.stdout is not None
                 worker.stdin.write(f"{i} {mode}\n")
                 worker.stdin.flush()
-                wall, cpu = worker.stdout.readline().split()
+                wall, cpu, digest = worker.stdout.readline().split()
                 found[f"{name}/{mode}"].append((float(wall), float(cpu)))
+                digests.add(digest)
+            differ[mode] += len(digests) > 1
     for worker in workers.values():
         assert worker.stdin is not None
         worker.stdin.close()
         worker.wait()
     out = {"queries": args.queries, "trees": {k: str(v) for k, v in trees.items()},
-           "figures": {key: _figures(times) for key, times in found.items()}}
+           "figures": {key: _figures(times) for key, times in found.items()}, "answers_differ": differ}
     if args.json:
         print(json.dumps(out, indent=2))
         return
@@ -88,7 +96,9 @@ def main() -> None:
     for mode in MODES:
         before, after = out["figures"][f"before/{mode}"], out["figures"][f"after/{mode}"]
         print(f"translation {mode}: after/before p50 x{after['p50_ms'] / before['p50_ms']:.2f}, "
-              f"p95 x{after['p95_ms'] / before['p95_ms']:.2f}, CPU x{after['cpu_mean_ms'] / before['cpu_mean_ms']:.2f}")
+              f"p95 x{after['p95_ms'] / before['p95_ms']:.2f}, "
+              f"CPU x{after['cpu_mean_ms'] / before['cpu_mean_ms']:.2f}; "
+              f"{differ[mode]} of {args.queries} answers differ (hits or their order)")
 
 
 def _figures(times: list[tuple[float, float]]) -> dict[str, float]:
