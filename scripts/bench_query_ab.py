@@ -102,10 +102,12 @@ def main() -> None:
 
 
 def _figures(times: list[tuple[float, float]]) -> dict[str, float]:
-    walls = sorted(w for w, _ in times)
-    cpus = sorted(c for _, c in times)
-    return {"p50_ms": round(1000 * walls[len(walls) // 2], 1), "p95_ms": round(1000 * walls[int(len(walls) * 0.95)], 1),
-            "cpu_p50_ms": round(1000 * cpus[len(cpus) // 2], 1), "cpu_mean_ms": round(1000 * sum(cpus) / len(cpus), 1)}
+    """bench_query's wall figures, and the CPU time's p50 and mean."""
+    from bench_query import _figures as wall_figures
+
+    cpus = [c for _, c in times]
+    return {**wall_figures([w for w, _ in times]), "cpu_p50_ms": round(1000 * sorted(cpus)[len(cpus) // 2], 1),
+            "cpu_mean_ms": round(1000 * sum(cpus) / len(cpus), 1)}
 
 
 if __name__ == "__main__":
