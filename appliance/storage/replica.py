@@ -70,6 +70,7 @@ bits with the core count)."""
 SCAN_SPLIT_ROWS = 20_000
 """Below this many rows a scan is one call in the caller's thread (a thread hop costs more than it saves)."""
 _scan_pool: ThreadPoolExecutor | None = None
+_blas_tried = False
 _scan_lock = threading.Lock()
 
 
@@ -89,10 +90,12 @@ def _single_threaded_blas() -> bool:
 def _scanner() -> ThreadPoolExecutor | None:
     """The threads scans are split over, started with the first scan (which also makes BLAS single-threaded);
     None when BLAS keeps its own."""
-    global _scan_pool
+    global _scan_pool, _blas_tried
     with _scan_lock:
-        if _scan_pool is None and _single_threaded_blas():
-            _scan_pool = ThreadPoolExecutor(max_workers=SCAN_THREADS, thread_name_prefix="scan")
+        if not _blas_tried:  # once: every scan asks
+            _blas_tried = True
+            if _single_threaded_blas():
+                _scan_pool = ThreadPoolExecutor(max_workers=SCAN_THREADS, thread_name_prefix="scan")
         return _scan_pool
 
 

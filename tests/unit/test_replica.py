@@ -199,6 +199,7 @@ def test_a_small_scan_leaves_blas_running_in_the_callers_thread(monkeypatch: pyt
     blas = ctypes.CDLL(str(libraries[0]))
     blas.scipy_openblas_set_num_threads64_(2)  # as a fresh process starts on this machine
     monkeypatch.setattr(replica, "_scan_pool", None)
+    monkeypatch.setattr(replica, "_blas_tried", False)
     matrix = np.random.default_rng(3).standard_normal((replica.SCAN_SPLIT_ROWS // 2, 24)).astype(np.float32)
     vector = np.ones(24, dtype=np.float32)
     try:
