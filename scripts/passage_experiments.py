@@ -37,7 +37,7 @@ from appliance.search.keywords import analyze, language, query_terms  # noqa: E4
 from appliance.storage.sides import Side  # noqa: E402
 
 DEEP = 300
-COLUMNS = [*RANK_COLUMNS, "chunk_index"]
+COLUMNS = [*RANK_COLUMNS, "text", "chunk_index"]
 
 
 def answering(app: Any, q: dict) -> set[str]:
@@ -58,13 +58,16 @@ def cut(side: Side, depth: int, key: str) -> Side:
 
 
 def fused(data: dict, weight: float, depth: int, keyword: Side | None = None,
-          translated: bool = False) -> list[Candidate]:
-    """The appliance's fusion of the stored sides read at `depth`; `translated`: with the translated list."""
+          translated: bool = False, keyword_depth: int | None = None) -> list[Candidate]:
+    """The appliance's fusion of the stored sides read at `depth` (the keyword lists at `keyword_depth` when
+    given); `translated`: with the translated list."""
+    deep = depth if keyword_depth is None else keyword_depth
     vector = cut(data["vector"], depth, "_distance")
-    kw = cut(keyword if keyword is not None else data["keyword"], depth, "_score")
+    kw = cut(keyword if keyword is not None else data["keyword"], deep, "_score")
     found = {r["id"] for r in vector.rows}
     sims = {i: s for i, s in {**data["sims"], **data["tsims"]}.items() if i not in found}
-    words = Side(data["translated"].rows[:depth], data["translated"].best, 0.0) if translated else None
+    words = Side(data["translated"].rows[:deep], cut(data["translated"], deep, "_score").best, 0.0) \
+        if translated else None
     return fuse(vector, kw, weight, data["lang"], sims, words)
 
 
@@ -183,6 +186,9 @@ def variants(app: Any, weight: float) -> dict[str, Callable[[dict], list[Candida
         out[f"section-sum{share}"] = lambda d, s=share: section_evidence(fused(d, weight, 40), s, "sum")
         out[f"neighbour{share}"] = lambda d, s=share: with_neighbours(fused(d, weight, 40), s)
         out[f"depth150+section-max{share}"] = lambda d, s=share: section_evidence(fused(d, weight, 150), s)
+    for deep in (40, 80, 100):  # the keyword lists shallower than the vector side's 150
+        out[f"keyword{deep}"] = lambda d, k=deep: fused(d, weight, 150, translated=True, keyword_depth=k)
+    out["translated150"] = lambda d: fused(d, weight, 150, translated=True)
     for share in (0.5, 0.7, 0.8, 0.9, 1.0):
         out[f"translated{share}"] = lambda d, s=share: with_translations(d, weight, 150, s)
     for targets in (1, 2, 3, 5):

@@ -15,8 +15,10 @@ EXCERPT_CONTEXT_CHARS = 300
 """Characters of a section kept either side of its hits in the default reply (sections "excerpt").
 On the 69 questions of scripts/bench_answers.py the answer stayed in 49 replies of median 19.3 K
 characters (hits repeated in their sections, 400 either side: 49, 26.7 K; whole sections: 52, 44.0 K)."""
-RANK_COLUMNS = ["id", "source_id", "parent_id", "text"]
-"""What the two ranked lists read: enough to fuse (text: the passage's language), group and cap by source."""
+RANK_COLUMNS = ["id", "source_id", "parent_id"]
+"""What the ranked lists read: enough to group and cap by source and to read the hits' sections. Not the
+text: fusion asks each candidate's language by id (IndexReader.passage_languages), and only the hits are
+read whole. With the text, ~450 candidates' passages were read and copied into Python at every query."""
 
 
 def passage(chunk: StoredChunk) -> Hit:

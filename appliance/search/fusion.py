@@ -22,7 +22,7 @@ still never judges another language, so its scale is untouched by translated mat
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,16 +50,18 @@ class Candidate:
 
 
 def fuse(vector: Side, keyword: Side, weight: float, query_language: str | None = None,
-         similarity: Mapping[str, float] | None = None, translated: Side | None = None) -> list[Candidate]:
+         similarity: Mapping[str, float] | None = None, translated: Side | None = None,
+         languages: Callable[[Sequence[str]], Mapping[str, str | None]] | None = None) -> list[Candidate]:
     """score = (1 - w) * v + w * b (see the module docstring), each side scaled by its Side.
 
     Both sides are scaled by the whole index's candidates, never by the filtered ones,
     so a chunk's score does not depend on the filter: a filter only hides chunks. A
     chunk found by one side only scores 0 on the other: it lies below that side's
     whole-index candidates (it is not among the filtered ones, which are at least as deep).
-    When `query_language` is given and a row's `text` is clearly in another language
-    (keywords.language), its score is v alone. w = 0 is the vector order, w = 1 the
-    keyword order (no abstaining there). Ties go to the more similar chunk (`similarity`
+    When `query_language` is given and a passage is clearly in another language
+    (keywords.language of its text: `languages` gives them by id, asked once for every
+    candidate; without it each row's `text` is read), its score is v alone. w = 0 is the
+    vector order, w = 1 the keyword order (no abstaining there). Ties go to the more similar chunk (`similarity`
     by id, for chunks only BM25 found; the vector side's own value otherwise), then by id.
     """
     merged: dict[str, Candidate] = {}
@@ -73,20 +75,17 @@ def fuse(vector: Side, keyword: Side, weight: float, query_language: str | None 
     abstain = query_language is not None and weight < 1.0
     if not abstain:
         translated = None
-
-    def other(row: dict[str, Any]) -> bool:
-        return abstain and (lang := language(row.get("text") or "")) is not None and lang != query_language
-
+    foreign = _foreign(merged, translated, query_language, languages) if abstain else set()
     translated_ranks: dict[str, tuple[int, float]] = {}
     for rank, row in enumerate(translated.rows if translated is not None else ()):
-        if translated is not None and other(row):
+        if translated is not None and row["id"] in foreign:
             translated_ranks[row["id"]] = (rank, translated.scaled(raw(row, "_score")))
             merged.setdefault(row["id"], Candidate(row["id"], row, None, None, rank, 0.0))
     share = weight * TRANSLATED_SHARE
     fused: list[Candidate] = []
     sims: dict[str, float] = {}
     for c in merged.values():
-        if not other(c.row):
+        if c.id not in foreign:
             keyword_rank, b = keyword_ranks.get(c.id, (None, 0.0))
             score = (1.0 - weight) * c.score + weight * b
         elif translated is not None:
@@ -98,6 +97,17 @@ def fuse(vector: Side, keyword: Side, weight: float, query_language: str | None 
         own = 1.0 - c.distance if c.distance is not None else float("-inf")
         sims[c.id] = similarity.get(c.id, own) if similarity is not None else own
     return sorted(fused, key=lambda c: (-c.score, -sims[c.id], c.id))
+
+
+def _foreign(merged: Mapping[str, Candidate], translated: Side | None, query_language: str | None,
+             languages: Callable[[Sequence[str]], Mapping[str, str | None]] | None) -> set[str]:
+    """The ids of the candidates (of either side or the translated list) whose passage is clearly in another
+    language than `query_language`."""
+    rows = {**{row["id"]: row for row in (translated.rows if translated is not None else ())},
+            **{cid: c.row for cid, c in merged.items()}}
+    known = languages(sorted(rows)) if languages is not None else \
+        {cid: language(row.get("text") or "") for cid, row in rows.items()}
+    return {cid for cid in rows if (lang := known.get(cid)) is not None and lang != query_language}
 
 
 def group_cut(candidates: Sequence[Candidate], mode: str | None) -> list[Candidate]:

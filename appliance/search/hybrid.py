@@ -71,7 +71,8 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     translate = alone or (weight > 0.0 and query_language is not None)
     keywords = crosslingual.build(query, translate=translate) if translate or explain else None
     if weight > 0.0:
-        terms = keywords.fts() if keywords is not None and alone else query_terms(query)
+        # the query's own terms as built once with the sets (KeywordQuery.plain is query_terms(query))
+        terms = query_terms(query) if keywords is None else keywords.fts() if alone else keywords.plain
         keyword_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, terms, fetch, where, RANK_COLUMNS)
         if keywords is not None and not alone and (wanted := keywords.translations()):
             translated_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, wanted, fetch, where, RANK_COLUMNS)
@@ -85,7 +86,8 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     found = {row["id"] for row in vector_side.rows}
     only_keyword = {r["id"] for r in [*keyword_side.rows, *(translated.rows if translated else ())]} - found
     similarity = core.index.reader.similarities(vector, sorted(only_keyword))
-    fused = fuse(vector_side, keyword_side, weight, query_language, similarity, translated)
+    fused = fuse(vector_side, keyword_side, weight, query_language, similarity, translated,
+                 lambda ids: core.index.reader.passage_languages(ids, language))
     fused = cap_distance(fused, core.settings.max_distance)
     fused = group_cut(fused, core.settings.grouping)
     # Twice the hits asked for, so near-identical passages can collapse and still leave top_k distinct ones;

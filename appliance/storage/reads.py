@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -228,6 +228,23 @@ class IndexReader:
             return {i: float(replica.matrix[replica.by_id[i]] @ query) for i in ids if i in replica.by_id}
         rows = self.chunk_rows(in_list("id", ids), ["id", "vector"])
         return {r["id"]: float(unit(r["vector"]) @ query) for r in rows}
+
+    @guarded
+    def passage_languages(self, ids: Sequence[str], detect: Callable[[str], str | None]) -> dict[str, str | None]:
+        """The language `detect` reads in each chunk's text, by id (chunks that are gone are left out): from the
+        replica, which detects each row's once (Replica.languages_of), else from the texts read by id. The
+        ranked lists carry no text (assemble.RANK_COLUMNS): 150 passages a side, read and sent through Python
+        at every query, for fusion's one look at each passage's language."""
+        chunks = self.tables.chunks()
+        if chunks is None or not ids:
+            return {}
+        replica = self._current_replica(chunks, ["id", "text"])
+        found = replica.languages_of(ids, detect) if replica is not None else {}
+        missing = [i for i in ids if i not in found]
+        for start in range(0, len(missing), IN_BATCH):
+            rows = self.chunk_rows(in_list("id", missing[start:start + IN_BATCH]), ["id", "text"])
+            found.update({row["id"]: detect(row["text"] or "") for row in rows})
+        return found
 
     def section_chunks(self, parent_ids: Sequence[str]) -> list[StoredChunk]:
         """Every chunk of the given sections, in document order."""

@@ -157,3 +157,30 @@ def test_without_dictionaries_search_goes_on_and_status_says_why(tmp_path: Path,
         assert hit.display_path == "pump.md" and "translation" not in _kinds(hit)
     finally:
         dictionaries.forget()
+
+
+def test_the_ranked_lists_without_their_texts_rank_as_with_them(fused_app: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ranked lists carry no text: fusion asks each candidate's language by id (IndexReader.passage_languages).
+    The same hits, in the same order, with the same explanations as when every candidate row carried its text."""
+    from appliance.assemble.passages import RANK_COLUMNS
+    from appliance.search import fusion, hybrid
+
+    (fused_app.settings.roots[0] / "nasos.md").write_text(
+        "# Насос\n\nЧтобы заменить насос охлаждающей жидкости, сначала слейте жидкость.\n", encoding="utf-8")
+    fused_app.sync()
+    questions = ["How do I replace the coolant pump?", "Wie tauscht man die Kühlmittelpumpe aus?",
+                 "Как заменить насос?", "coolant насос Pumpe", "Knead the dough", "ERR_ZORBLATT_7741"]
+    narrow = {q: fused_app.search(q, top_k=7, explain=True).model_dump() for q in questions}
+    texts_read: list[bool] = []
+
+    def with_texts(*args: Any) -> list[fusion.Candidate]:
+        texts_read.extend("text" in row for side in args[:2] for row in side.rows)
+        return fusion.fuse(*args[:6])  # without `languages`: each row's language from its own text
+
+    monkeypatch.setattr(hybrid, "RANK_COLUMNS", [*RANK_COLUMNS, "text"])
+    monkeypatch.setattr(hybrid, "fuse", with_texts)
+    assert {q: fused_app.search(q, top_k=7, explain=True).model_dump() for q in questions} == narrow
+    assert texts_read and all(texts_read)
+    assert any(h["explain"]["matched"] and any(m["kind"] == "translation" for m in h["explain"]["matched"])
+               for reply in narrow.values() for h in reply["results"])  # the translated list judged some

@@ -22,7 +22,7 @@ from appliance.storage.sides import Side
 from appliance.storage.tables import SourceRow, chunk_schema
 from tests.fixtures.embedders import HashEmbedder
 
-COLUMNS = [*RANK_COLUMNS, "doc_class", "chunk_index"]
+COLUMNS = [*RANK_COLUMNS, "text", "doc_class", "chunk_index"]
 DOCUMENTS = {
     "/docs/a.md": ("note", ["the pump needs oil every spring", "oil the pump chain", "spring cleaning of the garden",
                             "garden hose and pump", "winter storage of the hose", "the chain guard of the pump",

@@ -186,3 +186,55 @@ def test_a_large_scan_is_split_over_threads_with_the_same_bits() -> None:
         matrix = rng.standard_normal((rows, 24)).astype(np.float32)
         for vector in rng.standard_normal((5, 24)).astype(np.float32):
             assert np.array_equal(replica._scan(matrix, vector), matrix @ vector)
+
+
+def test_a_small_scan_leaves_blas_running_in_the_callers_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below SCAN_SPLIT_ROWS a scan is one call, and single-threaded too: OpenBLAS's own threads spun beside
+    BM25 and the embedding after every query's scan of a SciFact-sized index."""
+    import ctypes
+
+    libraries = sorted((Path(np.__file__).parent.parent / "numpy.libs").glob("libscipy_openblas*.so*"))
+    if not libraries:
+        pytest.skip("this numpy carries no scipy-openblas")
+    blas = ctypes.CDLL(str(libraries[0]))
+    blas.scipy_openblas_set_num_threads64_(2)  # as a fresh process starts on this machine
+    monkeypatch.setattr(replica, "_scan_pool", None)
+    monkeypatch.setattr(replica, "_blas_tried", False)
+    matrix = np.random.default_rng(3).standard_normal((replica.SCAN_SPLIT_ROWS // 2, 24)).astype(np.float32)
+    vector = np.ones(24, dtype=np.float32)
+    try:
+        assert np.array_equal(replica._scan(matrix, vector), matrix @ vector)
+        assert blas.scipy_openblas_get_num_threads64_() == 1
+    finally:
+        blas.scipy_openblas_set_num_threads64_(1)
+
+
+def test_a_passages_language_is_detected_once_and_again_after_its_row_changes(tmp_path: Path) -> None:
+    """The ranked lists carry no text: fusion asks each candidate's language by id, which the replica
+    detects once per row and keeps through refreshes while the row is unchanged; without a replica
+    the texts are read by id. Either way the answer is the detector's over the stored text."""
+    asked: list[str] = []
+
+    def detect(text: str) -> str | None:
+        asked.append(text)
+        return text.split()[-1] if text.endswith("de") or text.endswith("en") else None
+
+    kept, changed = _rows(5, seed=21), _rows(4, seed=22, source="/docs/b.md")
+    for i, row in enumerate(kept + changed):
+        row["text"] = f"passage {i} en"
+    index = _index(tmp_path, kept + changed)
+    ids = [r["id"] for r in kept + changed] + ["/docs/gone.md:0"]
+    expected = {r["id"]: "en" for r in kept + changed}
+    assert index.reader.passage_languages(ids, detect) == expected
+    assert index.reader.passage_languages(ids, detect) == expected
+    assert len(asked) == 9  # each row once
+
+    rewritten = [row | {"text": f"Absatz {i} de", "ingested_at": 2000.0} for i, row in enumerate(changed)]
+    index.writes.replace_sources([store.SourceRow(source_id="/docs/b.md", source_kind="file", content_hash="h2")],
+                                 rewritten)
+    expected |= {r["id"]: "de" for r in rewritten}
+    assert index.reader.passage_languages(ids, detect) == expected
+    assert len(asked) == 13  # only the four rewritten rows again
+    without_replica = Index(tmp_path, DIM, memory_budget=0)
+    assert without_replica.reader.passage_languages(ids, detect) == expected
+    assert index.reader.passage_languages([], detect) == {}
