@@ -255,7 +255,8 @@ class Scheduler:
             return (f"no baked model {spec.id} in {self.settings.models_dir} ({model} is missing); "
                     "bake it with `minirag models bake` or mount a baked models folder")
         try:
-            has_tables = any(p.suffix == ".lance" for p in self.settings.db_path.iterdir())
+            has_tables = self.settings.bucket is not None or any(
+                p.suffix == ".lance" for p in self.settings.db_path.iterdir())
         except OSError:
             has_tables = False
         return docs_problem(self.settings, has_tables)

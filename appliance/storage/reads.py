@@ -187,7 +187,7 @@ class IndexReader:
             chunks = self.tables.chunks()
             view = (chunks, None if chunks is None else self._replica_at(chunks, chunks.version))
         except Exception as exc:  # noqa: BLE001 - raised again, as its named error or as it is
-            raise_named(self.tables.db_path, exc)
+            raise_named(self.tables, exc)
         outer = getattr(self._pinned, "view", None)
         self._pinned.view = view
         try:

@@ -22,7 +22,6 @@ from appliance.storage.swap import replace_chunks
 from appliance.storage.tables import (
     CHUNKS,
     FTS_COLUMN,
-    IDENTITY_FILE,
     IN_BATCH,
     SOURCE_SCHEMA,
     SOURCES,
@@ -152,15 +151,15 @@ class IndexWriter:
         with self.tables.lock:
             db = self.tables.connect()
             for name, schema in ((CHUNKS, chunk_schema(self.tables.dim)), (SOURCES, SOURCE_SCHEMA)):
-                if not (self.tables.db_path / f"{name}.lance").exists():
+                if not self.tables.has_table(name):
                     continue
                 try:
                     db.create_table(name, schema=schema, mode="overwrite")
                 except Exception as exc:
-                    if is_commit_conflict(exc):
+                    if is_commit_conflict(exc) or self.tables.bucket is not None:
                         raise
                     shutil.rmtree(self.tables.db_path / f"{name}.lance", ignore_errors=True)
-            (self.tables.db_path / IDENTITY_FILE).unlink(missing_ok=True)
+            self.tables.remove_identity()
             self.tables.forget()
             self._on_drop()
 
