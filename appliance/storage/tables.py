@@ -323,6 +323,7 @@ class Tables:
         self._sources: Table | None = None
         self.conflicts_retried = 0
         """Writes of this process that lost a commit race and were repeated."""
+        self._identity_read: tuple[float, Identity | None] | None = None
 
     @property
     def tables(self) -> Tables:
@@ -409,8 +410,7 @@ class Tables:
         path = self.db_path / IDENTITY_FILE
         try:
             if self.bucket is not None:
-                found = self._shared().read(IDENTITY_FILE)
-                return None if found is None else Identity(**found[0])
+                return self._bucket_identity()
             data = json.loads(path.read_text("utf-8"))
             return Identity(**data)
         except FileNotFoundError:
@@ -422,13 +422,24 @@ class Tables:
     def write_identity(self, identity: Identity) -> None:
         if self.bucket is not None:
             self._shared().write(IDENTITY_FILE, asdict(identity))
+            self._identity_read = None
             return
         self.db_path.mkdir(parents=True, exist_ok=True)
         tmp = self.db_path / f".{IDENTITY_FILE}.tmp"
         tmp.write_text(json.dumps(asdict(identity), indent=2), "utf-8")
         os.replace(tmp, self.db_path / IDENTITY_FILE)
 
+    def _bucket_identity(self) -> Identity | None:
+        """identity.json from the bucket, read at most once per READ_CONSISTENCY_S (every query checks it,
+        and each read is a request; it changes only when a sync rebuilds the index)."""
+        read = self._identity_read
+        if read is None or time.monotonic() - read[0] > READ_CONSISTENCY_S:
+            found = self._shared().read(IDENTITY_FILE)
+            read = self._identity_read = (time.monotonic(), None if found is None else Identity(**found[0]))
+        return read[1]
+
     def remove_identity(self) -> None:
+        self._identity_read = None
         if self.bucket is not None:
             self._shared().delete(IDENTITY_FILE)
         else:
