@@ -324,6 +324,7 @@ class Tables:
         self.conflicts_retried = 0
         """Writes of this process that lost a commit race and were repeated."""
         self._identity_read: tuple[float, Identity | None] | None = None
+        self._refreshed_at = 0.0
 
     @property
     def tables(self) -> Tables:
@@ -399,6 +400,14 @@ class Tables:
         for table in (self._chunks, self._sources):
             if table is not None:
                 table.checkout_latest()
+
+    def refresh_for_read(self) -> None:
+        """Before a query: the latest commit. In a bucket every refresh lists each table's versions (a request
+        apiece), so there a query refreshes at most once per READ_CONSISTENCY_S and sees a commit within it."""
+        if self.bucket is not None and time.monotonic() - self._refreshed_at < READ_CONSISTENCY_S:
+            return
+        self.refresh_handles()
+        self._refreshed_at = time.monotonic()
 
     # ---- identity ------------------------------------------------------
     @property
