@@ -44,7 +44,7 @@ def _write_notes(docs: Path, count: int) -> list[str]:
 
 
 def _measure(env: dict[str, str], docs: Path, questions: list[str], queries: int, embedder: OnnxEmbedder,
-             models_dir: Path) -> dict[str, Any]:
+             models_dir: Path, requests: Path | None = None) -> dict[str, Any]:
     app = Appliance(load_settings({**env, "BASE_DIR": str(docs), "MODELS_DIR": str(models_dir)}), embedder=embedder)
     figures: dict[str, Any] = {}
     started = time.perf_counter()
@@ -62,15 +62,24 @@ def _measure(env: dict[str, str], docs: Path, questions: list[str], queries: int
     figures["one_file_changed_sync_s"] = round(time.perf_counter() - started, 2)
     changed.write_text(original, "utf-8")
     app.search(questions[0])  # warm: the model, the tables, the replica
+    logged = _lines(requests)
     times = []
     for i in range(queries):
         started = time.perf_counter()
         app.search(questions[i % len(questions)], top_k=10)
         times.append((time.perf_counter() - started) * 1000)
     times.sort()
+    if requests is not None:
+        time.sleep(0.5)  # the server's log catches up
+        figures["requests_per_query"] = round((_lines(requests) - logged) / queries, 2)
     figures["query_p50_ms"] = round(statistics.median(times), 1)
     figures["query_p95_ms"] = round(times[int(len(times) * 0.95) - 1], 1)
     return figures
+
+
+def _lines(log: Path | None) -> int:
+    """Requests the S3 server has logged so far (a line each)."""
+    return 0 if log is None else log.read_bytes().count(b" HTTP/1.1\" ")
 
 
 def main() -> None:
@@ -85,13 +94,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         questions = _write_notes((base / "docs").mkdir() or base / "docs", args.files)
+        embedder.embed_passages(questions[:64])  # warm, so the first place measured pays no start-up
         results["local"] = _measure({"DB_PATH": str(base / "local-index")}, base / "docs", questions, args.queries,
                                     embedder, models_dir)
-        server = start_s3_server()
+        log = base / "s3-requests.log"
+        server = start_s3_server(log=log)
         try:
             server.create_bucket("bench")
             results["bucket"] = _measure({**server.env("bench"), "STATE_DIR": str(base / "state")}, base / "docs",
-                                         questions, args.queries, embedder, models_dir)
+                                         questions, args.queries, embedder, models_dir, requests=log)
         finally:
             server.stop()
     if args.json:
@@ -100,6 +111,7 @@ def main() -> None:
     print(f"{args.files} files, {results['local']['chunks']} chunks, {args.queries} warm queries")
     for key in ("first_sync_s", "no_change_sync_s", "one_file_changed_sync_s", "query_p50_ms", "query_p95_ms"):
         print(f"  {key:26} local {results['local'][key]:>8}   bucket {results['bucket'][key]:>8}")
+    print(f"  S3 requests per query: {results['bucket']['requests_per_query']}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import pytest
 from appliance.config import load_settings
 from appliance.embed import OnnxEmbedder
 from appliance.service import Appliance
+from appliance.sync.stamp import STAMP_FILE
 from tests.fixtures.mcp_calls import ok, serve
 from tests.fixtures.s3_server import S3Server, start_s3_server
 
@@ -31,6 +32,7 @@ READER = """
 import json, sys, time
 from appliance.config import load_settings
 from appliance.service import Appliance
+from appliance.sync.stamp import STAMP_FILE
 app = Appliance(load_settings(json.loads(sys.argv[1])))
 print("ready", flush=True)
 deadline = time.time() + 240
@@ -73,7 +75,8 @@ def test_sync_into_a_bucket_query_over_mcp_and_a_second_host_sees_a_new_commit(
     assert "team/index/identity.json" in keys
     assert any(k.startswith("team/index/chunks.lance/_versions/") for k in keys)
     assert not list((tmp_path / "state-a").glob("*.lance")), "the tables live in the bucket, not the state dir"
-    assert not (tmp_path / "state-a" / "stamp.json").exists()
+    assert writer.sync().added == 0  # nothing changed: a local index would leave the no-change stamp now
+    assert not (tmp_path / "state-a" / STAMP_FILE).exists(), "another host may commit: no stamp for a bucket"
 
     server, _ = serve(tmp_path, real_embedder, **env, BASE_DIR=str(docs), STATE_DIR=str(tmp_path / "s-mcp"))
     found = ok(server, "query_documents", {"query": "how do I descale the coffee machine", "topK": 3})
