@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
-from pydantic import AfterValidator, BeforeValidator, PrivateAttr, ValidationError, ValidationInfo
+from pydantic import AfterValidator, BeforeValidator, PrivateAttr, SecretStr, ValidationError, ValidationInfo
 from pydantic_core import PydanticUseDefault
 from pydantic_settings import (
     BaseSettings,
@@ -57,6 +57,52 @@ more than 1 GiB: ~150,000 chunks at 384 dimensions, whose exact scan (~25 ms) st
 process of a million chunks reads through LanceDB's indexes and stays near 1 GB (appliance.storage.replica)."""
 
 
+S3_SCHEME = "s3://"
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+"""An S3 bucket name (3-63 characters of lower-case letters, digits, dots and hyphens)."""
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Where the tables live when DB_PATH is an ``s3://bucket/prefix`` URI, and how to reach it.
+
+    The credentials are fields that never print (``repr=False``): `Settings.describe`, `status`
+    and every error name the URI, the endpoint and the region only.
+    """
+
+    name: str
+    prefix: str
+    region: str | None = None
+    endpoint: str | None = None
+    """AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL: an S3-compatible server (MinIO, Ceph, R2); None means AWS."""
+    allow_http: bool = False
+    timeout_s: float = 30.0
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+    @property
+    def uri(self) -> str:
+        return f"{S3_SCHEME}{self.name}/{self.prefix}" if self.prefix else f"{S3_SCHEME}{self.name}"
+
+    def secrets(self) -> tuple[str, ...]:
+        """The values no output may show (scrubbed from errors by appliance.storage.bucket)."""
+        return tuple(v for v in (self.secret_access_key, self.session_token, self.access_key_id) if v)
+
+    def storage_options(self) -> dict[str, str]:
+        """The object-store options LanceDB (and obstore, without the ``aws_`` prefix) take."""
+        options = {"timeout": f"{self.timeout_s:g}s", "connect_timeout": f"{min(self.timeout_s, 5.0):g}s",
+                   "client_max_retries": "2", "client_retry_timeout": f"{self.timeout_s * 2:g}"}
+        for key, value in (("aws_access_key_id", self.access_key_id), ("aws_secret_access_key", self.secret_access_key),
+                           ("aws_session_token", self.session_token), ("aws_region", self.region),
+                           ("aws_endpoint", self.endpoint)):
+            if value:
+                options[key] = value
+        if self.allow_http:
+            options["allow_http"] = "true"
+        return options
+
+
 def memory_limit() -> int:
     """The memory this process may use: the cgroup's limit (a container's --memory) or the machine's."""
     try:
@@ -83,6 +129,8 @@ class Settings:
 
     roots: tuple[Path, ...]
     db_path: Path
+    """The index's directory; for an index in a bucket, this host's state directory (STATE_DIR: the sync
+    lock, progress, last sync, scheduler record, hand-off socket), the tables being in `bucket`."""
     models_dir: Path
     model_name: str
     max_file_size: int
@@ -117,6 +165,8 @@ class Settings:
     """SYNC_DELETE_LIMIT: a whole-index sync keeps a root's files instead of deleting more than this
     percentage of them at once (sync.plan.held_roots); 100 turns that check off (a missing or empty
     root is always held)."""
+    bucket: Bucket | None = None
+    """DB_PATH=s3://bucket/prefix: the tables, identity.json and the writer lease live there."""
     replica_budget_bytes: int = field(default_factory=replica_budget)
     """Bytes of the index this process may hold in memory (replica_budget, from the memory limit when the
     settings are resolved): an index that fits is ranked by the exact in-memory replica, a larger one
@@ -125,7 +175,9 @@ class Settings:
     def describe(self) -> SettingsView:
         """The values in effect, as `status` prints them."""
         return SettingsView(
-            base_dirs=[str(r) for r in self.roots], db_path=str(self.db_path), models_dir=str(self.models_dir),
+            base_dirs=[str(r) for r in self.roots], db_path=self.index_location, models_dir=str(self.models_dir),
+            state_dir=str(self.db_path) if self.bucket else None,
+            storage_endpoint=self.bucket.endpoint if self.bucket else None,
             model_name=self.model_name, max_file_size=self.max_file_size,
             ingest_foreground_max_bytes=self.ingest_foreground_max_bytes, chunk_token_budget=self.chunk_token_budget,
             hybrid_weight=self.hybrid_weight, grouping=self.grouping, max_distance=self.max_distance,
@@ -136,6 +188,10 @@ class Settings:
             sync_interval_seconds=self.sync_interval_s, sync_delete_limit=self.sync_delete_limit,
             change_detection=self.change_detection)
 
+    @property
+    def index_location(self) -> str:
+        """Where the tables are, as messages name it: the directory, or the bucket's URI."""
+        return self.bucket.uri if self.bucket else str(self.db_path)
 
 
 
@@ -300,6 +356,17 @@ class Environment(BaseSettings):
     models_manifest: OptionalPath = None
     minirag_container: Annotated[bool, BeforeValidator(lambda v: v == "1" if isinstance(v, str) else v)] = False
     ray_address: Annotated[str | None, BeforeValidator(_nonempty)] = None
+    # an index in a bucket (DB_PATH=s3://bucket/prefix): the usual AWS variables, and ours
+    state_dir: OptionalPath = None
+    s3_allow_http: Flag = False
+    s3_timeout: Positive = 30
+    aws_access_key_id: Annotated[SecretStr | None, BeforeValidator(_nonempty)] = None
+    aws_secret_access_key: Annotated[SecretStr | None, BeforeValidator(_nonempty)] = None
+    aws_session_token: Annotated[SecretStr | None, BeforeValidator(_nonempty)] = None
+    aws_region: Annotated[str | None, BeforeValidator(_nonempty)] = None
+    aws_default_region: Annotated[str | None, BeforeValidator(_nonempty)] = None
+    aws_endpoint_url_s3: Annotated[str | None, BeforeValidator(_nonempty)] = None
+    aws_endpoint_url: Annotated[str | None, BeforeValidator(_nonempty)] = None
 
     # ---- the servers and the container entrypoint (never invalid: they work with a broken configuration)
     mcp_auth_token: Annotated[str, BeforeValidator(lambda v: v.strip() if isinstance(v, str) else v)] = ""
@@ -355,7 +422,13 @@ class Environment(BaseSettings):
                 raise problem
         cwd = cwd or Path.cwd()
         roots = self._roots(base_dirs, cwd)
-        db = Path(db_path or self.db_path or roots[0] / ".minirag" / "lancedb").expanduser()
+        raw_db = (db_path or self.db_path or "").strip()
+        bucket = self._bucket(raw_db) if raw_db.lower().startswith(S3_SCHEME) else None
+        if bucket is not None:
+            db = self.state_dir or Path.home() / ".minirag" / "state" / bucket.name / (bucket.prefix or "_")
+        else:
+            db = Path(raw_db or roots[0] / ".minirag" / "lancedb")
+        db = db.expanduser()
         if not db.is_absolute():
             db = cwd / db
         return Settings(
@@ -386,8 +459,35 @@ class Environment(BaseSettings):
             container=self.minirag_container,
             ray_address=self.ray_address.strip() if self.ray_address else None,
             sync_delete_limit=self.sync_delete_limit,
+            bucket=bucket,
             replica_budget_bytes=replica_budget(),
         )
+
+    def _bucket(self, uri: str) -> Bucket:
+        """DB_PATH=s3://bucket/prefix with the AWS variables; ConfigError naming what is wrong (never a secret)."""
+        name, _, prefix = uri[len(S3_SCHEME):].partition("/")
+        prefix = prefix.strip("/")
+        if "@" in name or "?" in uri or "#" in uri:
+            raise ConfigError("DB_PATH must be s3://bucket/prefix without credentials, query or fragment",
+                              hint="Give credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.")
+        if not _BUCKET_NAME.fullmatch(name):
+            raise ConfigError(f"DB_PATH: {name!r} is not an S3 bucket name (3-63 lower-case letters, digits, "
+                              "dots, hyphens)", hint="Example: DB_PATH=s3://team-docs/minirag")
+        endpoint = (self.aws_endpoint_url_s3 or self.aws_endpoint_url or "").strip().rstrip("/") or None
+        if endpoint and not re.fullmatch(r"https?://[^\s/@]+(/[^\s@]*)?", endpoint):
+            raise ConfigError(f"AWS_ENDPOINT_URL must be an http(s) URL without credentials, not {endpoint!r}")
+        if endpoint and endpoint.startswith("http://") and not self.s3_allow_http:
+            raise ConfigError(f"The endpoint {endpoint} is plain http, which sends the index unencrypted",
+                              hint="Use https, or set S3_ALLOW_HTTP=1 for a server on this machine or network.")
+
+        def secret(value: SecretStr | None) -> str | None:
+            return value.get_secret_value().strip() or None if value is not None else None
+
+        return Bucket(name=name, prefix=prefix, region=self.aws_region or self.aws_default_region,
+                      endpoint=endpoint, allow_http=self.s3_allow_http, timeout_s=float(self.s3_timeout),
+                      access_key_id=secret(self.aws_access_key_id),
+                      secret_access_key=secret(self.aws_secret_access_key),
+                      session_token=secret(self.aws_session_token))
 
     def _roots(self, base_dirs: list[str] | None, cwd: Path) -> tuple[Path, ...]:
         """--base-dir > BASE_DIRS > BASE_DIR > cwd; each level replaces the lower ones."""

@@ -39,7 +39,8 @@ class Resources:
                                                                           settings.models_manifest)
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
-        self.index = Index(settings.db_path, self.spec.dim, memory_budget=settings.replica_budget_bytes)
+        self.index = Index(settings.db_path, self.spec.dim, memory_budget=settings.replica_budget_bytes,
+                           bucket=settings.bucket)
         self.dictionaries = dictionaries.activate(settings.models_dir)
         """The cross-language dictionaries, or why there are none (search then runs without translation)."""
         self._untrusted: ConvertPool | None = None
@@ -86,10 +87,11 @@ class Resources:
             return None
         current = self.identity()
         if (stored.model_id, stored.dim) != (current.model_id, current.dim):
-            return (f"The index at {self.settings.db_path} was built with {stored.model_id} ({stored.dim} dims), "
+            return (f"The index at {self.settings.index_location} was built with {stored.model_id} "
+                    f"({stored.dim} dims), "
                     f"not the configured {current.model_id} ({current.dim} dims)")
         if stored.budget != current.budget:
-            return (f"The index at {self.settings.db_path} was cut with a {stored.budget}-token budget, "
+            return (f"The index at {self.settings.index_location} was cut with a {stored.budget}-token budget, "
                     f"not the configured {current.budget}")
         return None
 

@@ -228,6 +228,44 @@ class IndexUnwritable(ApplianceError):
             "permissions, or point DB_PATH elsewhere.")
 
 
+class StorageUnreachable(ApplianceError):
+    """An index in a bucket (DB_PATH=s3://...) could not be reached or refused us."""
+
+    code = "storage_unreachable"
+    hint = ("Check DB_PATH's bucket, AWS_ENDPOINT_URL and AWS_REGION, and the credentials in AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY; the index keeps its last complete commit meanwhile.")
+
+
+# An S3 server answers a failure with an XML body (<Code>NoSuchBucket</Code><Message>...); the object-store
+# clients (LanceDB's, obstore) render it verbatim with the request. Only the code is reported: the body
+# may echo the access key id, and nothing of the request is needed to act.
+_S3_CODE = re.compile(r"<Code>([A-Za-z.]+)</Code>")
+_S3_UNREACHABLE = re.compile(r"timed? ?out|connection refused|connection reset|error sending request|dns error"
+                             r"|connection closed|broken pipe", re.IGNORECASE)
+_S3_CREDENTIALS = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken",
+                             "InvalidToken", "InvalidSecurity", "AuthorizationHeaderMalformed"})
+_S3_FULL = frozenset({"QuotaExceeded", "XMinioStorageFull", "StorageFull", "ServiceUnavailable.StorageFull"})
+
+
+def object_store_error(text: str, where: str) -> ApplianceError | None:
+    """The named error for an object store's failure on `where` ("the index at s3://bucket/prefix"), or None
+    when `text` is no object-store failure. Never repeats the server's body or the request."""
+    found = _S3_CODE.search(text)
+    if found:
+        code = found.group(1)
+        if code == "NoSuchBucket":
+            return StorageUnreachable(f"The bucket of {where} does not exist (the server answered NoSuchBucket)")
+        if code in _S3_CREDENTIALS:
+            return StorageUnreachable(f"The object store refused the credentials for {where} ({code})")
+        if code in _S3_FULL:
+            return DiskFull(f"The bucket holding {where} is full ({code})")
+        return StorageUnreachable(f"The object store failed a request on {where} ({code})")
+    reason = _S3_UNREACHABLE.search(text)
+    if reason and ("s3" in text.lower() or "http" in text.lower() or "object" in text.lower()):
+        return StorageUnreachable(f"The object store of {where} did not answer ({reason.group(0).lower()})")
+    return None
+
+
 CONFLICT_ATTEMPTS = 10
 """How often a write that lost a commit race is tried before IndexBusy (jittered backoff, ~15 s in all)."""
 _RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+,?")
@@ -312,6 +350,9 @@ def storage_error(exc: BaseException, where: str, db_path: Path | None = None) -
         return IndexBusy(f"{where[:1].upper() + where[1:]} was changed by another process at the same moment, "
                          f"{CONFLICT_ATTEMPTS} times in a row: {_RUST_LOCATION.sub('', str(exc)).strip()}")
     text = _RUST_LOCATION.sub("", " ".join(str(exc).split())).strip()
+    remote = object_store_error(text, where) if "s3://" in where else None
+    if remote is not None:
+        return remote
     number = os_errno(exc)
     subject = where[:1].upper() + where[1:]
     if number in (errno.ENOSPC, errno.EDQUOT):

@@ -20,7 +20,6 @@ from appliance.results import (
     SyncRunning,
 )
 from appliance.storage.locking import lock_holder
-from appliance.storage.tables import IDENTITY_FILE
 from appliance.sync.state import (
     SCHEDULER_START_LIMIT_S,
     process_started_at,
@@ -130,11 +129,11 @@ def _index_health(core: Resources) -> IndexHealth:
     identity_warning: str | None = None
     if identity is None and chunk_count:
         identity_warning = Hint("{} is missing, so the model the vectors were made with is unknown; run {} to "
-                                "rebuild with the configured model", str(core.index.db_path / IDENTITY_FILE),
+                                "rebuild with the configured model", core.index.identity_location,
                                 NextAction("sync", "--full"))
     problem = core.identity_problem()
     return IndexHealth(
-        db_path=str(core.settings.db_path), source_count=sum(1 for s in sources if not s.error_code),
+        db_path=core.settings.index_location, source_count=sum(1 for s in sources if not s.error_code),
         failed_count=sum(1 for s in sources if s.error_code), unconfigured_roots=foreign or None,
         roots_warning=roots_warning, chunk_count=chunk_count, unindexed_rows=unindexed,
         has_keyword_index=has_keyword_index, has_vector_index=has_vector_index,

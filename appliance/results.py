@@ -296,6 +296,11 @@ class SettingsView(Record):
 
     base_dirs: list[str]
     db_path: str
+    """The index's directory, or its bucket's s3:// URI."""
+    state_dir: str | None = Field(default=None, exclude_if=is_none)
+    """For an index in a bucket: this host's state directory (lock, progress, scheduler record)."""
+    storage_endpoint: str | None = Field(default=None, exclude_if=is_none)
+    """For an index in a bucket: the S3-compatible endpoint, when not AWS's (never a credential)."""
     models_dir: str
     model_name: str
     max_file_size: int

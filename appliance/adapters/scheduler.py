@@ -258,7 +258,8 @@ class Scheduler:
         if not model.is_file():
             return no_model(spec.id, self.settings.models_dir, model)
         try:
-            has_tables = any(p.suffix == ".lance" for p in self.settings.db_path.iterdir())
+            has_tables = self.settings.bucket is not None or any(
+                p.suffix == ".lance" for p in self.settings.db_path.iterdir())
         except OSError:
             has_tables = False
         return docs_problem(self.settings, has_tables)

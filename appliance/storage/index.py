@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from appliance.config import Bucket
 from appliance.storage.reads import IndexReader
 from appliance.storage.sources import SourceRegistry
 from appliance.storage.tables import Tables
@@ -21,8 +22,8 @@ class Index(Tables):
     `memory_budget` is the bytes of the index this process may hold in memory (the resolved
     Settings.replica_budget_bytes): it chooses between the exact in-memory ranking and LanceDB's."""
 
-    def __init__(self, db_path: Path, dim: int, *, memory_budget: int) -> None:
-        super().__init__(db_path, dim, memory_budget=memory_budget)
+    def __init__(self, db_path: Path, dim: int, *, memory_budget: int, bucket: Bucket | None = None) -> None:
+        super().__init__(db_path, dim, memory_budget=memory_budget, bucket=bucket)
         self.reader = IndexReader(self)
         self.registry = SourceRegistry(self)
         self.writes = IndexWriter(self, on_drop=self.reader.forget)

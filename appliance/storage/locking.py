@@ -1,4 +1,7 @@
-"""The advisory sync lock in DB_PATH: one sync at a time, released by the kernel on death."""
+"""The advisory sync lock in DB_PATH: one sync at a time, released by the kernel on death.
+
+For an index in a bucket the lock file is in this host's state directory, and the bucket's writer
+lease (appliance.storage.bucket) holds the other hosts off as well."""
 from __future__ import annotations
 
 import fcntl
@@ -9,14 +12,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from appliance.config import Bucket
 from appliance.errors import SyncBusy, storage_error
 
 LOCK_FILE = ".sync.lock"
 
 
 @contextmanager
-def sync_lock(db_path: Path) -> Iterator[None]:
-    """Hold the sync lock, or raise SyncBusy naming the holder's pid and age at once.
+def sync_lock(db_path: Path, bucket: Bucket | None = None) -> Iterator[None]:
+    """Hold the sync lock (and `bucket`'s writer lease), or raise SyncBusy naming the holder at once.
 
     A DB_PATH that cannot be written (read-only mount, full disk) is reported by name.
     """
@@ -43,7 +47,13 @@ def sync_lock(db_path: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
             raise (storage_error(exc, f"the index at {db_path}", db_path) or exc) from exc
         try:
-            yield
+            if bucket is None:
+                yield
+            else:
+                from appliance.storage.bucket import writer_lease  # obstore, only for an index in a bucket
+
+                with writer_lease(bucket, str(db_path)):
+                    yield
         finally:
             os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)

@@ -183,11 +183,11 @@ class IndexReader:
         through LanceDB's event loop thread, ~1 ms apiece on a quiet machine and several under load),
         and a commit landing mid-query cannot give its ranking and its sections two versions."""
         try:
-            self.tables.refresh_handles()
+            self.tables.refresh_for_read()
             chunks = self.tables.chunks()
             view = (chunks, None if chunks is None else self._replica_at(chunks, chunks.version))
         except Exception as exc:  # noqa: BLE001 - raised again, as its named error or as it is
-            raise_named(self.tables.db_path, exc)
+            raise_named(self.tables, exc)
         outer = getattr(self._pinned, "view", None)
         self._pinned.view = view
         try:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Concatenate, Literal, NoReturn, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, NoReturn, ParamSpec, Protocol, TypeVar, overload
 
 from appliance.platform.hidden_imports import pandas_hidden
 
@@ -35,9 +35,13 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
     from lancedb.table import Table
 
 from appliance.chunks import Chunk
+from appliance.config import Bucket
 from appliance.errors import CONFLICT_ATTEMPTS, IndexCorrupt, is_commit_conflict, storage_error
 from appliance.platform import native_memory
 from appliance.storage.filters import Filter
+
+if TYPE_CHECKING:
+    from appliance.storage.bucket import SharedObjects
 
 CHUNKS = "chunks"
 SOURCES = "sources"
@@ -179,9 +183,9 @@ def _evolve(table: Table, schema: pa.Schema) -> None:
             table.update(where=f"{f.name} IS NULL", values_sql={f.name: FIELD_DEFAULTS[f.name]})
 
 
-def _open_error(exc: Exception, table: str, db_path: Path) -> Exception:
-    return storage_error(exc, f"the {table} table in {db_path}", db_path) or IndexCorrupt(
-        f"Cannot open the {table} table in {db_path}: {exc}")
+def _open_error(exc: Exception, table: str, tables: Tables) -> Exception:
+    return storage_error(exc, f"the {table} table in {tables.location}", tables.db_path) or IndexCorrupt(
+        f"Cannot open the {table} table in {tables.location}: {exc}")
 
 
 def sql_str(value: str) -> str:
@@ -255,13 +259,14 @@ def guarded(method: PartMethod[_S, _P, _R]) -> PartMethod[_S, _P, _R]:
         try:
             return method(self, *args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - raised again, as its named error or as it is
-            raise_named(self.tables.db_path, exc)
+            raise_named(self.tables, exc)
     return wrapper
 
 
-def raise_named(db_path: Path, exc: Exception) -> NoReturn:
-    """Raise `exc` as its named storage error (disk full, read-only, busy, damaged), or as it is."""
-    named = storage_error(exc, f"the index at {db_path}", db_path)
+def raise_named(tables: Tables, exc: Exception) -> NoReturn:
+    """Raise `exc` as its named storage error (disk full, read-only, busy, damaged, a bucket out of
+    reach), or as it is."""
+    named = storage_error(exc, f"the index at {tables.location}", tables.db_path)
     if named is None or named is exc:
         raise exc
     raise named from exc
@@ -288,7 +293,7 @@ def writes(method: PartMethod[_S, _P, _R]) -> PartMethod[_S, _P, _R]:
                 return method(self, *args, **kwargs)
             except Exception as exc:  # noqa: BLE001 - retried when a lost commit race, else raised again
                 if not is_commit_conflict(exc) or attempt == CONFLICT_ATTEMPTS:
-                    raise_named(tables.db_path, exc)
+                    raise_named(tables, exc)
                 tables.conflicts_retried += 1
                 log.info("%s lost a commit race to another process (attempt %d); retrying", method.__name__, attempt)
                 backoff(attempt)
@@ -301,8 +306,12 @@ def writes(method: PartMethod[_S, _P, _R]) -> PartMethod[_S, _P, _R]:
 class Tables:
     """The open tables of one DB_PATH, its identity, and what its parts share. Safe to share between threads."""
 
-    def __init__(self, db_path: Path, dim: int, *, memory_budget: int) -> None:
+    def __init__(self, db_path: Path, dim: int, *, memory_budget: int, bucket: Bucket | None = None) -> None:
         self.db_path = db_path
+        """The tables' directory; for an index in `bucket`, this host's state directory."""
+        self.bucket = bucket
+        self.location = bucket.uri if bucket else str(db_path)
+        """Where the tables are, as errors name it."""
         self.dim = dim
         self.memory_budget = memory_budget
         """Bytes this process may hold of the index in memory (Settings.replica_budget_bytes): an index
@@ -314,6 +323,8 @@ class Tables:
         self._sources: Table | None = None
         self.conflicts_retried = 0
         """Writes of this process that lost a commit race and were repeated."""
+        self._identity_read: tuple[float, Identity | None] | None = None
+        self._refreshed_at = 0.0
 
     @property
     def tables(self) -> Tables:
@@ -323,13 +334,23 @@ class Tables:
     def connect(self) -> lancedb.DBConnection:
         if self._db is None:
             self.db_path.mkdir(parents=True, exist_ok=True)
-            self._db = lancedb.connect(str(self.db_path),
+            self._db = lancedb.connect(self.location,
+                                       storage_options=self.bucket.storage_options() if self.bucket else None,
                                        read_consistency_interval=timedelta(seconds=READ_CONSISTENCY_S),
                                        session=lancedb.Session(metadata_cache_size_bytes=METADATA_CACHE_BYTES))
         return self._db
 
+    def has_table(self, name: str) -> bool:
+        """Whether the table was ever created: its directory, or (in a bucket) LanceDB's own list."""
+        if self.bucket is None:
+            return (self.db_path / f"{name}.lance").exists()
+        try:
+            return name in self.connect().list_tables().tables
+        except Exception as exc:  # noqa: BLE001 - raised again as its named error (bucket gone, credentials)
+            raise_named(self, exc)
+
     def exists(self) -> bool:
-        return (self.db_path / f"{CHUNKS}.lance").exists()
+        return self.has_table(CHUNKS)
 
     @overload
     def chunks(self, create: Literal[True]) -> Table: ...
@@ -346,7 +367,7 @@ class Tables:
                 try:
                     self._chunks = _open_or_create(db, CHUNKS, chunk_schema(self.dim))
                 except Exception as exc:  # lancedb raises plain errors for damaged datasets
-                    raise _open_error(exc, CHUNKS, self.db_path) from exc
+                    raise _open_error(exc, CHUNKS, self) from exc
             return self._chunks
 
     @overload
@@ -358,12 +379,12 @@ class Tables:
             return self._sources
         with self.lock:
             if self._sources is None:
-                if not create and not (self.db_path / f"{SOURCES}.lance").exists():
+                if not create and not self.has_table(SOURCES):
                     return None
                 try:
                     self._sources = _open_or_create(self.connect(), SOURCES, SOURCE_SCHEMA)
                 except Exception as exc:
-                    raise _open_error(exc, SOURCES, self.db_path) from exc
+                    raise _open_error(exc, SOURCES, self) from exc
             return self._sources
 
     def forget(self) -> None:
@@ -380,21 +401,62 @@ class Tables:
             if table is not None:
                 table.checkout_latest()
 
+    def refresh_for_read(self) -> None:
+        """Before a query: the latest commit. In a bucket every refresh lists each table's versions (a request
+        apiece), so there a query refreshes at most once per READ_CONSISTENCY_S and sees a commit within it."""
+        if self.bucket is not None and time.monotonic() - self._refreshed_at < READ_CONSISTENCY_S:
+            return
+        self.refresh_handles()
+        self._refreshed_at = time.monotonic()
+
     # ---- identity ------------------------------------------------------
+    @property
+    def identity_location(self) -> str:
+        return f"{self.location}/{IDENTITY_FILE}"
+
     @guarded
     def read_identity(self) -> Identity | None:
         path = self.db_path / IDENTITY_FILE
         try:
+            if self.bucket is not None:
+                return self._bucket_identity()
             data = json.loads(path.read_text("utf-8"))
             return Identity(**data)
         except FileNotFoundError:
             return None
         except (ValueError, TypeError) as exc:
-            raise IndexCorrupt(f"{path} is unreadable: {exc}") from exc
+            raise IndexCorrupt(f"{self.identity_location} is unreadable: {exc}") from exc
 
     @guarded
     def write_identity(self, identity: Identity) -> None:
+        if self.bucket is not None:
+            self._shared().write(IDENTITY_FILE, asdict(identity))
+            self._identity_read = None
+            return
         self.db_path.mkdir(parents=True, exist_ok=True)
         tmp = self.db_path / f".{IDENTITY_FILE}.tmp"
         tmp.write_text(json.dumps(asdict(identity), indent=2), "utf-8")
         os.replace(tmp, self.db_path / IDENTITY_FILE)
+
+    def _bucket_identity(self) -> Identity | None:
+        """identity.json from the bucket, read at most once per READ_CONSISTENCY_S (every query checks it,
+        and each read is a request; it changes only when a sync rebuilds the index)."""
+        read = self._identity_read
+        if read is None or time.monotonic() - read[0] > READ_CONSISTENCY_S:
+            found = self._shared().read(IDENTITY_FILE)
+            read = self._identity_read = (time.monotonic(), None if found is None else Identity(**found[0]))
+        return read[1]
+
+    def remove_identity(self) -> None:
+        self._identity_read = None
+        if self.bucket is not None:
+            self._shared().delete(IDENTITY_FILE)
+        else:
+            (self.db_path / IDENTITY_FILE).unlink(missing_ok=True)
+
+    def _shared(self) -> SharedObjects:
+        """identity.json beside the tables in the bucket (obstore, imported for a bucket only)."""
+        from appliance.storage.bucket import SharedObjects
+
+        assert self.bucket is not None
+        return SharedObjects(self.bucket)

@@ -116,7 +116,7 @@ def sync(core: Resources, path: str | Path | None = None, *, full: bool = False,
     """
     if clean and path is not None:
         raise InvalidArgument("--clean rebuilds the whole index; run it without a path")
-    with sync_lock(core.settings.db_path):
+    with sync_lock(core.settings.db_path, core.settings.bucket):
         publisher = SyncProgress(core.settings.db_path, origin, forward=progress)
         try:
             return _sync_locked(core, path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,

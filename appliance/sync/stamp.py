@@ -110,7 +110,7 @@ def replay(settings: Settings) -> RunReport | None:
     if not saved or saved.get("inputs") != inputs_digest(settings):
         return None
     started = time.time()
-    with sync_lock(db_path):
+    with sync_lock(db_path, settings.bucket):
         if index_state(db_path) != saved.get("index"):
             return None
         files = FilesDigest()

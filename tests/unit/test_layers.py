@@ -20,6 +20,7 @@ OWNERS = {
     "onnxruntime": {"models.e5_onnx"},
     "markitdown": {"ingest.convert_markitdown"},
     "markdown_it": {"ingest.markdown_blocks"},
+    "obstore": {"storage.bucket"},  # an index in a bucket: identity.json and the writer lease
     "pypdfium2": {"ingest.convert_pdf", "ingest.ocr"},
     "rapidocr": {"ingest.ocr"},
     "rapidocr_onnxruntime": {"ingest.ocr"},

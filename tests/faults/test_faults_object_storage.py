@@ -1,0 +1,160 @@
+"""Faults of an index in a bucket (DB_PATH=s3://...), against moto's S3 server on loopback: a bucket that does
+not exist, wrong credentials, an endpoint that stops answering mid-sync, a second writer on another host. Every
+CLI output is checked for the credentials.
+
+A bucket quota reached mid-sync is not here: S3 has no quota (MinIO's and Ceph's are admin APIs of their own)
+and moto emulates none; the error it would raise is mapped in tests/unit/test_object_store_errors.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from appliance.config import load_settings
+from appliance.service import Appliance
+from tests.fixtures.s3_server import S3Server, start_s3_server
+
+pytestmark = [pytest.mark.faults, pytest.mark.model]
+
+REPO = Path(__file__).resolve().parents[2]
+MINIRAG = [sys.executable, "-c", "from appliance.adapters.cli import main; main()"]
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    server = start_s3_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _env(s3: S3Server, bucket: str, tmp_path: Path, models_dir: Path, state: str = "state",
+         **extra: str) -> dict[str, str]:
+    docs = tmp_path / "docs"
+    docs.mkdir(exist_ok=True)
+    return {**s3.env(bucket), "BASE_DIR": str(docs), "MODELS_DIR": str(models_dir),
+            "STATE_DIR": str(tmp_path / state), **extra}
+
+
+def _cli(args: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*MINIRAG, *args], env={**os.environ, "PYTHONPATH": str(REPO), **env}, cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _no_secret(s3: S3Server, *outputs: str) -> None:
+    for text in outputs:
+        assert s3.secret_key not in text
+        assert s3.access_key not in text
+        assert "WRONG-SECRET-0123" not in text
+
+
+def _docs(tmp_path: Path, count: int) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir(exist_ok=True)
+    for i in range(count):
+        (docs / f"note{i:03}.md").write_text(f"# Note {i}\n\nThe valve number {i} is checked on day {i}.\n" * 3)
+
+
+def test_a_bucket_that_does_not_exist_is_named_without_credentials(
+        s3: S3Server, tmp_path: Path, models_dir: Path) -> None:
+    _docs(tmp_path, 1)
+    env = _env(s3, "no-such-minirag-bucket", tmp_path, models_dir)
+    run = _cli(["sync"], env)
+    assert run.returncode != 0
+    assert "no-such-minirag-bucket" in run.stderr + run.stdout and "does not exist" in run.stderr + run.stdout
+    status = _cli(["status", "--json"], env)
+    _no_secret(s3, run.stdout, run.stderr, status.stdout, status.stderr)
+
+
+def test_wrong_credentials_are_refused_by_name_and_never_printed(
+        s3: S3Server, tmp_path: Path, models_dir: Path) -> None:
+    s3.create_bucket("minirag-creds")
+    _docs(tmp_path, 1)
+    env = _env(s3, "minirag-creds", tmp_path, models_dir, AWS_SECRET_ACCESS_KEY="WRONG-SECRET-0123")
+    run = _cli(["sync"], env)
+    assert run.returncode != 0
+    text = run.stderr + run.stdout
+    assert "refused the credentials" in text and "s3://minirag-creds/index" in text
+    status = _cli(["status", "--json"], env)
+    _no_secret(s3, run.stdout, run.stderr, status.stdout, status.stderr)
+
+    good = _env(s3, "minirag-creds", tmp_path, models_dir)
+    synced, status = _cli(["sync"], good), _cli(["status", "--json"], good)
+    assert synced.returncode == 0, synced.stderr
+    _no_secret(s3, synced.stdout, synced.stderr, status.stdout, status.stderr)
+    assert json.loads(status.stdout)["config"]["dbPath"] == "s3://minirag-creds/index"
+
+
+def test_an_endpoint_that_stops_answering_fails_the_sync_and_the_next_one_completes(
+        s3: S3Server, tmp_path: Path, models_dir: Path) -> None:
+    s3.create_bucket("minirag-freeze")
+    _docs(tmp_path, 4)
+    env = _env(s3, "minirag-freeze", tmp_path, models_dir)
+    first = _cli(["sync"], env)
+    assert first.returncode == 0, first.stderr
+    _docs(tmp_path, 60)
+    sync = subprocess.Popen([*MINIRAG, "sync"], env={**os.environ, "PYTHONPATH": str(REPO), **env}, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def commits() -> int:
+        return sum("/_versions/" in key for key in s3.keys("minirag-freeze", "index/"))
+
+    before = commits()
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and sync.poll() is None and commits() < before + 3:
+        time.sleep(0.2)  # until this sync has committed files of its own to the bucket
+    assert sync.poll() is None, "the sync ended before the endpoint was stopped"
+    s3.freeze()
+    try:
+        out, err = sync.communicate(timeout=300)
+    finally:
+        s3.thaw()
+    assert sync.returncode != 0
+    assert "did not answer" in out + err and "s3://minirag-freeze/index" in out + err
+    _no_secret(s3, out, err)
+
+    # what a reader sees now is a whole commit: every stored source has all its chunks
+    reader = Appliance(load_settings({**env, "STATE_DIR": str(tmp_path / "reader")}))
+    health = reader.status().index
+    assert health is not None and health.consistency_warning is None
+    assert health.source_count >= 4
+
+    again = _cli(["sync"], env)
+    assert again.returncode == 0, again.stderr
+    assert Appliance(load_settings({**env, "STATE_DIR": str(tmp_path / "reader")})).status().index.source_count == 60
+
+
+HOLDER = """
+import json, sys, time
+from appliance.config import load_settings
+from appliance.storage.bucket import writer_lease
+settings = load_settings(json.loads(sys.argv[1]))
+with writer_lease(settings.bucket, sys.argv[2]):
+    print("holding", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_second_writer_on_another_host_is_refused(s3: S3Server, tmp_path: Path, models_dir: Path) -> None:
+    s3.create_bucket("minirag-lease")
+    _docs(tmp_path, 2)
+    other = _env(s3, "minirag-lease", tmp_path, models_dir, state="other-host")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, json.dumps(other), "/srv/other-host/state"], cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        run = _cli(["sync"], _env(s3, "minirag-lease", tmp_path, models_dir))
+        assert run.returncode != 0
+        text = run.stdout + run.stderr
+        assert "Another sync is writing the index at s3://minirag-lease/index" in text and f"pid {holder.pid}" in text
+        _no_secret(s3, run.stdout, run.stderr)
+    finally:
+        holder.kill()
+        holder.wait()

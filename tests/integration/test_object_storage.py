@@ -1,0 +1,103 @@
+"""An index in a bucket, end to end: a sync into s3://, a query through the MCP in-memory client, and a
+second process (another host's state directory) reading the same bucket sees a new commit within seconds.
+
+The S3 server is moto's, started on loopback by tests/fixtures/s3_server.py (real HTTP, SigV4, conditional puts).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from appliance.config import load_settings
+from appliance.embed import OnnxEmbedder
+from appliance.service import Appliance
+from appliance.sync.stamp import STAMP_FILE
+from tests.fixtures.mcp_calls import ok, serve
+from tests.fixtures.s3_server import S3Server, start_s3_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.model]
+
+REPO = Path(__file__).resolve().parents[2]
+SEEN_WITHIN_S = 15.0
+"""A replica sees a commit at its next read after READ_CONSISTENCY_S; this bounds it on a loaded 2-core box."""
+
+READER = """
+import json, sys, time
+from appliance.config import load_settings
+from appliance.service import Appliance
+from appliance.sync.stamp import STAMP_FILE
+app = Appliance(load_settings(json.loads(sys.argv[1])))
+print("ready", flush=True)
+deadline = time.time() + 240
+while time.time() < deadline:
+    hits = app.search(sys.argv[2], top_k=3).results
+    if any(sys.argv[2] in h.text for h in hits):
+        print("seen", time.time(), flush=True)
+        break
+    time.sleep(0.2)
+"""
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    server = start_s3_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _app(env: dict[str, str], docs: Path, models_dir: Path, state: Path, embedder: OnnxEmbedder | None) -> Appliance:
+    return Appliance(load_settings({**env, "BASE_DIR": str(docs), "MODELS_DIR": str(models_dir),
+                                    "STATE_DIR": str(state)}), embedder=embedder)
+
+
+def test_sync_into_a_bucket_query_over_mcp_and_a_second_host_sees_a_new_commit(
+        s3: S3Server, tmp_path: Path, models_dir: Path, real_embedder: OnnxEmbedder) -> None:
+    s3.create_bucket("minirag-e2e")
+    env = s3.env("minirag-e2e", prefix="team/index")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "espresso.md").write_text("# Descaling\n\nRun citric acid through the espresso machine every month.\n")
+    (docs / "bikes.md").write_text("# Chains\n\nOil the bicycle chain after riding in the rain.\n")
+    writer = _app(env, docs, models_dir, tmp_path / "state-a", real_embedder)
+
+    report = writer.sync()
+    assert report.added == 2 and report.chunks >= 2
+    keys = s3.keys("minirag-e2e", "team/index/")
+    assert "team/index/identity.json" in keys
+    assert any(k.startswith("team/index/chunks.lance/_versions/") for k in keys)
+    assert not list((tmp_path / "state-a").glob("*.lance")), "the tables live in the bucket, not the state dir"
+    assert writer.sync().added == 0  # nothing changed: a local index would leave the no-change stamp now
+    assert not (tmp_path / "state-a" / STAMP_FILE).exists(), "another host may commit: no stamp for a bucket"
+
+    server, _ = serve(tmp_path, real_embedder, **env, BASE_DIR=str(docs), STATE_DIR=str(tmp_path / "s-mcp"))
+    found = ok(server, "query_documents", {"query": "how do I descale the coffee machine", "topK": 3})
+    assert "espresso.md" in json.dumps(found["results"][0])
+    status = ok(server, "status")
+    assert status["index"]["dbPath"] == "s3://minirag-e2e/team/index"
+    assert status["index"]["chunkCount"] == report.chunks
+
+    marker = "zephyrquokka"
+    child_env = {**env, "BASE_DIR": str(docs), "MODELS_DIR": str(models_dir), "STATE_DIR": str(tmp_path / "state-b")}
+    reader = subprocess.Popen([sys.executable, "-c", READER, json.dumps(child_env), marker], cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout is not None
+        assert reader.stdout.readline().strip() == "ready"
+        (docs / "note.md").write_text(f"# Pets\n\nThe {marker} sleeps in the greenhouse.\n")
+        assert writer.sync().added == 1
+        committed = time.time()
+        line = reader.stdout.readline().split()
+        assert line and line[0] == "seen", "the second process never saw the new commit"
+        assert float(line[1]) - committed < SEEN_WITHIN_S
+    finally:
+        reader.kill()
+        reader.wait()
