@@ -103,6 +103,7 @@ def _run_round(job: Round, name: str, batch: IndexBatch, done: int, total: int) 
     report = batch.report
     base = {key: getattr(report, key) for key in COUNTS}
     written: set[str] = set()
+    stored = (0,) * len(COUNTS)  # the child's counts at its last write
     ctx = mp.get_context("spawn")
     ours, theirs = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_child_main, args=(theirs, job), name=f"minirag-sync-{name}", daemon=True)
@@ -125,6 +126,7 @@ def _run_round(job: Round, name: str, batch: IndexBatch, done: int, total: int) 
                         setattr(report, key, base[key] + value)
                     if kind == "wrote":
                         written.update(message[1])
+                        stored = message[2]
                     elif batch.on_file is not None:
                         batch.on_file(done + message[1], total, message[3])
                 else:
@@ -138,6 +140,10 @@ def _run_round(job: Round, name: str, batch: IndexBatch, done: int, total: int) 
     finally:
         stopping.remove_hook(stop)
     if outcome is None:  # died without a word: its unwritten files are reported, the next round goes on
+        for key, value in zip(COUNTS, stored, strict=True):
+            setattr(report, key, base[key] + value)
+        report.added = base["added"] + sum(1 for sid in written if sid not in job.known)
+        report.updated = base["updated"] + sum(1 for sid in written if sid in job.known)
         why = (f"the indexing process of {name} (pid {child.pid}) ended with exit code {child.exitcode} "
                "before this file was written; the next sync indexes it again")
         report.failed.extend(FileProblem(str(f.path), ROUND_DIED, why) for f, _ in job.todo
