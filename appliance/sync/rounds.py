@@ -4,28 +4,32 @@ sync's memory does not grow with the files it has seen.
 A first sync's RSS rose by ~2-5 KB for every file indexed, outside the appliance's live Python objects
 and mostly outside LanceDB's writes (docs/BENCHMARKS.md): native memory that no cache setting or
 malloc_trim gave back. Whatever holds it, it goes back to the system with the process: each round
-converts, cuts, embeds and writes its files in a fresh child (the `spawn` context: this process holds
-LanceDB's and onnxruntime's threads, which `fork` would copy in a broken state), commits them, folds
-them into the indexes when due and exits; the next round starts from a fresh process.
+converts, cuts, embeds and writes its files in a fresh child, commits them and reports; then, while
+the next round's child already writes, it folds its rows into the indexes (when due) and exits. The
+children are forked from a fork server that imported the indexing code once (`forkserver`: this
+process holds LanceDB's and onnxruntime's threads, which a plain `fork` would copy in a broken state).
 
 This process keeps the sync lock, the plan (what each file needs) and the report: a child reports its
 progress, each write, and at the end its tally, over a pipe. A child that dies without reporting (killed,
 out of memory, a crash in native code) costs the files of its round not yet written: they are reported
 as failed, named, and the next sync indexes them again, while the next round goes on. An error the
 child raises (a full disk, a damaged index) ends the sync as it would in one process. A stop or a
-cancel of this sync stops the child the same way (SIGTERM: its write in flight finishes).
+cancel of this sync stops the children the same way (SIGTERM: a write in flight finishes).
 """
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import multiprocessing as mp
 import os
 import pickle
 import signal
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +48,7 @@ ROUND_DIED = "indexing_process_died"
 COUNTS = ("added", "updated", "chunks", "embedded", "reused", "files_stored", "chunks_cut")
 """What a round counts that the sync's report adds up (its lists: `failed`)."""
 PR_SET_PDEATHSIG = 1
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,8 @@ class RoundsIndexer:
 
     def __init__(self, round_files: int) -> None:
         self.round_files = round_files
+        self._children: list[BaseProcess] = []
+        """The children alive: the round's, and the one before it while it folds its rows."""
 
     def index(self, batch: IndexBatch) -> None:
         if self.round_files <= 0 or len(batch.todo) <= self.round_files:
@@ -88,35 +95,53 @@ class RoundsIndexer:
             return
         rounds = split(batch.todo, batch.members, self.round_files)
         done = 0
-        for number, todo in enumerate(rounds, start=1):
-            stopping.check()
-            job = Round(batch.core.settings, batch.core.embedder, todo,
-                        {f.path: batch.members[f.path] for f, _ in todo if f.path in batch.members},
-                        {str(f.path): batch.known[str(f.path)] for f, _ in todo if str(f.path) in batch.known},
-                        batch.reuse)
-            _run_round(job, f"round {number} of {len(rounds)}", batch, done, len(batch.todo))
-            done += len(todo)
+        stopping.add_hook(self._stop)
+        try:
+            for number, todo in enumerate(rounds, start=1):
+                stopping.check()
+                job = Round(batch.core.settings, batch.core.embedder, todo,
+                            {f.path: batch.members[f.path] for f, _ in todo if f.path in batch.members},
+                            {str(f.path): batch.known[str(f.path)] for f, _ in todo if str(f.path) in batch.known},
+                            batch.reuse)
+                self._run_round(job, f"round {number} of {len(rounds)}", batch, done, len(batch.todo))
+                done += len(todo)
+            self._join(keep=0)
+        except BaseException:
+            self._stop()
+            self._join(keep=0)
+            raise
+        finally:
+            stopping.remove_hook(self._stop)
 
+    def _stop(self) -> None:
+        """A stop hook (on a thread of its own): each child stops as a sync stops, its write in flight done."""
+        for child in list(self._children):
+            with contextlib.suppress(OSError, ValueError):
+                if child.pid is not None and child.is_alive():
+                    os.kill(child.pid, signal.SIGTERM)
 
-def _run_round(job: Round, name: str, batch: IndexBatch, done: int, total: int) -> None:
-    """One round in a child process: its progress and tally folded into `batch.report` as they come."""
-    report = batch.report
-    base = {key: getattr(report, key) for key in COUNTS}
-    written: set[str] = set()
-    stored = (0,) * len(COUNTS)  # the child's counts at its last write
-    ctx = mp.get_context("spawn")
-    ours, theirs = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child_main, args=(theirs, job), name=f"minirag-sync-{name}", daemon=True)
-    child.start()
-    theirs.close()
+    def _join(self, keep: int) -> None:
+        """Wait for the children but the last `keep` (a child ends by folding its rows, beside the next round)."""
+        while len(self._children) > keep:
+            child = self._children.pop(0)
+            child.join()
+            if child.exitcode:
+                log.warning("%s ended with exit code %s after its round was written (its fold is left to the "
+                            "next one)", child.name, child.exitcode)
 
-    def stop() -> None:  # a stop hook: runs on a thread of its own
-        with contextlib.suppress(OSError):
-            if child.pid is not None:
-                os.kill(child.pid, signal.SIGTERM)
-
-    stopping.add_hook(stop)
-    try:
+    def _run_round(self, job: Round, name: str, batch: IndexBatch, done: int, total: int) -> None:
+        """One round in a child process: its progress and tally folded into `batch.report` as they come."""
+        report = batch.report
+        base = {key: getattr(report, key) for key in COUNTS}
+        written: set[str] = set()
+        stored = (0,) * len(COUNTS)  # the child's counts at its last write
+        ctx = _context()
+        ours, theirs = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_child_main, args=(theirs, job), name=f"minirag-sync {name}", daemon=True)
+        self._join(keep=1)  # at most the previous round's child is still folding
+        child.start()
+        self._children.append(child)
+        theirs.close()
         outcome = None
         with ours:
             for message in _messages(ours, child):
@@ -132,32 +157,40 @@ def _run_round(job: Round, name: str, batch: IndexBatch, done: int, total: int) 
                 else:
                     outcome = message
                     break
-        child.join()
-    except BaseException:
-        stop()
-        child.join()
-        raise
-    finally:
-        stopping.remove_hook(stop)
-    if outcome is None:  # died without a word: its unwritten files are reported, the next round goes on
-        for key, value in zip(COUNTS, stored, strict=True):
-            setattr(report, key, base[key] + value)
-        report.added = base["added"] + sum(1 for sid in written if sid not in job.known)
-        report.updated = base["updated"] + sum(1 for sid in written if sid in job.known)
-        why = (f"the indexing process of {name} (pid {child.pid}) ended with exit code {child.exitcode} "
-               "before this file was written; the next sync indexes it again")
-        report.failed.extend(FileProblem(str(f.path), ROUND_DIED, why) for f, _ in job.todo
-                             if str(f.path) not in written)
-        return
-    kind, payload = outcome
-    if kind == "error":
-        raise payload
-    if kind == "stopped":
-        raise stopping.stopped_error() if stopping.requested() else stopping.Stopped(payload)
-    tally: Tally = payload
-    for key in COUNTS:
-        setattr(report, key, base[key] + getattr(tally, key))
-    report.failed.extend(tally.failed)
+        if outcome is None:  # died without a word: its unwritten files are reported, the next round goes on
+            child.join()
+            for key, value in zip(COUNTS, stored, strict=True):
+                setattr(report, key, base[key] + value)
+            report.added = base["added"] + sum(1 for sid in written if sid not in job.known)
+            report.updated = base["updated"] + sum(1 for sid in written if sid in job.known)
+            why = (f"the indexing process of {name} (pid {child.pid}) ended with exit code {child.exitcode} "
+                   "before this file was written; the next sync indexes it again")
+            report.failed.extend(FileProblem(str(f.path), ROUND_DIED, why) for f, _ in job.todo
+                                 if str(f.path) not in written)
+            return
+        kind, payload = outcome
+        if kind == "error":
+            raise payload
+        if kind == "stopped":
+            raise stopping.stopped_error() if stopping.requested() else stopping.Stopped(payload)
+        tally: Tally = payload
+        for key in COUNTS:
+            setattr(report, key, base[key] + getattr(tally, key))
+        report.failed.extend(tally.failed)
+
+
+warnings.filterwarnings("ignore", message="lancedb fork support is experimental", category=RuntimeWarning)
+"""LanceDB resets its runtime in a forked child and warns that a fork in the middle of one of its operations
+could deadlock; the fork server (below) imports LanceDB but never runs an operation."""
+
+
+def _context() -> Any:
+    """Children forked from a fork server that imported this module once: a round starts in a fraction of a
+    second instead of the 5-15 s of a fresh interpreter's imports (2 busy cores; LanceDB's alone 5 s). The
+    server never opens a table or runs the model, so no operation is in flight when it forks."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__, "appliance.core"])
+    return ctx
 
 
 def _messages(conn: Connection, child: Any) -> Iterator[tuple[Any, ...]]:
@@ -208,12 +241,15 @@ def _child_main(conn: Connection, job: Round) -> None:
                             embedding(core, tally, reuse=job.reuse), job.reuse)
         batch.conn = conn
         LocalIndexer().index(batch)
-        core.index.writes.refresh_indexes()  # fold this round's rows when due, before the process goes
         conn.send(("done", tally))
+        conn.close()
+        core.index.writes.refresh_indexes()  # fold the round's rows (when due) beside the next round's writes
     except stopping.Stopped as exc:
-        conn.send(("stopped", str(exc)))
+        with contextlib.suppress(OSError):
+            conn.send(("stopped", str(exc)))
     except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it
-        conn.send(("error", _sendable(exc)))
+        with contextlib.suppress(OSError):
+            conn.send(("error", _sendable(exc)))
     finally:
         conn.close()
 
