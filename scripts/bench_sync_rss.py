@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """A sync's memory against the number of files it has seen: RSS at each tenth of a first sync of N
-short files, and the peak, in a process of its own for each N. RSS is the syncing process's plus its
-children's (a long sync indexes in rounds in child processes: appliance/sync/rounds.py), sampled every
-0.25 s for the peak; `own_rss_mb_per_tenth` is the syncing process alone.
+short files, and the peak, in a process of its own for each N. The memory is the syncing process's plus
+its children's (a long sync indexes in rounds in child processes forked from a fork server:
+appliance/sync/rounds.py), each process's proportional set size (PSS: a page shared by k processes
+counts 1/k in each, so the fork server's pages count once), sampled every 0.25 s for the peak;
+`own_rss_mb_per_tenth` is the syncing process's RSS alone. In a single process PSS and RSS differ by its
+few shared pages.
 
 Usage: bench_sync_rss.py [--files 10000,100000] [--json]
 
@@ -41,8 +44,17 @@ def rss_mb(pid="self"):
         pass
     return 0.0
 
+def pss_mb(pid="self"):
+    try:
+        for line in open(f"/proc/{{pid}}/smaps_rollup"):
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
 def tree_mb():
-    return rss_mb() + sum(rss_mb(p) for p in descendants(os.getpid()))
+    return pss_mb() + sum(pss_mb(p) for p in descendants(os.getpid()))
 
 docs, index = Path(sys.argv[1]), Path(sys.argv[2])
 tenths, own, peak, done = [], [], [0.0], threading.Event()
@@ -62,7 +74,8 @@ report = sync_app(docs, index).sync(progress=progress)
 done.set()
 print(json.dumps({{"files": report.seen, "added": report.added, "seconds": round(time.perf_counter() - started, 1),
                   "rss_mb_per_tenth": tenths, "own_rss_mb_per_tenth": own, "rss_mb_end": round(rss_mb(), 1),
-                  "peak_rss_mb": round(max(peak[0], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024), 1)}}))
+                  "peak_rss_mb": round(peak[0], 1),
+                  "own_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}}))
 """
 
 

@@ -121,17 +121,9 @@ def sync(core: Resources, path: str | Path | None = None, *, full: bool = False,
         try:
             return _sync_locked(core, path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
                                 forget_roots=forget_roots, allow_deletions=allow_deletions, publisher=publisher,
-                                indexer=indexer or default_indexer(core))
+                                indexer=indexer or LocalIndexer())
         finally:
             publisher.close()
-
-
-def default_indexer(core: Resources) -> Indexer:
-    """A sync's own indexer: rounds of SYNC_ROUND_FILES files in child processes (sync.rounds), or
-    everything in this process when that setting is 0."""
-    from appliance.sync.rounds import RoundsIndexer  # it builds on this module
-
-    return RoundsIndexer(core.settings.sync_round_files)
 
 
 def _sync_locked(core: Resources, path: str | Path | None, *, full: bool, clean: bool, discard_unrecoverable: bool,

@@ -4,8 +4,8 @@ sync's memory does not grow with the files it has seen.
 A first sync's RSS rose by ~2-5 KB for every file indexed, outside the appliance's live Python objects
 and mostly outside LanceDB's writes (docs/BENCHMARKS.md): native memory that no cache setting or
 malloc_trim gave back. Whatever holds it, it goes back to the system with the process: each round
-converts, cuts, embeds and writes its files in a fresh child, commits them and reports; then, while
-the next round's child already writes, it folds its rows into the indexes (when due) and exits. The
+converts, cuts, embeds and writes its files in a fresh child, commits them, reports and exits; the
+next round's child folds those rows into the indexes on a thread beside its own writes (`_fold`). The
 children are forked from a fork server that imported the indexing code once (`forkserver`: this
 process holds LanceDB's and onnxruntime's threads, which a plain `fork` would copy in a broken state).
 
@@ -25,6 +25,7 @@ import multiprocessing as mp
 import os
 import pickle
 import signal
+import threading
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -62,6 +63,8 @@ class Round:
     members: dict[Path, Member]
     known: dict[str, SourceRow]
     reuse: bool
+    fold_first: bool
+    """Fold what the previous round wrote into the indexes, on a thread beside this round's work."""
 
 
 def split(todo: list[tuple[FoundFile, str]], members: dict[Path, Member],
@@ -80,6 +83,12 @@ def split(todo: list[tuple[FoundFile, str]], members: dict[Path, Member],
     return [r for r in rounds if r]
 
 
+def default_indexer(settings: Settings) -> RoundsIndexer:
+    """A sync's indexer on this machine: rounds of SYNC_ROUND_FILES files in child processes, or everything
+    in the syncing process when that setting is 0 or the files are fewer."""
+    return RoundsIndexer(settings.sync_round_files)
+
+
 class RoundsIndexer:
     """Indexes a batch of more than `round_files` files in rounds, each in a child process (the module);
     a smaller batch in this process (LocalIndexer)."""
@@ -87,7 +96,7 @@ class RoundsIndexer:
     def __init__(self, round_files: int) -> None:
         self.round_files = round_files
         self._children: list[BaseProcess] = []
-        """The children alive: the round's, and the one before it while it folds its rows."""
+        """The round's child (and, as it exits, the one before it)."""
 
     def index(self, batch: IndexBatch) -> None:
         if self.round_files <= 0 or len(batch.todo) <= self.round_files:
@@ -102,7 +111,7 @@ class RoundsIndexer:
                 job = Round(batch.core.settings, batch.core.embedder, todo,
                             {f.path: batch.members[f.path] for f, _ in todo if f.path in batch.members},
                             {str(f.path): batch.known[str(f.path)] for f, _ in todo if str(f.path) in batch.known},
-                            batch.reuse)
+                            batch.reuse, fold_first=number > 1)
                 self._run_round(job, f"round {number} of {len(rounds)}", batch, done, len(batch.todo))
                 done += len(todo)
             self._join(keep=0)
@@ -121,13 +130,12 @@ class RoundsIndexer:
                     os.kill(child.pid, signal.SIGTERM)
 
     def _join(self, keep: int) -> None:
-        """Wait for the children but the last `keep` (a child ends by folding its rows, beside the next round)."""
+        """Wait for the children but the last `keep`."""
         while len(self._children) > keep:
             child = self._children.pop(0)
             child.join()
             if child.exitcode:
-                log.warning("%s ended with exit code %s after its round was written (its fold is left to the "
-                            "next one)", child.name, child.exitcode)
+                log.warning("%s ended with exit code %s after its round was written", child.name, child.exitcode)
 
     def _run_round(self, job: Round, name: str, batch: IndexBatch, done: int, total: int) -> None:
         """One round in a child process: its progress and tally folded into `batch.report` as they come."""
@@ -138,7 +146,7 @@ class RoundsIndexer:
         ctx = _context()
         ours, theirs = ctx.Pipe(duplex=False)
         child = ctx.Process(target=_child_main, args=(theirs, job), name=f"minirag-sync {name}", daemon=True)
-        self._join(keep=1)  # at most the previous round's child is still folding
+        self._join(keep=0)  # the previous round's child, which exits once it reported
         child.start()
         self._children.append(child)
         theirs.close()
@@ -240,10 +248,13 @@ def _child_main(conn: Connection, job: Round) -> None:
         batch = _RoundBatch(core, job.todo, job.members, job.known, tally, on_file,
                             embedding(core, tally, reuse=job.reuse), job.reuse)
         batch.conn = conn
+        fold = threading.Thread(target=_fold, args=(core,), name="sync-fold", daemon=True)
+        if job.fold_first:
+            fold.start()
         LocalIndexer().index(batch)
+        if job.fold_first:
+            fold.join()
         conn.send(("done", tally))
-        conn.close()
-        core.index.writes.refresh_indexes()  # fold the round's rows (when due) beside the next round's writes
     except stopping.Stopped as exc:
         with contextlib.suppress(OSError):
             conn.send(("stopped", str(exc)))
@@ -252,6 +263,19 @@ def _child_main(conn: Connection, job: Round) -> None:
             conn.send(("error", _sendable(exc)))
     finally:
         conn.close()
+
+
+def _fold(core: Any) -> None:
+    """Fold the rows the rounds before wrote into the indexes (when due). It holds the index's write lock, so
+    this round's writer waits meanwhile while its model embeds ahead (EMBED_AHEAD_CHUNKS): the fold costs
+    the round no pause, and it runs in a fresh process, so what it allocates leaves with the round. A failed
+    fold is left to the next one (every round and the sync's end fold what is due)."""
+    try:
+        core.index.writes.refresh_indexes()
+    except stopping.Stopped:
+        pass
+    except Exception:
+        log.warning("folding the rows of the rounds before failed; left to the next fold", exc_info=True)
 
 
 def _sendable(exc: Exception) -> Exception:
