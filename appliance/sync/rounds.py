@@ -215,15 +215,27 @@ def _messages(conn: Connection, child: Any) -> Iterator[tuple[Any, ...]]:
 
 
 # ---- the child ---------------------------------------------------------------------------------
+class _Sender:
+    """The child's end of the pipe: the writer thread and the main thread both send, one message at a time."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._lock = threading.Lock()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        with self._lock:
+            self.conn.send(message)
+
+
 class _RoundBatch(IndexBatch):
     """The round's batch: each write is also reported to the parent."""
 
-    conn: Connection | None = None
+    sender: _Sender | None = None
 
     def write(self, works: list[Work]) -> None:
         super().write(works)
-        if self.conn is not None:
-            self.conn.send(("wrote", [s.source_id for w in works for s in w.sources], _counts(self.report)))
+        if self.sender is not None:
+            self.sender.send(("wrote", [s.source_id for w in works for s in w.sources], _counts(self.report)))
 
 
 def _counts(tally: Tally) -> tuple[int, ...]:
@@ -239,28 +251,29 @@ def _child_main(conn: Connection, job: Round) -> None:
     from appliance.core import Resources
 
     tally = Tally()
+    sender = _Sender(conn)
     try:
         core = Resources(job.settings, embedder=job.embedder)
 
         def on_file(converted: int, _total: int, path: str) -> None:
-            conn.send(("progress", converted, _counts(tally), path))
+            sender.send(("progress", converted, _counts(tally), path))
 
         batch = _RoundBatch(core, job.todo, job.members, job.known, tally, on_file,
                             embedding(core, tally, reuse=job.reuse), job.reuse)
-        batch.conn = conn
+        batch.sender = sender
         fold = threading.Thread(target=_fold, args=(core,), name="sync-fold", daemon=True)
         if job.fold_first:
             fold.start()
         LocalIndexer().index(batch)
         if job.fold_first:
             fold.join()
-        conn.send(("done", tally))
+        sender.send(("done", tally))
     except stopping.Stopped as exc:
         with contextlib.suppress(OSError):
-            conn.send(("stopped", str(exc)))
+            sender.send(("stopped", str(exc)))
     except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it
         with contextlib.suppress(OSError):
-            conn.send(("error", _sendable(exc)))
+            sender.send(("error", _sendable(exc)))
     finally:
         conn.close()
 

@@ -15,7 +15,7 @@ from appliance.embed import OnnxEmbedder
 from appliance.ingest.discover import FoundFile
 from appliance.ingest.snapshots import Member
 from appliance.service import Appliance
-from appliance.sync.rounds import ROUND_DIED, split
+from appliance.sync.rounds import ROUND_DIED, _Sender, split
 from scripts.faults_crash import generated_text
 
 FILES = 36
@@ -55,6 +55,29 @@ def test_split_keeps_order_and_snapshot_sequences_whole() -> None:
     assert [len(r) for r in rounds] == [3, 4, 3, 2] and sum(len(r) for r in rounds) == 12
     holding = [n for n, r in enumerate(rounds) if any(f.path in members for f, _ in r)]
     assert len(holding) == 1  # the sequence's four files are in one round
+
+
+def test_a_round_reports_from_two_threads_without_mixing_its_messages() -> None:
+    """The child's writer thread and main thread both report over one pipe (a sync of 30,000 files failed
+    with `invalid load key` when two sends interleaved)."""
+    import multiprocessing as mp
+
+    ours, theirs = mp.get_context("spawn").Pipe(duplex=False)
+    sender = _Sender(theirs)
+    got: list[tuple[str, int, bytes]] = []
+    reader = threading.Thread(target=lambda: got.extend(ours.recv() for _ in range(400)))
+    reader.start()
+    writers = [threading.Thread(target=lambda n=n: [sender.send((f"t{n}", i, bytes([n]) * 70_000)) for i in range(100)])
+               for n in range(4)]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    reader.join(timeout=60)
+    assert len(got) == 400
+    for name, _i, blob in got:
+        assert blob == bytes([int(name[1:])]) * 70_000
+    assert sorted((name, i) for name, i, _ in got) == sorted((f"t{n}", i) for n in range(4) for i in range(100))
 
 
 @pytest.mark.slow
