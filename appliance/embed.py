@@ -156,6 +156,12 @@ class OnnxEmbedder:
         self._model: TextEmbedding | None = None
         self._window: int | None = None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as how to build it (a sync's round rebuilds it in its child process): the model
+        loads there, at first use."""
+        return (type(self), (self.spec, self.models_dir, self.threads),
+                {"token_budget": self.token_budget, "max_batch": self.max_batch})
+
     @property
     def dim(self) -> int:
         return self.spec.dim

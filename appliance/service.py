@@ -38,6 +38,7 @@ from appliance.search import hybrid as searching
 from appliance.storage.locking import lock_holder
 from appliance.sync import indexing
 from appliance.sync.indexing import Indexer, Progress
+from appliance.sync.rounds import default_indexer
 from appliance.sync.state import read_last_sync, running_sync
 
 if TYPE_CHECKING:
@@ -86,11 +87,12 @@ class Appliance:
              discard_unrecoverable: bool = False, forget_roots: bool = False, allow_deletions: bool = False,
              progress: Progress | None = None, origin: str = "cli", indexer: Indexer | None = None) -> RunReport:
         """Make the index equal to the files on disk (under `path`, when given), here, with `indexer`
-        (default: this process's); a root that looks unmounted keeps its files unless `allow_deletions`
-        (indexing.sync). Adapters go through appliance.sync.runner, which picks how a sync runs."""
+        (default: this machine's, in rounds of child processes for many files: sync.rounds); a root that
+        looks unmounted keeps its files unless `allow_deletions` (indexing.sync). Adapters go through
+        appliance.sync.runner, which picks how a sync runs."""
         return indexing.sync(self.resources, path, full=full, clean=clean, discard_unrecoverable=discard_unrecoverable,
                              forget_roots=forget_roots, allow_deletions=allow_deletions, progress=progress,
-                             origin=origin, indexer=indexer)
+                             origin=origin, indexer=indexer or default_indexer(self.settings))
 
     def ingest_data(self, source_id: str, content: str, fmt: str = "markdown", *,
                     title: str | None = None) -> RunReport:

@@ -325,18 +325,16 @@ def sync_app(docs: Path, index: Path) -> Any:
 
 
 class WriteClock:
-    """Records (seconds, sources written so far) after every `replace_sources` of an index."""
+    """Records (seconds, files written so far) from a sync's progress: the writes may happen in child
+    processes (appliance/sync/rounds.py), so the files the sync reports stored are what is counted."""
 
-    def __init__(self, index: Index) -> None:
+    def __init__(self) -> None:
         self.marks: list[tuple[float, int]] = []
-        real = index.writes.replace_sources
 
-        def replace_sources(sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
-            real(sources, rows)
-            done = (self.marks[-1][1] if self.marks else 0) + len(sources)
+    def progress(self, phase: str, done: int, total: int, path: str) -> None:
+        """The sync's progress callback."""
+        if phase == "indexing" and done and (not self.marks or done > self.marks[-1][1]):
             self.marks.append((time.perf_counter(), done))
-
-        index.writes.replace_sources = replace_sources  # type: ignore[method-assign]
 
     def tenths(self, total: int) -> list[float]:
         """Files/s in each tenth of the files, timed from the first write."""
@@ -354,9 +352,9 @@ def sync_files(count: int, work: Path, corpus: Corpus, log: Any) -> dict[str, An
     docs, index = work / f"files-{count}" / "docs", work / f"files-{count}" / "index"
     write_files(docs, count, corpus)
     app = sync_app(docs, index)
-    clock = WriteClock(app.index)
+    clock = WriteClock()
     started = time.perf_counter()
-    report = app.sync()
+    report = app.sync(progress=clock.progress)
     first_s = time.perf_counter() - started
     assert report.ok and report.added == count, (report.added, report.failed[:3])
     log(f"  first sync of {count:,} files: {first_s:.1f} s ({report.chunks:,} chunks); per tenth "
@@ -381,12 +379,12 @@ def flat(count: int, work: Path, corpus: Corpus, profile: Path | None, log: Any)
     docs, index = work / "flat" / "docs", work / "flat" / "index"
     write_files(docs, count, corpus)
     app = sync_app(docs, index)
-    clock = WriteClock(app.index)
+    clock = WriteClock()
     profiler = cProfile.Profile() if profile else None
     started = time.perf_counter()
     if profiler:
         profiler.enable()
-    report = app.sync()
+    report = app.sync(progress=clock.progress)
     if profiler and profile:
         profiler.disable()
         profiler.dump_stats(str(profile))

@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """A sync's memory against the number of files it has seen: RSS at each tenth of a first sync of N
-short files, and the peak, in a process of its own for each N.
+short files, and the peak, in a process of its own for each N. The memory is the syncing process's plus
+its children's (a long sync indexes in rounds in child processes forked from a fork server:
+appliance/sync/rounds.py), each process's proportional set size (PSS: a page shared by k processes
+counts 1/k in each, so the fork server's pages count once), sampled every 0.25 s for the peak;
+`own_rss_mb_per_tenth` is the syncing process's RSS alone. In a single process PSS and RSS differ by its
+few shared pages.
 
 Usage: bench_sync_rss.py [--files 10000,100000] [--json]
 
@@ -24,29 +29,53 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 
 CHILD = """
-import json, resource, sys, time
+import json, os, resource, sys, threading, time
 sys.path[:0] = [{scripts!r}, {root!r}]
 from pathlib import Path
 from bench_scale import sync_app
+from faults_crash import descendants
 
-def rss_mb():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
+def rss_mb(pid="self"):
+    try:
+        for line in open(f"/proc/{{pid}}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return 0.0
 
+def pss_mb(pid="self"):
+    try:
+        for line in open(f"/proc/{{pid}}/smaps_rollup"):
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+def tree_mb():
+    return pss_mb() + sum(pss_mb(p) for p in descendants(os.getpid()))
+
 docs, index = Path(sys.argv[1]), Path(sys.argv[2])
-tenths, total = [], []
+tenths, own, peak, done = [], [], [0.0], threading.Event()
 
-def progress(phase, done, count, path):
-    if phase == "indexing" and count and done * 10 >= (len(tenths) + 1) * count:
-        tenths.append(round(rss_mb(), 1))
+def sample():
+    while not done.wait(0.25):
+        peak[0] = max(peak[0], tree_mb())
 
+def progress(phase, done_, count, path):
+    if phase == "indexing" and count and done_ * 10 >= (len(tenths) + 1) * count:
+        tenths.append(round(tree_mb(), 1))
+        own.append(round(rss_mb(), 1))
+
+threading.Thread(target=sample, daemon=True).start()
 started = time.perf_counter()
 report = sync_app(docs, index).sync(progress=progress)
+done.set()
 print(json.dumps({{"files": report.seen, "added": report.added, "seconds": round(time.perf_counter() - started, 1),
-                  "rss_mb_per_tenth": tenths, "rss_mb_end": round(rss_mb(), 1),
-                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}}))
+                  "rss_mb_per_tenth": tenths, "own_rss_mb_per_tenth": own, "rss_mb_end": round(rss_mb(), 1),
+                  "peak_rss_mb": round(peak[0], 1),
+                  "own_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}}))
 """
 
 

@@ -129,9 +129,9 @@ def run(settings: Settings, request: SyncRequest, caller: Caller, open_service: 
 def _indexer(service: SyncService, address: str | None) -> Iterator[Indexer]:
     """This process's indexer, or a RayIndexer connected to `address` for the sync."""
     if not address:
-        from appliance.sync.indexing import LocalIndexer  # with the service: LanceDB is loaded by now
+        from appliance.sync.rounds import default_indexer  # with the service: LanceDB is loaded by now
 
-        yield LocalIndexer()
+        yield default_indexer(service.settings)
         return
     from appliance.cluster.driver import ray_indexer  # the optional [cluster] extra, imported only when asked for
 

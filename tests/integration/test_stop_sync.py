@@ -106,6 +106,23 @@ def test_sigterm_stops_minirag_sync_during_a_slow_conversion(lab: dict[str, str]
     _finish_and_check(dict(os.environ, **lab))
 
 
+def test_sigterm_stops_minirag_sync_in_rounds_during_a_slow_conversion(lab: dict[str, str],
+                                                                      slow_conversions: dict[str, str]) -> None:
+    """The same stop when the sync indexes in rounds of child processes (sync.rounds): the slow file is in
+    the second round; the round's process, its conversion worker and the fork server all end."""
+    env = slow_conversions | lab | {"PYTHONPATH": slow_conversions["PYTHONPATH"], "SYNC_ROUND_FILES": "100"}
+    proc = _start(["sync", "--json"], env)
+    _wait_for_a_write(proc, Path(lab["DB_PATH"]))
+    deadline = time.monotonic() + 600
+    while len(descendants(proc.pid)) < 3 and time.monotonic() < deadline:  # the round's child, its worker
+        time.sleep(0.2)
+    elapsed, code, left = _stop(proc, lambda: proc.send_signal(signal.SIGTERM))
+    assert code == 128 + signal.SIGTERM
+    assert b"sync stopped" in proc.stderr.read()
+    assert elapsed < STOP_BOUND_S and not left
+    _finish_and_check(dict(os.environ, **lab))
+
+
 def test_sigterm_stops_the_scheduler_during_a_sync(lab: dict[str, str]) -> None:
     env = dict(os.environ, **lab, SYNC_INTERVAL="3600")
     proc = _start(["scheduler"], env)

@@ -1,0 +1,300 @@
+"""A long sync's indexing in rounds of SYNC_ROUND_FILES files, each in a child process of its own, so the
+sync's memory does not grow with the files it has seen.
+
+A first sync's RSS rose by ~2-5 KB for every file indexed, outside the appliance's live Python objects
+and mostly outside LanceDB's writes (docs/BENCHMARKS.md): native memory that no cache setting or
+malloc_trim gave back. Whatever holds it, it goes back to the system with the process: each round
+converts, cuts, embeds and writes its files in a fresh child, commits them, reports and exits; the
+next round's child folds those rows into the indexes on a thread beside its own writes (`_fold`). The
+children are forked from a fork server that imported the indexing code once (`forkserver`: this
+process holds LanceDB's and onnxruntime's threads, which a plain `fork` would copy in a broken state).
+
+This process keeps the sync lock, the plan (what each file needs) and the report: a child reports its
+progress, each write, and at the end its tally, over a pipe. A child that dies without reporting (killed,
+out of memory, a crash in native code) costs the files of its round not yet written: they are reported
+as failed, named, and the next sync indexes them again, while the next round goes on. An error the
+child raises (a full disk, a damaged index) ends the sync as it would in one process. A stop or a
+cancel of this sync stops the children the same way (SIGTERM: a write in flight finishes).
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import threading
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+from appliance.config import Settings
+from appliance.embed import Embedder
+from appliance.ingest.discover import FoundFile
+from appliance.ingest.snapshots import Member
+from appliance.platform import stopping
+from appliance.results import FileProblem, Tally
+from appliance.storage.tables import SourceRow
+from appliance.sync.indexing import IndexBatch, LocalIndexer, embedding
+from appliance.sync.pipeline import TICK_S, Work
+
+ROUND_DIED = "indexing_process_died"
+"""The code of a file whose round's process ended before writing it (the next sync indexes it)."""
+COUNTS = ("added", "updated", "chunks", "embedded", "reused", "files_stored", "chunks_cut")
+"""What a round counts that the sync's report adds up (its lists: `failed`)."""
+PR_SET_PDEATHSIG = 1
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one child indexes: its files in path order, the snapshot members among them, what the index
+    held for them, and how to embed (the parent's model, rebuilt in the child; `reuse` of stored vectors)."""
+
+    settings: Settings
+    embedder: Embedder | None
+    todo: list[tuple[FoundFile, str]]
+    members: dict[Path, Member]
+    known: dict[str, SourceRow]
+    reuse: bool
+    fold_first: bool
+    """Fold what the previous round wrote into the indexes, on a thread beside this round's work."""
+
+
+def split(todo: list[tuple[FoundFile, str]], members: dict[Path, Member],
+          size: int) -> list[list[tuple[FoundFile, str]]]:
+    """`todo` in rounds of about `size` files, in order; a dated snapshot sequence stays in one round
+    (its members are written as one unit), so a round may be larger."""
+    units: dict[str, list[tuple[FoundFile, str]]] = {}
+    for item in todo:
+        member = members.get(item[0].path)
+        units.setdefault(member.group if member else f"\0{item[0].path}", []).append(item)
+    rounds: list[list[tuple[FoundFile, str]]] = [[]]
+    for unit in units.values():
+        if rounds[-1] and len(rounds[-1]) + len(unit) > size:
+            rounds.append([])
+        rounds[-1].extend(unit)
+    return [r for r in rounds if r]
+
+
+def default_indexer(settings: Settings) -> RoundsIndexer:
+    """A sync's indexer on this machine: rounds of SYNC_ROUND_FILES files in child processes, or everything
+    in the syncing process when that setting is 0 or the files are fewer."""
+    return RoundsIndexer(settings.sync_round_files)
+
+
+class RoundsIndexer:
+    """Indexes a batch of more than `round_files` files in rounds, each in a child process (the module);
+    a smaller batch in this process (LocalIndexer)."""
+
+    def __init__(self, round_files: int) -> None:
+        self.round_files = round_files
+        self._children: list[BaseProcess] = []
+        """The round's child (and, as it exits, the one before it)."""
+
+    def index(self, batch: IndexBatch) -> None:
+        if self.round_files <= 0 or len(batch.todo) <= self.round_files:
+            LocalIndexer().index(batch)
+            return
+        rounds = split(batch.todo, batch.members, self.round_files)
+        done = 0
+        stopping.add_hook(self._stop)
+        try:
+            for number, todo in enumerate(rounds, start=1):
+                stopping.check()
+                job = Round(batch.core.settings, batch.core.embedder, todo,
+                            {f.path: batch.members[f.path] for f, _ in todo if f.path in batch.members},
+                            {str(f.path): batch.known[str(f.path)] for f, _ in todo if str(f.path) in batch.known},
+                            batch.reuse, fold_first=number > 1)
+                self._run_round(job, f"round {number} of {len(rounds)}", batch, done, len(batch.todo))
+                done += len(todo)
+            self._join(keep=0)
+        except BaseException:
+            self._stop()
+            self._join(keep=0)
+            raise
+        finally:
+            stopping.remove_hook(self._stop)
+
+    def _stop(self) -> None:
+        """A stop hook (on a thread of its own): each child stops as a sync stops, its write in flight done."""
+        for child in list(self._children):
+            with contextlib.suppress(OSError, ValueError):
+                if child.pid is not None and child.is_alive():
+                    os.kill(child.pid, signal.SIGTERM)
+
+    def _join(self, keep: int) -> None:
+        """Wait for the children but the last `keep`."""
+        while len(self._children) > keep:
+            child = self._children.pop(0)
+            child.join()
+            if child.exitcode:
+                log.warning("%s ended with exit code %s after its round was written", child.name, child.exitcode)
+
+    def _run_round(self, job: Round, name: str, batch: IndexBatch, done: int, total: int) -> None:
+        """One round in a child process: its progress and tally folded into `batch.report` as they come."""
+        report = batch.report
+        base = {key: getattr(report, key) for key in COUNTS}
+        written: set[str] = set()
+        stored = (0,) * len(COUNTS)  # the child's counts at its last write
+        ctx = _context()
+        ours, theirs = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_child_main, args=(theirs, job), name=f"minirag-sync {name}", daemon=True)
+        self._join(keep=0)  # the previous round's child, which exits once it reported
+        child.start()
+        self._children.append(child)
+        theirs.close()
+        outcome = None
+        with ours:
+            for message in _messages(ours, child):
+                kind = message[0]
+                if kind in ("progress", "wrote"):
+                    for key, value in zip(COUNTS, message[2], strict=True):
+                        setattr(report, key, base[key] + value)
+                    if kind == "wrote":
+                        written.update(message[1])
+                        stored = message[2]
+                    elif batch.on_file is not None:
+                        batch.on_file(done + message[1], total, message[3])
+                else:
+                    outcome = message
+                    break
+        if outcome is None:  # died without a word: its unwritten files are reported, the next round goes on
+            child.join()
+            for key, value in zip(COUNTS, stored, strict=True):
+                setattr(report, key, base[key] + value)
+            report.added = base["added"] + sum(1 for sid in written if sid not in job.known)
+            report.updated = base["updated"] + sum(1 for sid in written if sid in job.known)
+            why = (f"the indexing process of {name} (pid {child.pid}) ended with exit code {child.exitcode} "
+                   "before this file was written; the next sync indexes it again")
+            report.failed.extend(FileProblem(str(f.path), ROUND_DIED, why) for f, _ in job.todo
+                                 if str(f.path) not in written)
+            return
+        kind, payload = outcome
+        if kind == "error":
+            raise payload
+        if kind == "stopped":
+            raise stopping.stopped_error() if stopping.requested() else stopping.Stopped(payload)
+        tally: Tally = payload
+        for key in COUNTS:
+            setattr(report, key, base[key] + getattr(tally, key))
+        report.failed.extend(tally.failed)
+
+
+warnings.filterwarnings("ignore", message="lancedb fork support is experimental", category=RuntimeWarning)
+"""LanceDB resets its runtime in a forked child and warns that a fork in the middle of one of its operations
+could deadlock; the fork server (below) imports LanceDB but never runs an operation."""
+
+
+def _context() -> Any:
+    """Children forked from a fork server that imported this module once: a round starts in a fraction of a
+    second instead of the 5-15 s of a fresh interpreter's imports (2 busy cores; LanceDB's alone 5 s). The
+    server never opens a table or runs the model, so no operation is in flight when it forks."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__, "appliance.core"])
+    return ctx
+
+
+def _messages(conn: Connection, child: Any) -> Iterator[tuple[Any, ...]]:
+    """What the child sends, until it sends its outcome or its end of the pipe closes."""
+    while True:
+        if not conn.poll(TICK_S):
+            if not child.is_alive() and not conn.poll(0):
+                return
+            continue
+        try:
+            yield conn.recv()
+        except (EOFError, OSError):
+            return
+
+
+# ---- the child ---------------------------------------------------------------------------------
+class _Sender:
+    """The child's end of the pipe: the writer thread and the main thread both send, one message at a time."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._lock = threading.Lock()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        with self._lock:
+            self.conn.send(message)
+
+
+class _RoundBatch(IndexBatch):
+    """The round's batch: each write is also reported to the parent."""
+
+    sender: _Sender | None = None
+
+    def write(self, works: list[Work]) -> None:
+        super().write(works)
+        if self.sender is not None:
+            self.sender.send(("wrote", [s.source_id for w in works for s in w.sources], _counts(self.report)))
+
+
+def _counts(tally: Tally) -> tuple[int, ...]:
+    return tuple(getattr(tally, key) for key in COUNTS)
+
+
+def _child_main(conn: Connection, job: Round) -> None:
+    """Index the round's files, then send ("done", tally), ("stopped", why) or ("error", exception)."""
+    with contextlib.suppress(Exception):  # Linux: end with the parent, which holds the sync lock
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's; it stops this child by SIGTERM
+    stopping.on_signals(signals=(signal.SIGTERM,))
+    from appliance.core import Resources
+
+    tally = Tally()
+    sender = _Sender(conn)
+    try:
+        core = Resources(job.settings, embedder=job.embedder)
+
+        def on_file(converted: int, _total: int, path: str) -> None:
+            sender.send(("progress", converted, _counts(tally), path))
+
+        batch = _RoundBatch(core, job.todo, job.members, job.known, tally, on_file,
+                            embedding(core, tally, reuse=job.reuse), job.reuse)
+        batch.sender = sender
+        fold = threading.Thread(target=_fold, args=(core,), name="sync-fold", daemon=True)
+        if job.fold_first:
+            fold.start()
+        LocalIndexer().index(batch)
+        if job.fold_first:
+            fold.join()
+        sender.send(("done", tally))
+    except stopping.Stopped as exc:
+        with contextlib.suppress(OSError):
+            sender.send(("stopped", str(exc)))
+    except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it
+        with contextlib.suppress(OSError):
+            sender.send(("error", _sendable(exc)))
+    finally:
+        conn.close()
+
+
+def _fold(core: Any) -> None:
+    """Fold the rows the rounds before wrote into the indexes (when due). It holds the index's write lock, so
+    this round's writer waits meanwhile while its model embeds ahead (EMBED_AHEAD_CHUNKS): the fold costs
+    the round no pause, and it runs in a fresh process, so what it allocates leaves with the round. A failed
+    fold is left to the next one (every round and the sync's end fold what is due)."""
+    try:
+        core.index.writes.refresh_indexes()
+    except stopping.Stopped:
+        pass
+    except Exception:
+        log.warning("folding the rows of the rounds before failed; left to the next fold", exc_info=True)
+
+
+def _sendable(exc: Exception) -> Exception:
+    """`exc`, or a RuntimeError naming it where it does not survive pickling."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - any failure to pickle or rebuild
+        return RuntimeError(f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,155 @@
+"""A long sync in rounds, each in a child process (appliance/sync/rounds.py): the same index as one process,
+readers answering while the rounds write, a round whose process dies reported by file and the rest indexed."""
+from __future__ import annotations
+
+import os
+import random
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from appliance.embed import OnnxEmbedder
+from appliance.ingest.discover import FoundFile
+from appliance.ingest.snapshots import Member
+from appliance.service import Appliance
+from appliance.sync.rounds import ROUND_DIED, _Sender, split
+from scripts.faults_crash import generated_text
+
+FILES = 36
+ROUND = 10
+"""Four rounds (10, 10, 10, 6 files)."""
+
+
+def _corpus(docs: Path, doomed: int | None = None) -> None:
+    rng = random.Random(5)
+    docs.mkdir(parents=True, exist_ok=True)
+    for i in range(FILES):
+        text = generated_text(rng, i, 2)
+        (docs / f"doc{i:03d}.md").write_text(text + ("\n\ndoomed\n" if i == doomed else ""), "utf-8")
+
+
+def _index(app: Appliance) -> dict[str, tuple[str, str, np.ndarray]]:
+    rows = app.index.tables.chunks().search().limit(None).to_list()  # type: ignore[union-attr]
+    return {r["id"]: (r["source_id"], r["text"], np.asarray(r["vector"])) for r in rows}
+
+
+class DyingEmbedder(OnnxEmbedder):
+    """The real model, except that the process ends (as an out-of-memory kill would end it) when it is
+    asked to embed a text that says "doomed"."""
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        if any("doomed" in t for t in texts):
+            os._exit(9)
+        return super().embed_passages(texts)
+
+
+def test_split_keeps_order_and_snapshot_sequences_whole() -> None:
+    root = Path("/r")
+    todo = [(FoundFile(root / f"f{i:02d}", root, 1, 1), f"h{i}") for i in range(12)]
+    members = {root / f"f{i:02d}": Member("g", f"2024-01-{i:02d}") for i in (3, 4, 5, 6)}
+    rounds = split(todo, members, 3)
+    assert [item for r in rounds for item in r] == todo  # every file once, in order
+    assert [len(r) for r in rounds] == [3, 4, 3, 2] and sum(len(r) for r in rounds) == 12
+    holding = [n for n, r in enumerate(rounds) if any(f.path in members for f, _ in r)]
+    assert len(holding) == 1  # the sequence's four files are in one round
+
+
+def test_a_round_reports_from_two_threads_without_mixing_its_messages() -> None:
+    """The child's writer thread and main thread both report over one pipe (a sync of 30,000 files failed
+    with `invalid load key` when two sends interleaved)."""
+    import multiprocessing as mp
+
+    ours, theirs = mp.get_context("spawn").Pipe(duplex=False)
+    sender = _Sender(theirs)
+    got: list[tuple[str, int, bytes]] = []
+    reader = threading.Thread(target=lambda: got.extend(ours.recv() for _ in range(400)))
+    reader.start()
+    writers = [threading.Thread(target=lambda n=n: [sender.send((f"t{n}", i, bytes([n]) * 70_000)) for i in range(100)])
+               for n in range(4)]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    reader.join(timeout=60)
+    assert len(got) == 400
+    for name, _i, blob in got:
+        assert blob == bytes([int(name[1:])]) * 70_000
+    assert sorted((name, i) for name, i, _ in got) == sorted((f"t{n}", i) for n in range(4) for i in range(100))
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_rounds_give_the_index_of_one_process_while_another_reads(tmp_path: Path, models_dir: Path,
+                                                                  real_embedder: OnnxEmbedder) -> None:
+    from tests.conftest import app_factory
+
+    docs = tmp_path / "docs"
+    _corpus(docs)
+    one = app_factory(tmp_path / "one", models_dir, real_embedder)(docs, SYNC_ROUND_FILES="0")
+    single = one.sync()
+    assert single.ok and single.added == FILES
+    build: Callable[..., Appliance] = app_factory(tmp_path / "rounds", models_dir, real_embedder)
+    app = build(docs, SYNC_ROUND_FILES=str(ROUND))
+    reader = build(docs, SYNC_ROUND_FILES=str(ROUND))  # the rounds write from child processes: another process
+    counts: list[int] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            try:
+                if reader.index.exists():
+                    reader.index.checkout_latest()
+                    counts.append(reader.index.registry.count_chunks())
+                    reader.search("generated text about a document")
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                errors.append(exc)
+            done.wait(0.05)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    seen: list[tuple[str, int, int]] = []
+    try:
+        report = app.sync(progress=lambda phase, n, total, _path: seen.append((phase, n, total)))
+    finally:
+        done.set()
+        thread.join()
+    assert not errors, errors[:3]
+    assert report.ok and report.added == FILES and report.chunks == single.chunks, report.to_dict()
+    assert counts == sorted(counts) and len(set(counts)) > 2  # the reader saw the rounds' writes land one by one
+    indexing = [n for phase, n, total in seen if phase == "indexing" and total == FILES]
+    assert indexing and indexing == sorted(indexing) and indexing[-1] == FILES
+    mine, theirs = _index(app), _index(one)
+    assert mine.keys() == theirs.keys()
+    for key, (source, text, vector) in mine.items():
+        assert (source, text) == theirs[key][:2]
+        # the same text, embedded in other batches: the quantized model scales its activations per batch
+        assert float(vector @ theirs[key][2]) > 0.99
+    again = build(docs, SYNC_ROUND_FILES=str(ROUND)).sync()
+    assert again.unchanged == FILES and again.added == again.updated == 0
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_a_round_whose_process_dies_is_reported_by_file_and_the_next_rounds_go_on(
+        tmp_path: Path, models_dir: Path, real_embedder: OnnxEmbedder) -> None:
+    from tests.conftest import app_factory
+
+    docs = tmp_path / "docs"
+    _corpus(docs, doomed=14)  # in the second round
+    dying = DyingEmbedder(real_embedder.spec, models_dir)
+    report = app_factory(tmp_path, models_dir, dying)(docs, SYNC_ROUND_FILES=str(ROUND)).sync()
+    died = [p for p in report.failed if p.code == ROUND_DIED]
+    assert died and {Path(p.path).name for p in died} <= {f"doc{i:03d}.md" for i in range(10, 20)}
+    assert "doc014.md" in {Path(p.path).name for p in died}
+    assert all("round 2 of 4" in p.reason and "exit code 9" in p.reason for p in died)
+    assert report.added == FILES - len(died)  # rounds 1, 3 and 4 indexed everything
+    app = app_factory(tmp_path, models_dir, real_embedder)(docs, SYNC_ROUND_FILES=str(ROUND))
+    assert len(app.index.registry.file_sources()) == FILES - len(died)
+    healed = app.sync()
+    assert healed.ok and healed.added == len(died) and not healed.failed, healed.to_dict()
+    assert len(app.index.registry.file_sources()) == FILES
+
