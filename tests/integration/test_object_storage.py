@@ -101,3 +101,23 @@ def test_sync_into_a_bucket_query_over_mcp_and_a_second_host_sees_a_new_commit(
     finally:
         reader.kill()
         reader.wait()
+
+
+def test_a_sync_in_rounds_writes_into_the_bucket_from_its_child_processes(
+        s3: S3Server, tmp_path: Path, models_dir: Path, real_embedder: OnnxEmbedder) -> None:
+    """The rounds' children open the bucket themselves while this process holds the writer lease."""
+    s3.create_bucket("minirag-rounds")
+    env = s3.env("minirag-rounds", prefix="idx") | {"SYNC_ROUND_FILES": "2"}
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    topics = ["descaling an espresso machine", "oiling a bicycle chain", "pruning apple trees",
+              "bleeding a radiator", "sharpening a kitchen knife"]
+    for n, topic in enumerate(topics):
+        (docs / f"how-{n}.md").write_text(f"# How to\n\nA short guide to {topic}, step by step.\n")
+    app = _app(env, docs, models_dir, tmp_path / "state", real_embedder)
+    report = app.sync()
+    assert report.ok and report.added == len(topics), report.to_dict()
+    assert not list((tmp_path / "state").glob("*.lance")), "the rounds wrote to local disk, not the bucket"
+    reader = _app(env, docs, models_dir, tmp_path / "state-r", real_embedder)
+    assert reader.index.registry.count_chunks() == report.chunks
+    assert reader.search("how do I bleed a radiator", top_k=1).results[0].source.endswith("how-3.md")
