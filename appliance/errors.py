@@ -258,7 +258,9 @@ def object_store_error(text: str, where: str) -> ApplianceError | None:
         if code in _S3_CREDENTIALS:
             return StorageUnreachable(f"The object store refused the credentials for {where} ({code})")
         if code in _S3_FULL:
-            return DiskFull(f"The bucket holding {where} is full ({code})")
+            return DiskFull(f"The bucket holding {where} is full ({code})", hint=Hint(
+                "Raise the bucket's quota or free space in it, then run {}; the index keeps serving its last "
+                "complete state meanwhile.", NextAction("sync")))
         return StorageUnreachable(f"The object store failed a request on {where} ({code})")
     reason = _S3_UNREACHABLE.search(text)
     if reason and ("s3" in text.lower() or "http" in text.lower() or "object" in text.lower()):

@@ -3,7 +3,9 @@
 short files, and the peak, in a process of its own for each N. The memory is the syncing process's plus
 its children's (a long sync indexes in rounds in child processes forked from a fork server:
 appliance/sync/rounds.py), each process's proportional set size (PSS: a page shared by k processes
-counts 1/k in each, so the fork server's pages count once), sampled every 0.25 s for the peak;
+counts 1/k in each, so the fork server's pages count once), sampled every 0.25 s for the peak and for
+`peak_rss_mb_per_tenth`, the highest sample within each tenth (a tenth that ends between two rounds
+reads low at its end: the round's child has exited);
 `own_rss_mb_per_tenth` is the syncing process's RSS alone. In a single process PSS and RSS differ by its
 few shared pages.
 
@@ -57,15 +59,19 @@ def tree_mb():
     return pss_mb() + sum(pss_mb(p) for p in descendants(os.getpid()))
 
 docs, index = Path(sys.argv[1]), Path(sys.argv[2])
-tenths, own, peak, done = [], [], [0.0], threading.Event()
+tenths, highs, own, peak, high, done = [], [], [], [0.0], [0.0], threading.Event()
 
 def sample():
     while not done.wait(0.25):
-        peak[0] = max(peak[0], tree_mb())
+        now = tree_mb()
+        peak[0], high[0] = max(peak[0], now), max(high[0], now)
 
 def progress(phase, done_, count, path):
     if phase == "indexing" and count and done_ * 10 >= (len(tenths) + 1) * count:
-        tenths.append(round(tree_mb(), 1))
+        now = tree_mb()
+        tenths.append(round(now, 1))
+        highs.append(round(max(high[0], now), 1))
+        high[0] = 0.0
         own.append(round(rss_mb(), 1))
 
 threading.Thread(target=sample, daemon=True).start()
@@ -73,7 +79,8 @@ started = time.perf_counter()
 report = sync_app(docs, index).sync(progress=progress)
 done.set()
 print(json.dumps({{"files": report.seen, "added": report.added, "seconds": round(time.perf_counter() - started, 1),
-                  "rss_mb_per_tenth": tenths, "own_rss_mb_per_tenth": own, "rss_mb_end": round(rss_mb(), 1),
+                  "rss_mb_per_tenth": tenths, "peak_rss_mb_per_tenth": highs,
+                  "own_rss_mb_per_tenth": own, "rss_mb_end": round(rss_mb(), 1),
                   "peak_rss_mb": round(peak[0], 1),
                   "own_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}}))
 """
@@ -108,6 +115,7 @@ def main() -> None:
         results.append({"files": count, "first_sync": first, "no_change_sync": again})
         if not args.json:
             print(f"{count:>7,} files: first sync {first['seconds']} s, RSS per tenth {first['rss_mb_per_tenth']} MB, "
+                  f"highest in each tenth {first['peak_rss_mb_per_tenth']} MB, "
                   f"peak {first['peak_rss_mb']} MB; no-change sync "
                   f"{again['seconds']} s, peak {again['peak_rss_mb']} MB",
                   flush=True)

@@ -1,9 +1,7 @@
 """Faults of an index in a bucket (DB_PATH=s3://...), against moto's S3 server on loopback: a bucket that does
-not exist, wrong credentials, an endpoint that stops answering mid-sync, a second writer on another host. Every
-CLI output is checked for the credentials.
-
-A bucket quota reached mid-sync is not here: S3 has no quota (MinIO's and Ceph's are admin APIs of their own)
-and moto emulates none; the error it would raise is mapped in tests/unit/test_object_store_errors.py.
+not exist, wrong credentials, an endpoint that stops answering mid-sync, a bucket over its quota mid-sync (moto
+behind a guard that answers writes as Ceph RGW does: tests/fixtures/s3_quota.py), a second writer on another
+host. Every CLI output is checked for the credentials.
 """
 from __future__ import annotations
 
@@ -63,6 +61,56 @@ def _docs(tmp_path: Path, count: int) -> None:
         (docs / f"note{i:03}.md").write_text(f"# Note {i}\n\nThe valve number {i} is checked on day {i}.\n" * 3)
 
 
+def _sync_until_it_committed(s3: S3Server, bucket: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """`minirag sync` in a process of its own, returned once it committed files of its own to the bucket."""
+    sync = subprocess.Popen([*MINIRAG, "sync"], env={**os.environ, "PYTHONPATH": str(REPO), **env}, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def commits() -> int:
+        return sum("/_versions/" in key for key in s3.keys(bucket, "index/"))
+
+    before = commits()
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and sync.poll() is None and commits() < before + 3:
+        time.sleep(0.2)
+    assert sync.poll() is None, "the sync ended before the fault began"
+    return sync
+
+
+def _whole_commit_served(env: dict[str, str], tmp_path: Path, at_least: int) -> None:
+    """What a reader sees is a whole commit: every stored source has all its chunks."""
+    health = Appliance(load_settings({**env, "STATE_DIR": str(tmp_path / "reader")})).status().index
+    assert health is not None and health.consistency_warning is None
+    assert health.source_count >= at_least
+
+
+def test_a_bucket_over_its_quota_mid_sync_fails_it_as_full_and_the_next_sync_completes(
+        tmp_path: Path, models_dir: Path) -> None:
+    flag = tmp_path / "quota-reached"
+    s3 = start_s3_server(quota_flag=flag)
+    try:
+        s3.create_bucket("minirag-quota")
+        _docs(tmp_path, 4)
+        env = _env(s3, "minirag-quota", tmp_path, models_dir)
+        assert _cli(["sync"], env).returncode == 0
+        _docs(tmp_path, 60)
+        sync = _sync_until_it_committed(s3, "minirag-quota", env)
+        flag.touch()
+        out, err = sync.communicate(timeout=300)
+        assert sync.returncode != 0
+        assert "is full (QuotaExceeded)" in err and "Raise the bucket's quota" in err, err[-2000:]
+        assert "cannot release the writer lease" not in err, "a delete is allowed over a quota"
+        assert "s3://minirag-quota/index" in out + err
+        _no_secret(s3, out, err)
+        _whole_commit_served(env, tmp_path, at_least=4)
+        flag.unlink()  # the operator raised the quota
+        again = _cli(["sync"], env)
+        assert again.returncode == 0, again.stderr
+        _whole_commit_served(env, tmp_path, at_least=60)
+    finally:
+        s3.stop()
+
+
 def test_a_bucket_that_does_not_exist_is_named_without_credentials(
         s3: S3Server, tmp_path: Path, models_dir: Path) -> None:
     _docs(tmp_path, 1)
@@ -101,16 +149,7 @@ def test_an_endpoint_that_stops_answering_fails_the_sync_and_the_next_one_comple
     first = _cli(["sync"], env)
     assert first.returncode == 0, first.stderr
     _docs(tmp_path, 60)
-    sync = subprocess.Popen([*MINIRAG, "sync"], env={**os.environ, "PYTHONPATH": str(REPO), **env}, cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    def commits() -> int:
-        return sum("/_versions/" in key for key in s3.keys("minirag-freeze", "index/"))
-
-    before = commits()
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and sync.poll() is None and commits() < before + 3:
-        time.sleep(0.2)  # until this sync has committed files of its own to the bucket
-    assert sync.poll() is None, "the sync ended before the endpoint was stopped"
+    sync = _sync_until_it_committed(s3, "minirag-freeze", env)
     s3.freeze()
     try:
         out, err = sync.communicate(timeout=300)
@@ -120,11 +159,7 @@ def test_an_endpoint_that_stops_answering_fails_the_sync_and_the_next_one_comple
     assert "did not answer" in out + err and "s3://minirag-freeze/index" in out + err
     _no_secret(s3, out, err)
 
-    # what a reader sees now is a whole commit: every stored source has all its chunks
-    reader = Appliance(load_settings({**env, "STATE_DIR": str(tmp_path / "reader")}))
-    health = reader.status().index
-    assert health is not None and health.consistency_warning is None
-    assert health.source_count >= 4
+    _whole_commit_served(env, tmp_path, at_least=4)
 
     again = _cli(["sync"], env)
     assert again.returncode == 0, again.stderr
