@@ -29,6 +29,7 @@ without building (its build and disk figures are the first run's), to compare qu
 
 `--flat N` syncs N short documents with the same synthetic embedder and reports files/s
 per tenth of the run (from the first write on); `--profile PATH` writes a cProfile of it.
+`SYNC_ROUND_FILES` in the environment sets the rounds of these syncs (0: everything in one process).
 """
 from __future__ import annotations
 
@@ -319,8 +320,9 @@ def write_files(docs: Path, count: int, corpus: Corpus) -> None:
 def sync_app(docs: Path, index: Path) -> Any:
     from appliance.service import Appliance
 
+    rounds = {"SYNC_ROUND_FILES": os.environ["SYNC_ROUND_FILES"]} if "SYNC_ROUND_FILES" in os.environ else {}
     settings = load_settings({"BASE_DIR": str(docs), "DB_PATH": str(index), "MODELS_DIR": str(models_dir()),
-                              "CHUNK_TOKEN_BUDGET": str(BUDGET)})
+                              "CHUNK_TOKEN_BUDGET": str(BUDGET), **rounds})
     return Appliance(settings, embedder=SyntheticEmbedder(load_spec(DEFAULT_MODEL, models_dir()), models_dir()))
 
 

@@ -30,9 +30,10 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from appliance.config import Settings
 from appliance.embed import Embedder
@@ -43,6 +44,9 @@ from appliance.results import FileProblem, Tally
 from appliance.storage.tables import SourceRow
 from appliance.sync.indexing import IndexBatch, LocalIndexer, embedding
 from appliance.sync.pipeline import TICK_S, Work
+
+if TYPE_CHECKING:
+    from appliance.core import Resources
 
 ROUND_DIED = "indexing_process_died"
 """The code of a file whose round's process ended before writing it (the next sync indexes it)."""
@@ -192,7 +196,7 @@ warnings.filterwarnings("ignore", message="lancedb fork support is experimental"
 could deadlock; the fork server (below) imports LanceDB but never runs an operation."""
 
 
-def _context() -> Any:
+def _context() -> ForkServerContext:
     """Children forked from a fork server that imported this module once: a round starts in a fraction of a
     second instead of the 5-15 s of a fresh interpreter's imports (2 busy cores; LanceDB's alone 5 s). The
     server never opens a table or runs the model, so no operation is in flight when it forks."""
@@ -201,7 +205,7 @@ def _context() -> Any:
     return ctx
 
 
-def _messages(conn: Connection, child: Any) -> Iterator[tuple[Any, ...]]:
+def _messages(conn: Connection, child: BaseProcess) -> Iterator[tuple[Any, ...]]:
     """What the child sends, until it sends its outcome or its end of the pipe closes."""
     while True:
         if not conn.poll(TICK_S):
@@ -278,7 +282,7 @@ def _child_main(conn: Connection, job: Round) -> None:
         conn.close()
 
 
-def _fold(core: Any) -> None:
+def _fold(core: Resources) -> None:
     """Fold the rows the rounds before wrote into the indexes (when due). It holds the index's write lock, so
     this round's writer waits meanwhile while its model embeds ahead (EMBED_AHEAD_CHUNKS): the fold costs
     the round no pause, and it runs in a fresh process, so what it allocates leaves with the round. A failed
