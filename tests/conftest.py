@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +14,7 @@ from appliance.models.manifest import default_models_dir
 if TYPE_CHECKING:  # imported where used: collecting the tests loads no model code
     from appliance.embed import Embedder, OnnxEmbedder
     from appliance.service import Appliance
+    from tests.fixtures.s3_server import S3Server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -127,3 +128,16 @@ def slow_conversions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[st
     path = os.pathsep.join([str(hook), str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     monkeypatch.setenv("PYTHONPATH", path)
     return dict(os.environ, PYTHONPATH=path)
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    """A real S3-compatible server (moto's) on loopback for the tests of one module; boto3 is imported only
+    when a test asks for it."""
+    from tests.fixtures.s3_server import start_s3_server
+
+    server = start_s3_server()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -570,5 +570,7 @@ class ConvertPool:
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
-        with contextlib.suppress(Exception):
+        try:  # noqa: SIM105 - not contextlib.suppress: at interpreter exit the module's globals may be None
             self.close()
+        except Exception:  # noqa: BLE001 - a finalizer must not raise
+            pass

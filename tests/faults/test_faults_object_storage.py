@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,14 +23,6 @@ pytestmark = [pytest.mark.faults, pytest.mark.model]
 REPO = Path(__file__).resolve().parents[2]
 MINIRAG = [sys.executable, "-c", "from appliance.adapters.cli import main; main()"]
 
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    server = start_s3_server()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _env(s3: S3Server, bucket: str, tmp_path: Path, models_dir: Path, state: str = "state",

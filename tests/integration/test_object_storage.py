@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from appliance.embed import OnnxEmbedder
 from appliance.service import Appliance
 from appliance.sync.stamp import STAMP_FILE
 from tests.fixtures.mcp_calls import ok, serve
-from tests.fixtures.s3_server import S3Server, start_s3_server
+from tests.fixtures.s3_server import S3Server
 
 pytestmark = [pytest.mark.slow, pytest.mark.model]
 
@@ -44,14 +43,6 @@ while time.time() < deadline:
     time.sleep(0.2)
 """
 
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    server = start_s3_server()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _app(env: dict[str, str], docs: Path, models_dir: Path, state: Path, embedder: OnnxEmbedder | None) -> Appliance:
