@@ -16,6 +16,9 @@ rm -rf pyarrow/include pyarrow/src \
     pyarrow/libarrow_flight.so* pyarrow/libarrow_python_flight.so* pyarrow/_flight.*.so pyarrow/flight.py \
     pyarrow/libarrow_s3.so* pyarrow/_s3fs.*.so pyarrow/_gcsfs.*.so pyarrow/_azurefs.*.so pyarrow/_hdfs.*.so \
     pyarrow/_orc.*.so pyarrow/_dataset_orc.*.so pyarrow/orc.py pyarrow/_pyarrow_cpp_tests.*.so
+# the wheel's copies of libarrow_python under the names only a build links against (the modules load .so.2600)
+rm -f pyarrow/libarrow_python.so pyarrow/libarrow_python.so.2600.1.0 \
+    pyarrow/libarrow_python_parquet_encryption.so pyarrow/libarrow_python_parquet_encryption.so.2600.1.0
 rm -rf onnxruntime/capi/libonnxruntime.so.* onnxruntime/transformers
 rm -rf hf_xet hf_xet-*.dist-info
 rm -rf setuptools setuptools-*.dist-info pkg_resources _distutils_hack distutils-precedence.pth
