@@ -4,8 +4,10 @@
 # Deletes what the appliance never loads from the image's virtualenv: test suites,
 # C headers and Cython sources, pyarrow's Flight/S3/GCS/Azure/HDFS/ORC modules (pyarrow
 # imports each of them only on request), ONNX Runtime's standalone C library (the Python
-# binding carries its own copy) and transformer tools, the Xet download client
-# (downloads are off), and setuptools. About 200 MB. The image build then runs a real
+# binding carries its own copy) and its transformer, quantization and conversion tools (the
+# model is quantized when it is baked, outside the image, which has no onnx package), the
+# wheel's build-time copies of libarrow_python, the Xet download client (downloads are
+# off), and setuptools. About 200 MB. The image build then runs a real
 # sync and query (Dockerfile, models stage), so a removal that breaks an import fails
 # the build, not the first query.
 set -eu
@@ -19,6 +21,6 @@ rm -rf pyarrow/include pyarrow/src \
 # the wheel's copies of libarrow_python under the names only a build links against (the modules load .so.2600)
 rm -f pyarrow/libarrow_python.so pyarrow/libarrow_python.so.2600.1.0 \
     pyarrow/libarrow_python_parquet_encryption.so pyarrow/libarrow_python_parquet_encryption.so.2600.1.0
-rm -rf onnxruntime/capi/libonnxruntime.so.* onnxruntime/transformers
+rm -rf onnxruntime/capi/libonnxruntime.so.* onnxruntime/transformers onnxruntime/quantization onnxruntime/tools
 rm -rf hf_xet hf_xet-*.dist-info
 rm -rf setuptools setuptools-*.dist-info pkg_resources _distutils_hack distutils-precedence.pth
