@@ -68,16 +68,17 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     # BM25 judges passages in its language only and the translations alone judge the others (search.fusion):
     # mixing them in one list shrank the own language's scale (XQuAD-R multi -0.013 nDCG@10; README).
     alone, query_language = weight >= 1.0, language(query)
+    columns = core.index.reader.rank_columns(RANK_COLUMNS)
     translate = alone or (weight > 0.0 and query_language is not None)
     keywords = crosslingual.build(query, translate=translate) if translate or explain else None
     if weight > 0.0:
         # the query's own terms as built once with the sets (KeywordQuery.plain is query_terms(query))
         terms = query_terms(query) if keywords is None else keywords.fts() if alone else keywords.plain
-        keyword_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, terms, fetch, where, RANK_COLUMNS)
+        keyword_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, terms, fetch, where, columns)
         if keywords is not None and not alone and (wanted := keywords.translations()):
-            translated_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, wanted, fetch, where, RANK_COLUMNS)
+            translated_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, wanted, fetch, where, columns)
     vector = core.embedder.embed_query(query)
-    vector_side = core.index.reader.vector_side(vector, fetch, where, RANK_COLUMNS)
+    vector_side = core.index.reader.vector_side(vector, fetch, where, columns)
     keyword_side = keyword_future.result() if keyword_future else Side([], 0.0, 0.0)
     translated = None
     if translated_future is not None:
@@ -86,8 +87,9 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     found = {row["id"] for row in vector_side.rows}
     only_keyword = {r["id"] for r in [*keyword_side.rows, *(translated.rows if translated else ())]} - found
     similarity = core.index.reader.similarities(vector, sorted(only_keyword))
+    # rows that carry their text (LanceDB's path) give their language themselves; else the replica does, by id
     fused = fuse(vector_side, keyword_side, weight, query_language, similarity, translated,
-                 lambda ids: core.index.reader.passage_languages(ids, language))
+                 None if "text" in columns else lambda ids: core.index.reader.passage_languages(ids, language))
     fused = cap_distance(fused, core.settings.max_distance)
     fused = group_cut(fused, core.settings.grouping)
     # Twice the hits asked for, so near-identical passages can collapse and still leave top_k distinct ones;

@@ -230,6 +230,15 @@ class IndexReader:
         return {r["id"]: float(unit(r["vector"]) @ query) for r in rows}
 
     @guarded
+    def rank_columns(self, columns: list[str]) -> list[str]:
+        """What a query's ranked lists read: `columns` where the replica serves (it knows each row's language,
+        passage_languages), with the text where LanceDB ranks. There the text comes with the ranking, while
+        reading ~300 candidates' texts again by id cost ~400 ms a query at 1M chunks (bench_scale.py)."""
+        chunks = self.tables.chunks()
+        if chunks is None or self._current_replica(chunks, columns) is not None:
+            return columns
+        return [*columns, "text"]
+
     def passage_languages(self, ids: Sequence[str], detect: Callable[[str], str | None]) -> dict[str, str | None]:
         """The language `detect` reads in each chunk's text, by id (chunks that are gone are left out): from the
         replica, which detects each row's once (Replica.languages_of), else from the texts read by id. The

@@ -184,3 +184,25 @@ def test_the_ranked_lists_without_their_texts_rank_as_with_them(fused_app: Any,
     assert texts_read and all(texts_read)
     assert any(h["explain"]["matched"] and any(m["kind"] == "translation" for m in h["explain"]["matched"])
                for reply in narrow.values() for h in reply["results"])  # the translated list judged some
+
+
+def test_where_lancedb_ranks_the_lists_carry_their_texts_and_nothing_is_read_again_by_id(
+        fused_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the replica's budget the ranked lists come from LanceDB with their texts, and fusion reads each
+    candidate's language from them: no second read of the texts by id (IndexReader.rank_columns)."""
+    from appliance.assemble.passages import RANK_COLUMNS
+
+    reader = fused_app.index.reader
+    questions = ["Wie tauscht man die Kühlmittelpumpe aus?", "How do I replace the coolant pump?"]
+    with_replica = {q: [h.source for h in fused_app.search(q, top_k=3).results] for q in questions}
+    assert reader.rank_columns(RANK_COLUMNS) == RANK_COLUMNS
+    monkeypatch.setattr(reader.tables, "memory_budget", 0)
+    monkeypatch.setattr(reader, "_replica", None)
+
+    def read_by_id(*_: Any) -> dict[str, str | None]:
+        raise AssertionError("the texts were read again by id")
+
+    monkeypatch.setattr(reader, "passage_languages", read_by_id)
+    assert reader.rank_columns(RANK_COLUMNS) == [*RANK_COLUMNS, "text"]
+    from_lancedb = {q: [h.source for h in fused_app.search(q, top_k=3).results] for q in questions}
+    assert {q: hits[0] for q, hits in from_lancedb.items()} == {q: hits[0] for q, hits in with_replica.items()}
