@@ -232,9 +232,8 @@ class IndexReader:
     @guarded
     def rank_columns(self, columns: list[str]) -> list[str]:
         """What a query's ranked lists read: `columns` where the replica serves (it knows each row's language,
-        passage_languages), with the text where LanceDB ranks: there the text comes with the ranking, while
-        reading ~300 candidates' texts again by id is a filtered scan at every query (a 1M-chunk run took
-        500 ms at p95 with it against ~75 ms for embedding and both sides: docs/BENCHMARKS.md)."""
+        passage_languages), with the text where LanceDB ranks: there the text comes with the ranking, and
+        reading the candidates' texts again by id would be one more filtered scan at every query."""
         chunks = self.tables.chunks()
         if chunks is None or self._current_replica(chunks, columns) is not None:
             return columns
