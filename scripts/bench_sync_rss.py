@@ -37,23 +37,21 @@ from pathlib import Path
 from bench_scale import sync_app
 from faults_crash import descendants
 
-def rss_mb(pid="self"):
+def proc_mb(pid, name, field):
+    # a /proc/PID/NAME line's kB figure in MB; 0 when the process is gone
     try:
-        for line in open(f"/proc/{{pid}}/status"):
-            if line.startswith("VmRSS:"):
+        for line in open(f"/proc/{{pid}}/{{name}}"):
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
     return 0.0
 
+def rss_mb(pid="self"):
+    return proc_mb(pid, "status", "VmRSS:")
+
 def pss_mb(pid="self"):
-    try:
-        for line in open(f"/proc/{{pid}}/smaps_rollup"):
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+    return proc_mb(pid, "smaps_rollup", "Pss:")
 
 def tree_mb():
     return pss_mb() + sum(pss_mb(p) for p in descendants(os.getpid()))
