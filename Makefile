@@ -44,8 +44,8 @@ test-all: models cluster-install ## every test: `test` plus slow, faults (CI siz
 	@if $(DOCKER) info >/dev/null 2>&1; then $(MAKE) --no-print-directory image image-cluster docker-test; \
 	else echo "test-all: no Docker engine ($(DOCKER) info failed): the image tests (tests/docker) did not run"; fi
 
-test-fast: install ## unit tests only, no baked model needed
-	$(PY) -m pytest tests/unit
+test-fast: install ## unit tests only, no baked model or dictionaries needed
+	$(PY) -m pytest tests/unit -m "not model"
 
 # ---- the [cluster] extra: `minirag sync --ray` (appliance/cluster); the default install and image have no Ray ----
 .PHONY: cluster-install test-ray lock-cluster

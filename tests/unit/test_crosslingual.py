@@ -22,6 +22,7 @@ def baked(models_dir: Path) -> Iterator[dictionaries.Dictionaries]:
     dictionaries.forget()
 
 
+@pytest.mark.model  # the baked dictionaries
 def test_german_and_russian_words_get_english_translations(baked: dictionaries.Dictionaries) -> None:
     german = crosslingual.build("Wie tauscht man die Pumpe?", baked)
     pumpe = next(s for s in german.sets if s.word == "pumpe")
@@ -32,6 +33,7 @@ def test_german_and_russian_words_get_english_translations(baked: dictionaries.D
     assert "pump" in {m.term for s in russian.sets for m in s.members if m.kind == "translation"}
 
 
+@pytest.mark.model  # the baked dictionaries
 def test_a_words_translations_into_one_language_weigh_as_one_term(baked: dictionaries.Dictionaries) -> None:
     query = crosslingual.build("Wasser Zelle Eigenschaften", baked)
     for term_set in query.sets:
@@ -45,6 +47,7 @@ def test_a_words_translations_into_one_language_weigh_as_one_term(baked: diction
         assert len(kept) <= crosslingual.MAX_TARGETS * 2
 
 
+@pytest.mark.model  # the baked dictionaries
 def test_the_list_for_other_languages_carries_untranslatable_words_as_themselves(
         baked: dictionaries.Dictionaries) -> None:
     russian = crosslingual.build("Что показывает команда dpkg-query о пакете?", baked)
@@ -57,6 +60,7 @@ def test_the_list_for_other_languages_carries_untranslatable_words_as_themselves
     assert "pump" in german and not {"tauscht", "tausch"} & set(german)
 
 
+@pytest.mark.model  # the baked dictionaries
 def test_german_compounds_split_into_known_words(baked: dictionaries.Dictionaries) -> None:
     assert compound_parts("kühlmittelpumpe") == ("kühlmittel", "pumpe")
     assert compound_parts("konfigurationsdatei") == ("konfiguration", "datei")
@@ -65,6 +69,7 @@ def test_german_compounds_split_into_known_words(baked: dictionaries.Dictionarie
     assert {"kuhlmittel", "pump"} <= set(analyze("Kühlmittelpumpe"))
 
 
+@pytest.mark.model  # the baked dictionaries
 def test_bad_queries_expand_safely(baked: dictionaries.Dictionaries) -> None:
     assert crosslingual.build("die", baked).sets == ()  # one stop word: no keyword side at all
     french = crosslingual.build("pompe de refroidissement", baked)  # no dictionary covers French
@@ -83,6 +88,7 @@ def test_without_dictionaries_the_query_is_the_plain_one() -> None:
     assert not plain.expanded and plain.fts() == plain.plain
 
 
+@pytest.mark.model  # the baked dictionaries
 def test_damaged_dictionary_is_reported_by_name_and_search_goes_on(models_dir: Path, tmp_path: Path) -> None:
     shutil.copytree(models_dir / DICTIONARY_ID.replace("/", "__"), tmp_path / DICTIONARY_ID.replace("/", "__"))
     shutil.copyfile(models_dir / "manifest.toml", tmp_path / "manifest.toml")
