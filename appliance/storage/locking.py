@@ -16,11 +16,15 @@ from appliance.config import Bucket
 from appliance.errors import SyncBusy, storage_error
 
 LOCK_FILE = ".sync.lock"
+PROBE_GRACE_S = 0.5
+"""How long a sync taking the lock waits out a conflicting hold: `lock_holder` probes with a shared
+lock for microseconds, and a sync starting at that instant must not be refused as busy."""
 
 
 @contextmanager
 def sync_lock(db_path: Path, bucket: Bucket | None = None) -> Iterator[None]:
-    """Hold the sync lock (and `bucket`'s writer lease), or raise SyncBusy naming the holder at once.
+    """Hold the sync lock (and `bucket`'s writer lease), or raise SyncBusy naming the holder (within
+    PROBE_GRACE_S).
 
     A DB_PATH that cannot be written (read-only mount, full disk) is reported by name.
     """
@@ -31,9 +35,7 @@ def sync_lock(db_path: Path, bucket: Bucket | None = None) -> Iterator[None]:
     except OSError as exc:
         raise (storage_error(exc, f"the index at {db_path}", db_path) or exc) from exc
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _take(fd):
             holder = lock_holder(db_path) or {}
             started = holder.get("startedAt")
             age = time.time() - started if isinstance(started, int | float) else 0.0
@@ -59,6 +61,19 @@ def sync_lock(db_path: Path, bucket: Bucket | None = None) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _take(fd: int) -> bool:
+    """Take the exclusive lock, waiting out a probe's shared hold; False if a sync holds it."""
+    deadline = time.monotonic() + PROBE_GRACE_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
 
 
 def lock_holder(db_path: Path) -> dict[str, object] | None:
