@@ -313,10 +313,14 @@ class ConvertPool:
         with self._start_lock:
             if self._started:
                 return
-            self._started = True
-            spawned = [self._spawn() for _ in range(self.workers)]
-        for w in spawned:
-            self._turns.put(w)
+            spawned: list[_Worker] = []
+            try:
+                for _ in range(self.workers):
+                    spawned.append(self._spawn())
+            finally:  # workers that did start serve; with none, the next file tries again
+                self._started = bool(spawned)
+                for w in spawned:
+                    self._turns.put(w)
 
     def _spawn(self) -> _Worker:
         w = _Worker(self._ctx, self.ocr, self.max_file_size, self.memory_bytes)
@@ -386,8 +390,13 @@ class ConvertPool:
         return self._run(self._worker_for(ticket), task, label)
 
     def _worker_for(self, ticket: int) -> _Worker:
-        """The worker whose turn `ticket` is (starting the workers first if none runs yet)."""
-        self._start_workers()
+        """The worker whose turn `ticket` is (starting the workers first if none runs yet). A start that
+        fails gives up the ticket, so the files queued behind it are not left waiting."""
+        try:
+            self._start_workers()
+        except BaseException:
+            self._turns.drop(ticket)
+            raise
         w = self._turns.take(ticket)
         if w is None:
             if self._aborted:

@@ -149,7 +149,9 @@ class RoundsIndexer:
         stored = (0,) * len(COUNTS)  # the child's counts at its last write
         ctx = _context()
         ours, theirs = ctx.Pipe(duplex=False)
-        child = ctx.Process(target=_child_main, args=(theirs, job), name=f"minirag-sync {name}", daemon=True)
+        # Not daemonic: a daemonic process may not start processes, and the round's converter pool does.
+        # The child ends with this process all the same (PR_SET_PDEATHSIG in _child_main).
+        child = ctx.Process(target=_child_main, args=(theirs, job), name=f"minirag-sync {name}", daemon=False)
         self._join(keep=0)  # the previous round's child, which exits once it reported
         child.start()
         self._children.append(child)

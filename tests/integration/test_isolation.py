@@ -209,3 +209,40 @@ def test_worker_imports_stay_small() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_workers_that_cannot_start_fail_each_file_by_name_and_the_next_start_succeeds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool whose worker processes cannot be started (a daemonic parent may not start any) fails the files
+    that needed one, each by name, instead of leaving them queued for a worker that never comes; once
+    starting works again, the pool starts its workers."""
+    import appliance.ingest.isolate as isolate
+
+    pages = []
+    for i in range(5):
+        pages.append(tmp_path / f"page{i}.html")
+        pages[-1].write_text(f"<p>page {i} about valves</p>")
+    real = isolate._Worker
+    refused = {"n": 0}
+
+    def cannot_start(*args: object, **kwargs: object) -> object:
+        refused["n"] += 1
+        raise AssertionError("daemonic processes are not allowed to have children")
+
+    monkeypatch.setattr(isolate, "_Worker", cannot_start)
+    pool = ConvertPool(workers=2, timeout_s=60, memory_bytes=MEMORY, ocr=None, max_file_size=10 * MB)
+    try:
+        outcome: list[tuple[Path, object]] = []
+        thread = threading.Thread(target=lambda: outcome.extend(pool.imap(pages)), daemon=True)
+        thread.start()
+        thread.join(60)
+        assert not thread.is_alive(), "the files waited for a worker that never started"
+        assert [p for p, _ in outcome] == pages
+        assert all(isinstance(r, ApplianceError) and p.name in str(r) and "daemonic" in str(r)
+                   for p, r in outcome), outcome
+        assert refused["n"] >= 1
+        monkeypatch.setattr(isolate, "_Worker", real)
+        converted = pool.convert(pages[0])
+        assert "valves" in converted.markdown
+    finally:
+        pool.close()

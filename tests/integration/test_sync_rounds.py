@@ -153,3 +153,33 @@ def test_a_round_whose_process_dies_is_reported_by_file_and_the_next_rounds_go_o
     assert healed.ok and healed.added == len(died) and not healed.failed, healed.to_dict()
     assert len(app.index.registry.file_sources()) == FILES
 
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_minirag_sync_in_rounds_converts_files_that_need_a_parser(tmp_path: Path, models_dir: Path) -> None:
+    """The CLI's sync in rounds over files a conversion worker parses (HTML here): each round's process
+    starts its own workers. A round process that could not (a daemonic one may not start processes) left
+    every file after the first waiting for a worker, and the sync hung."""
+    import json
+    import subprocess
+    import sys
+
+    docs = tmp_path / "docs"
+    _corpus(docs)
+    for i in range(0, FILES, 4):
+        (docs / f"page{i:03d}.html").write_text(
+            f"<html><body><h1>Page {i}</h1><p>The pump number {i} was serviced.</p></body></html>\n")
+    total = len(list(docs.iterdir()))
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, BASE_DIR=str(docs), DB_PATH=str(tmp_path / "index"), MODELS_DIR=str(models_dir),
+               SYNC_ROUND_FILES=str(ROUND), PYTHONPATH=str(root))
+    done = subprocess.run([sys.executable, "-m", "appliance", "sync", "--json"], env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["added"] == total and not report["failed"], report
+    hits = subprocess.run([sys.executable, "-m", "appliance", "query", "pump number 8 serviced", "--json"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert hits.returncode == 0, hits.stderr[-2000:]
+    assert any(Path(hit["filePath"]).name.startswith("page") for hit in json.loads(hits.stdout)["results"])
