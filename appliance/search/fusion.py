@@ -22,6 +22,7 @@ still never judges another language, so its scale is untouched by translated mat
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,10 @@ TRANSLATED_SHARE = 1.0
 manuals 0.7 / 0.8 / 0.9 / 1.0 gave cross-lingual answer-passage hit@5 0.42 / 0.52 / 0.55 / 0.58 and
 same-language 0.89 / 0.89 / 0.89 / 0.86; on XQuAD-R multi 1.0 took nDCG@10 from 0.791 to 0.849
 (scripts/passage_experiments.py, scripts/eval_retrieval.py; README "Cross-language keyword search")."""
+
+
+Similarity = Mapping[str, float] | Callable[[Sequence[str]], Mapping[str, float]]
+"""Cosine similarity to the query by chunk id, or what reads it for the ids asked."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,7 @@ class Candidate:
 
 
 def fuse(vector: Side, keyword: Side, weight: float, query_language: str | None = None,
-         similarity: Mapping[str, float] | None = None, translated: Side | None = None,
+         similarity: Similarity | None = None, translated: Side | None = None,
          languages: Callable[[Sequence[str]], Mapping[str, str | None]] | None = None) -> list[Candidate]:
     """score = (1 - w) * v + w * b (see the module docstring), each side scaled by its Side.
 
@@ -62,7 +67,9 @@ def fuse(vector: Side, keyword: Side, weight: float, query_language: str | None 
     (keywords.language of its text: `languages` gives them by id, asked once for every
     candidate; without it each row's `text` is read), its score is v alone. w = 0 is the
     vector order, w = 1 the keyword order (no abstaining there). Ties go to the more similar chunk (`similarity`
-    by id, for chunks only BM25 found; the vector side's own value otherwise), then by id.
+    by id, for chunks only BM25 found; the vector side's own value otherwise), then by id. A callable
+    `similarity` is asked only for the chunks only BM25 found that tie with another candidate: outside the
+    in-memory replica each ask is one more read of vectors, and ties are rare.
     """
     merged: dict[str, Candidate] = {}
     for rank, row in enumerate(vector.rows):
@@ -83,7 +90,6 @@ def fuse(vector: Side, keyword: Side, weight: float, query_language: str | None 
             merged.setdefault(row["id"], Candidate(row["id"], row, None, None, rank, 0.0))
     share = weight * TRANSLATED_SHARE
     fused: list[Candidate] = []
-    sims: dict[str, float] = {}
     for c in merged.values():
         if c.id not in foreign:
             keyword_rank, b = keyword_ranks.get(c.id, (None, 0.0))
@@ -94,8 +100,12 @@ def fuse(vector: Side, keyword: Side, weight: float, query_language: str | None 
         else:
             keyword_rank, score = keyword_ranks.get(c.id, (None, 0.0))[0], c.score
         fused.append(Candidate(c.id, c.row, c.distance, c.vector_rank, keyword_rank, score))
-        own = 1.0 - c.distance if c.distance is not None else float("-inf")
-        sims[c.id] = similarity.get(c.id, own) if similarity is not None else own
+    sims = {c.id: 1.0 - c.distance if c.distance is not None else float("-inf") for c in fused}
+    if similarity is not None:
+        counts = Counter(c.score for c in fused)
+        tied = sorted(c.id for c in fused if c.distance is None and counts[c.score] > 1)
+        known = similarity(tied) if callable(similarity) else similarity
+        sims.update({cid: known[cid] for cid in tied if cid in known})
     return sorted(fused, key=lambda c: (-c.score, -sims[c.id], c.id))
 
 

@@ -8,7 +8,7 @@ from typing import get_args
 
 from appliance.assemble.distinct import collapse
 from appliance.assemble.passages import RANK_COLUMNS, SectionsMode, assemble, within_budget
-from appliance.chunks import RankedChunk
+from appliance.chunks import RankedChunk, StoredChunk
 from appliance.config import TOP_K_CAP
 from appliance.core import Resources
 from appliance.errors import ApplianceError, InvalidArgument
@@ -84,11 +84,9 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     if translated_future is not None:
         found_translated = translated_future.result()  # scaled by its best alone (search.fusion)
         translated = Side(found_translated.rows, found_translated.best, 0.0)
-    found = {row["id"] for row in vector_side.rows}
-    only_keyword = {r["id"] for r in [*keyword_side.rows, *(translated.rows if translated else ())]} - found
-    similarity = core.index.reader.similarities(vector, sorted(only_keyword))
     # rows that carry their text (LanceDB's path) give their language themselves; else the replica does, by id
-    fused = fuse(vector_side, keyword_side, weight, query_language, similarity, translated,
+    fused = fuse(vector_side, keyword_side, weight, query_language,
+                 lambda ids: core.index.reader.similarities(vector, ids), translated,
                  None if "text" in columns else lambda ids: core.index.reader.passage_languages(ids, language))
     fused = cap_distance(fused, core.settings.max_distance)
     fused = group_cut(fused, core.settings.grouping)
@@ -96,12 +94,16 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     # when copies fill even that (a passage kept in many files), twice as many again, while there are more.
     pool = cap_files(fused, core.settings.max_files)
     width = top_k * 2
+    read: set[str] = set()
+    chunks: list[StoredChunk] = []
     while True:
         ranked = pool[:width]
         # Ranking reads a few narrow columns; the full rows of the hits come back with
-        # their sections in one read, since every hit lies inside its own section.
-        parents = sorted({h.row["parent_id"] for h in ranked})
-        chunks = core.index.reader.section_chunks(parents)
+        # their sections in one read, since every hit lies inside its own section (a wider
+        # pool reads only the sections it adds).
+        parents = sorted({h.row["parent_id"] for h in ranked} - read)
+        chunks += core.index.reader.section_chunks(parents)
+        read.update(parents)
         full = {chunk.id: chunk for chunk in chunks}
         distinct = collapse([RankedChunk(full[h.id], h.distance, h.score) for h in ranked if h.id in full], top_k)
         if len(distinct.kept) >= top_k or width >= len(pool):

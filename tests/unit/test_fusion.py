@@ -48,6 +48,23 @@ def test_a_filtered_side_keeps_the_whole_index_scale() -> None:
     assert [c.id for c in hybrid.fuse(vector, keyword, 0.6, similarity={"f": 0.55})] == ["b", "f", "e"]
 
 
+def test_similarity_is_read_only_for_keyword_hits_that_tie() -> None:
+    """Outside the in-memory replica each read of similarities is another read of vectors: the callable is
+    asked only for chunks only BM25 found whose score ties another's, and the order is what a full map gives."""
+    vector = Side([_v("b", 0.2), _v("e", 0.5)], best=0.9, floor=0.7)
+    keyword = Side([_k("b", 8.0), _k("f", 1.0), _k("g", 5.0)], best=8.0, floor=2.0)
+    asked: list[list[str]] = []
+
+    def similarity(ids):  # type: ignore[no-untyped-def]
+        asked.append(list(ids))
+        return {"f": 0.55, "g": 0.1}
+
+    lazy = hybrid.fuse(vector, keyword, 0.6, similarity=similarity)
+    full = hybrid.fuse(vector, keyword, 0.6, similarity={"f": 0.55, "g": 0.1})
+    assert [c.id for c in lazy] == [c.id for c in full] == ["b", "g", "f", "e"]
+    assert asked == [["f"]]  # g's score is its own; f ties e at 0
+
+
 def test_single_hit_lists_normalise_to_one() -> None:
     out = fuse([_v("a", 0.4)], [_k("z", 3.0)], 0.7)
     assert [c.id for c in out] == ["z", "a"]
