@@ -165,6 +165,8 @@ class IndexReader:
         self.tables = tables
         self._replica: Replica | None = None
         self._replica_lock = threading.Lock()
+        self._too_large: tuple[Table, int] | None = None
+        """(the chunks handle, its version) last found too large for the replica."""
         self._pinned = threading.local()
         """This thread's `query_view`: (the chunks handle, its replica or None), while one is open."""
         self.replica_rows_read = 0
@@ -173,6 +175,7 @@ class IndexReader:
     def forget(self) -> None:
         """Drop the replica (the tables it was read from were replaced)."""
         self._replica = None
+        self._too_large = None
 
     @contextlib.contextmanager
     def query_view(self) -> Iterator[None]:
@@ -285,11 +288,14 @@ class IndexReader:
 
     def _replica_at(self, chunks: Table, version: int) -> Replica | None:
         replica = self._replica
+        if replica is None and self._too_large == (chunks, version):
+            return None  # known: no count of rows (a round trip, under the lock) at every read of a query
         if replica is None or replica.version != version:
             with self._replica_lock:
                 replica = self._replica
                 if replica is None or replica.version != version:
                     self._replica = replica = self._read_replica(chunks, version, replica)
+                self._too_large = (chunks, version) if replica is None else None
         return replica
 
     def _read_replica(self, chunks: Table, version: int, old: Replica | None) -> Replica | None:

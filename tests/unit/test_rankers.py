@@ -180,3 +180,28 @@ def test_the_resolved_settings_budget_chooses_the_ranker(written: Path, embedder
                       replica.Replica)
     starved = Resources(replace(settings, replica_budget_bytes=0), embedder=embedder)
     assert isinstance(starved.index.reader.ranker(COLUMNS), LanceRanker)
+
+
+def test_an_index_that_outgrows_the_budget_switches_ranker_at_its_next_version(
+        tmp_path: Path, embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ranker is chosen again at each version: a budget that holds the first documents gives the replica,
+    a write past it LanceDB (a table found too large is not counted again at every read of one version), a
+    deletion back under it the replica again."""
+    first = {k: DOCUMENTS[k] for k in ("/docs/a.md",)}
+    budget = replica.estimated_bytes(len(first["/docs/a.md"][1]), embedder.spec.dim)
+    index = Index(tmp_path / "index", embedder.spec.dim, memory_budget=budget)
+    _write(index, embedder)  # every document: over the budget
+    assert isinstance(index.reader.ranker(COLUMNS), LanceRanker)
+    from lancedb.table import LanceTable
+
+    counted: list[int] = []
+    count_rows = LanceTable.count_rows
+    monkeypatch.setattr(LanceTable, "count_rows", lambda self, *a, **k: counted.append(1) or count_rows(self, *a, **k))
+    for _ in range(3):
+        assert isinstance(index.reader.ranker(COLUMNS), LanceRanker)  # the same version: not counted again
+    assert not counted
+    index.writes.delete_sources(["/docs/b/c.md", "/docs/b-other.md"])
+    chosen = index.reader.ranker(COLUMNS)
+    assert isinstance(chosen, replica.Replica)
+    rows = chosen.rank(embedder.embed_query("pump oil"), 3, None, COLUMNS).rows
+    assert rows and all(r["id"].startswith("/docs/a.md:") for r in rows)
