@@ -237,6 +237,19 @@ def test_make_sync_then_query(image: str, docs: Path, volume: str) -> None:
     assert json.loads(out.stdout)["results"][0]["filePath"] == "/docs/backup-policy.md"
 
 
+def test_a_sync_in_rounds_runs_in_the_hardened_container(image: str, docs: Path, volume: str) -> None:
+    """SYNC_ROUND_FILES=2: five files in three rounds, each a child process with its own conversion worker
+    (pelmeni.html needs one), under --read-only, a tmpfs /tmp and no capabilities."""
+    mounts = [f"{docs}:/docs:ro", f"{volume}:/index"]
+    run = docker_run(image, "sync", "--json", mounts=mounts, env={"SYNC_ROUND_FILES": "2"}, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout)
+    assert report["added"] == 5 and not report["failed"], report
+    out = docker_run(image, "query", "тесто для пельменей", "--json", mounts=mounts)
+    assert out.returncode == 0, out.stderr
+    assert "/docs/pelmeni.html" in [hit["filePath"] for hit in json.loads(out.stdout)["results"]]
+
+
 BAD_INPUTS = {
     "missing-docs": ([], "no documents are mounted at /docs"),
     "empty-docs": (["{empty}:/docs:ro"], "/docs is empty: nothing to index yet"),
