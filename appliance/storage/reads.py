@@ -36,7 +36,6 @@ from appliance.storage.tables import (
     guarded,
     in_document_order,
     in_list,
-    raise_named,
     sql_str,
     vector_index,
 )
@@ -185,18 +184,19 @@ class IndexReader:
         The table's version is asked once here instead of at each read (every ask is a round trip
         through LanceDB's event loop thread, ~1 ms apiece on a quiet machine and several under load),
         and a commit landing mid-query cannot give its ranking and its sections two versions."""
-        try:
-            self.tables.refresh_for_read()
-            chunks = self.tables.chunks()
-            view = (chunks, None if chunks is None else self._replica_at(chunks, chunks.version))
-        except Exception as exc:  # noqa: BLE001 - raised again, as its named error or as it is
-            raise_named(self.tables, exc)
+        view = self._latest_view()
         outer = getattr(self._pinned, "view", None)
         self._pinned.view = view
         try:
             yield
         finally:
             self._pinned.view = outer
+
+    @guarded
+    def _latest_view(self) -> tuple[Table | None, Replica | None]:
+        self.tables.refresh_for_read()
+        chunks = self.tables.chunks()
+        return chunks, None if chunks is None else self._replica_at(chunks, chunks.version)
 
     @guarded
     def vector_side(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,

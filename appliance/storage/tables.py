@@ -36,7 +36,7 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
 
 from appliance.chunks import Chunk
 from appliance.config import Bucket
-from appliance.errors import CONFLICT_ATTEMPTS, IndexCorrupt, is_commit_conflict, storage_error
+from appliance.errors import CONFLICT_ATTEMPTS, ApplianceError, IndexCorrupt, is_commit_conflict, storage_error
 from appliance.platform import native_memory
 from appliance.storage.filters import Filter
 
@@ -253,14 +253,32 @@ PartMethod = Callable[Concatenate[_S, _P], _R]
 
 
 def guarded(method: PartMethod[_S, _P, _R]) -> PartMethod[_S, _P, _R]:
-    """Report a failed read or write of the index as its named error (disk full, read-only, damaged)."""
+    """Report a failed read or write of the index as its named error (disk full, read-only, damaged).
+
+    A read of a version whose files another process's fold has just removed (writes.KEEP_REPLACED_FILES: a
+    version this process checked out before that process committed) is read again at the latest version,
+    once; a file missing from the latest version too is damage."""
     @functools.wraps(method)
     def wrapper(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return method(self, *args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - raised again, as its named error or as it is
+            if not vanished(exc):
+                raise_named(self.tables, exc)
+            self.tables.files_vanished += 1
+            log.info("%s read files a newer version had replaced; reading the latest", method.__name__)
+        try:
+            self.tables.refresh_handles()
+            return method(self, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - as above
             raise_named(self.tables, exc)
     return wrapper
+
+
+def vanished(exc: BaseException) -> bool:
+    """Whether `exc` is LanceDB failing to find one of a table's files (data, deletion or index files)."""
+    text = str(exc)
+    return "not found" in text.lower() and ".lance" in text and not isinstance(exc, ApplianceError)
 
 
 def raise_named(tables: Tables, exc: Exception) -> NoReturn:
@@ -292,10 +310,13 @@ def writes(method: PartMethod[_S, _P, _R]) -> PartMethod[_S, _P, _R]:
             try:
                 return method(self, *args, **kwargs)
             except Exception as exc:  # noqa: BLE001 - retried when a lost commit race, else raised again
-                if not is_commit_conflict(exc) or attempt == CONFLICT_ATTEMPTS:
+                if not (is_commit_conflict(exc) or vanished(exc)) or attempt == CONFLICT_ATTEMPTS:
                     raise_named(tables, exc)
-                tables.conflicts_retried += 1
-                log.info("%s lost a commit race to another process (attempt %d); retrying", method.__name__, attempt)
+                if vanished(exc):  # it worked on a version whose files another process's fold removed
+                    tables.files_vanished += 1
+                else:
+                    tables.conflicts_retried += 1
+                log.info("%s lost a race to another process (attempt %d); retrying", method.__name__, attempt)
                 backoff(attempt)
                 with contextlib.suppress(Exception):  # the next attempt reports whatever is wrong
                     tables.refresh_handles()
@@ -318,6 +339,9 @@ class Tables:
         that fits is ranked by the exact in-memory replica, a larger one through LanceDB's indexes."""
         self.lock = threading.RLock()
         """Held by a write of this process: readers never wait for it."""
+        self.files_vanished = 0
+        """Reads and writes repeated at the latest version because another process's fold removed the files
+        of the version they worked on (for tests)."""
         self._db: lancedb.DBConnection | None = None
         self._chunks: Table | None = None
         self._sources: Table | None = None

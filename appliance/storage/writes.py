@@ -6,6 +6,7 @@ import logging
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from datetime import timedelta
 from typing import Any
 
 from appliance.platform.hidden_imports import pandas_hidden
@@ -60,6 +61,10 @@ FOLD_DUE_FRAGMENTS = 20
 its indexes or this many fragments: a fold costs ~0.5 s however few rows it adds (a quarter of a
 10-file `minirag sync`, and seconds at 100k chunks), while searches scan a few hundred unindexed
 rows in well under a millisecond and LanceDB itself advises optimizing after ~20 writes."""
+KEEP_REPLACED_FILES = timedelta(hours=1)
+"""How long a fold keeps the files of the versions it replaced: LanceDB's default is a week, and a first sync of
+1M chunks, which compacts and rebuilds its indexes many times over, left 29 GB on disk where the live data
+took a fraction of it. A reader holds a version for one query (IndexReader.query_view); an hour is far longer."""
 log = logging.getLogger(__name__)
 
 
@@ -240,7 +245,7 @@ class IndexWriter:
         """
         for attempt in range(1, OPTIMIZE_ATTEMPTS + 1):
             try:
-                table.optimize()
+                table.optimize(cleanup_older_than=KEEP_REPLACED_FILES)
                 return
             except Exception as exc:
                 if not is_commit_conflict(exc):
