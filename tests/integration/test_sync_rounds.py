@@ -183,3 +183,57 @@ def test_minirag_sync_in_rounds_converts_files_that_need_a_parser(tmp_path: Path
                           env=env, capture_output=True, text=True, timeout=300)
     assert hits.returncode == 0, hits.stderr[-2000:]
     assert any(Path(hit["filePath"]).name.startswith("page") for hit in json.loads(hits.stdout)["results"])
+
+
+CANCEL_IN_ROUNDS = """
+import json, os, sys, time
+from pathlib import Path
+from appliance.config import load_settings
+from appliance.service import Appliance
+from scripts.faults_crash import descendants
+docs, db, models = sys.argv[1:4]
+app = Appliance(load_settings({"BASE_DIR": docs, "DB_PATH": db, "MODELS_DIR": models, "SYNC_ROUND_FILES": "10"}))
+job = app.sync_start()
+deadline = time.monotonic() + 600
+while app.sync_status(job.job_id).files_done < 12 and time.monotonic() < deadline:  # in round 2, at the slow file
+    time.sleep(0.2)
+family = descendants(os.getpid())
+started = time.monotonic()
+app.cancel_job(job.job_id)
+while app.sync_status(job.job_id).finished_at is None and time.monotonic() - started < 60:
+    time.sleep(0.05)
+elapsed = time.monotonic() - started
+time.sleep(1.0)
+left = [p for p in family if Path(f"/proc/{p}").exists() and "forkserver" not in Path(f"/proc/{p}/cmdline").read_text()
+        and "resource_tracker" not in Path(f"/proc/{p}/cmdline").read_text()]
+for slow in Path(docs).glob("*slow*"):
+    slow.unlink()  # it would take an hour again
+again = app.sync()
+print(json.dumps({"phase": app.sync_status(job.job_id).phase, "elapsed": elapsed, "left": left,
+                  "family": len(family), "again": again.added, "failed": len(again.failed)}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_cancelling_a_sync_job_in_rounds_stops_its_round_process_and_the_next_sync_completes(
+        tmp_path: Path, models_dir: Path, slow_conversions: dict[str, str]) -> None:
+    """sync_cancel (the service's cancel_job) on a sync in rounds: the round's process and its conversion
+    worker (stuck on a slow file in round 2) end within seconds, the job ends "cancelled", and the next sync
+    indexes what the cancelled one left."""
+    import json
+    import subprocess
+    import sys
+
+    docs = tmp_path / "docs"
+    _corpus(docs)
+    (docs / "doc012-slow.html").write_text("<p>converting this takes an hour with the slow_conversions fixture</p>\n")
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run([sys.executable, "-c", CANCEL_IN_ROUNDS, str(docs), str(tmp_path / "index"), str(models_dir)],
+                         cwd=root, env=slow_conversions, capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    print(out)
+    assert out["phase"] == "cancelled" and out["elapsed"] < 10 and not out["left"], out
+    assert out["family"] >= 2  # the round's process and its worker were there to stop
+    assert out["failed"] == 0 and 0 < out["again"] <= FILES - 10  # round 1's files were written before
