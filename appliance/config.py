@@ -167,10 +167,9 @@ class Settings:
     root is always held)."""
     bucket: Bucket | None = None
     """DB_PATH=s3://bucket/prefix: the tables, identity.json and the writer lease live there."""
-    sync_round_files: int = 0
+    sync_round_files: int = 5000
     """SYNC_ROUND_FILES: a sync indexes more files than this in rounds of this many, each in a child process
-    of its own, so its memory stays bounded (sync.rounds); 0 (the default) indexes everything in the syncing
-    process."""
+    of its own, so its memory stays bounded (sync.rounds); 0 indexes everything in the syncing process."""
     replica_budget_bytes: int = field(default_factory=replica_budget)
     """Bytes of the index this process may hold in memory (replica_budget, from the memory limit when the
     settings are resolved): an index that fits is ranked by the exact in-memory replica, a larger one
@@ -357,9 +356,7 @@ class Environment(BaseSettings):
     no_snapshot_dedupe: Flag = False
     sync_interval: Int = 900
     sync_delete_limit: Annotated[Int, _must(lambda v: 0 <= v <= 100, "be a percentage from 0 to 100")] = 50
-    # 0 by default: `minirag sync` in rounds hung after its first file (a CLI sync over /usr/share/doc,
-    # host and image alike) while in-process syncs and the benchmarks completed; not yet found why
-    sync_round_files: Annotated[Int, _must(lambda v: v >= 0, "be 0 (one process) or a number of files")] = 0
+    sync_round_files: Annotated[Int, _must(lambda v: v >= 0, "be 0 (one process) or a number of files")] = 5000
     models_manifest: OptionalPath = None
     minirag_container: Annotated[bool, BeforeValidator(lambda v: v == "1" if isinstance(v, str) else v)] = False
     ray_address: Annotated[str | None, BeforeValidator(_nonempty)] = None

@@ -9,7 +9,7 @@ reads low at its end: the round's child has exited);
 `own_rss_mb_per_tenth` is the syncing process's RSS alone. In a single process PSS and RSS differ by its
 few shared pages.
 
-Usage: [SYNC_ROUND_FILES=5000] bench_sync_rss.py [--files 10000,100000] [--json]   (default 0: no rounds)
+Usage: [SYNC_ROUND_FILES=0] bench_sync_rss.py [--files 10000,100000] [--json]   (0: no rounds, as before them)
 
 The files and the embedder are bench_scale.py's: real SciFact and Cranfield sentences, and vectors
 derived from the text (the model is not what is measured here, and it would take hours at 100,000
