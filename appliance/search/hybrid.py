@@ -53,6 +53,13 @@ to 0.59 (300 no better) and leaves SciFact, Cranfield and XQuAD-R as they were
 (scripts/passage_experiments.py, README "Retrieval quality")."""
 
 
+SECTIONS_AHEAD = 2
+"""A section read covers the hits of the next widening of the result pool too. Where LanceDB ranks, each read
+has a cost of its own besides its rows: at 1M chunks (scripts/bench_scale.py's index, whose overlapping
+passages widen the pool often) reading only the hits looked at took 3.3 reads and 98 ms a query, reading one
+widening ahead 1.8 reads and 71 ms, three ahead 1.55 reads and 77 ms."""
+
+
 def candidate_depth(top_k: int) -> int:
     """How many candidates each side reads for a query that asks `top_k` hits."""
     return max(top_k * 4, CANDIDATES_PER_SIDE)
@@ -69,14 +76,18 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     # mixing them in one list shrank the own language's scale (XQuAD-R multi -0.013 nDCG@10; README).
     alone, query_language = weight >= 1.0, language(query)
     columns = core.index.reader.rank_columns(RANK_COLUMNS)
+    # where LanceDB ranks, BM25's rows bring their vectors too, for fusion's tie-break (a read by id costs ~9 ms
+    # at 1M chunks; carried, nothing measurable)
+    keyword_columns = [*columns, "vector"] if "text" in columns else columns
     translate = alone or (weight > 0.0 and query_language is not None)
     keywords = crosslingual.build(query, translate=translate) if translate or explain else None
     if weight > 0.0:
         # the query's own terms as built once with the sets (KeywordQuery.plain is query_terms(query))
         terms = query_terms(query) if keywords is None else keywords.fts() if alone else keywords.plain
-        keyword_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, terms, fetch, where, columns)
+        keyword_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, terms, fetch, where, keyword_columns)
         if keywords is not None and not alone and (wanted := keywords.translations()):
-            translated_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, wanted, fetch, where, columns)
+            translated_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, wanted, fetch, where,
+                                                     keyword_columns)
     vector = core.embedder.embed_query(query)
     vector_side = core.index.reader.vector_side(vector, fetch, where, columns)
     keyword_side = keyword_future.result() if keyword_future else Side([], 0.0, 0.0)
@@ -85,8 +96,10 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
         found_translated = translated_future.result()  # scaled by its best alone (search.fusion)
         translated = Side(found_translated.rows, found_translated.best, 0.0)
     # rows that carry their text (LanceDB's path) give their language themselves; else the replica does, by id
+    carried = {r["id"]: r["vector"] for r in [*keyword_side.rows, *(translated.rows if translated else ())]
+               if r.get("vector") is not None}
     fused = fuse(vector_side, keyword_side, weight, query_language,
-                 lambda ids: core.index.reader.similarities(vector, ids), translated,
+                 lambda ids: core.index.reader.similarities(vector, ids, carried), translated,
                  None if "text" in columns else lambda ids: core.index.reader.passage_languages(ids, language))
     fused = cap_distance(fused, core.settings.max_distance)
     fused = group_cut(fused, core.settings.grouping)
@@ -99,11 +112,12 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     while True:
         ranked = pool[:width]
         # Ranking reads a few narrow columns; the full rows of the hits come back with
-        # their sections in one read, since every hit lies inside its own section (a wider
-        # pool reads only the sections it adds).
-        parents = sorted({h.row["parent_id"] for h in ranked} - read)
-        chunks += core.index.reader.section_chunks(parents)
-        read.update(parents)
+        # their sections in one read, since every hit lies inside its own section; a read
+        # takes the sections of SECTIONS_AHEAD times the hits looked at.
+        if any(h.row["parent_id"] not in read for h in ranked):
+            parents = sorted({h.row["parent_id"] for h in pool[:width * SECTIONS_AHEAD]} - read)
+            chunks += core.index.reader.section_chunks(parents)
+            read.update(parents)
         full = {chunk.id: chunk for chunk in chunks}
         distinct = collapse([RankedChunk(full[h.id], h.distance, h.score) for h in ranked if h.id in full], top_k)
         if len(distinct.kept) >= top_k or width >= len(pool):

@@ -205,3 +205,17 @@ def test_an_index_that_outgrows_the_budget_switches_ranker_at_its_next_version(
     assert isinstance(chosen, replica.Replica)
     rows = chosen.rank(embedder.embed_query("pump oil"), 3, None, COLUMNS).rows
     assert rows and all(r["id"].startswith("/docs/a.md:") for r in rows)
+
+
+def test_similarities_use_carried_vectors_and_read_the_rest(written: Path, embedder: HashEmbedder) -> None:
+    """Vectors a ranked list brought along (BM25's rows where LanceDB ranks) are not read again; the other ids
+    are, and both give the cosine similarity the stored vectors give."""
+    index = _index(written, embedder.spec.dim, "lancedb")
+    query = embedder.embed_query("pump oil")
+    ids = ["/docs/a.md:0", "/docs/b/c.md:1"]
+    read = index.reader.similarities(query, ids)
+    carried = {ids[0]: np.asarray(index.reader.chunk_rows(f"id = '{ids[0]}'", ["vector"])[0]["vector"]) * 3.0}
+    mixed = index.reader.similarities(query, ids, carried)
+    assert mixed == pytest.approx(read) and set(mixed) == set(ids)
+    nothing = Index(written.parent / "nowhere", embedder.spec.dim, memory_budget=0)  # no table: only the carried
+    assert nothing.reader.similarities(query, ids, carried) == pytest.approx({ids[0]: read[ids[0]]})
