@@ -303,6 +303,13 @@ def is_commit_conflict(exc: BaseException) -> bool:
     return not isinstance(exc, ApplianceError) and bool(_LANCE_CONFLICT.search(str(exc)))
 
 
+def is_vanished_file(exc: BaseException) -> bool:
+    """True for LanceDB not finding one of a table's files (data, deletion or index files): the version being
+    read was replaced and its files removed by another process's fold, or the index is damaged."""
+    text = str(exc)
+    return not isinstance(exc, ApplianceError) and "not found" in text.lower() and ".lance" in text
+
+
 def _not_ours(db_path: Path, limit: int = 5000) -> tuple[Path, int, int] | None:
     """The first entry under db_path this process may not write: (path, owner uid, owner gid)."""
     me = os.geteuid()

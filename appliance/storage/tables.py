@@ -36,7 +36,7 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
 
 from appliance.chunks import Chunk
 from appliance.config import Bucket
-from appliance.errors import CONFLICT_ATTEMPTS, ApplianceError, IndexCorrupt, is_commit_conflict, storage_error
+from appliance.errors import CONFLICT_ATTEMPTS, IndexCorrupt, is_commit_conflict, is_vanished_file, storage_error
 from appliance.platform import native_memory
 from appliance.storage.filters import Filter
 
@@ -263,7 +263,7 @@ def guarded(method: PartMethod[_S, _P, _R]) -> PartMethod[_S, _P, _R]:
         try:
             return method(self, *args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - raised again, as its named error or as it is
-            if not vanished(exc):
+            if not is_vanished_file(exc):
                 raise_named(self.tables, exc)
             self.tables.files_vanished += 1
             log.info("%s read files a newer version had replaced; reading the latest", method.__name__)
@@ -273,12 +273,6 @@ def guarded(method: PartMethod[_S, _P, _R]) -> PartMethod[_S, _P, _R]:
         except Exception as exc:  # noqa: BLE001 - as above
             raise_named(self.tables, exc)
     return wrapper
-
-
-def vanished(exc: BaseException) -> bool:
-    """Whether `exc` is LanceDB failing to find one of a table's files (data, deletion or index files)."""
-    text = str(exc)
-    return "not found" in text.lower() and ".lance" in text and not isinstance(exc, ApplianceError)
 
 
 def raise_named(tables: Tables, exc: Exception) -> NoReturn:
@@ -310,9 +304,9 @@ def writes(method: PartMethod[_S, _P, _R]) -> PartMethod[_S, _P, _R]:
             try:
                 return method(self, *args, **kwargs)
             except Exception as exc:  # noqa: BLE001 - retried when a lost commit race, else raised again
-                if not (is_commit_conflict(exc) or vanished(exc)) or attempt == CONFLICT_ATTEMPTS:
+                if not (is_commit_conflict(exc) or is_vanished_file(exc)) or attempt == CONFLICT_ATTEMPTS:
                     raise_named(tables, exc)
-                if vanished(exc):  # it worked on a version whose files another process's fold removed
+                if is_vanished_file(exc):  # it worked on a version whose files another process's fold removed
                     tables.files_vanished += 1
                 else:
                     tables.conflicts_retried += 1
