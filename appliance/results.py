@@ -441,8 +441,11 @@ class Passage(Record):
     doc_class: str | None = None
     also_in: Annotated[list[Place] | None, Field(description=
         "Other places holding the same passage (source, displayPath, chunkIndex and its location); "
-        "collapsed into this hit so the results are distinct passages.")] = None
+        "collapsed into this hit so the results are distinct passages; the best-ranked few, alsoInMore "
+        "counts the rest.")] = None
     """query.distinct's places of the copies, for a search hit; always None around a hit."""
+    also_in_more: Annotated[int | None, Field(description=
+        "Copies of this passage found beyond those alsoIn lists.")] = Field(default=None, exclude_if=is_none)
 
 
 class Explanation(Record):

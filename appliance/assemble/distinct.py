@@ -11,10 +11,9 @@ document, so the measure is containment, not equality.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
-from appliance.chunks import RankedChunk, StoredChunk
+from appliance.chunks import StoredChunk
 from appliance.results import Place
 
 SAME_PASSAGE = 0.5
@@ -24,14 +23,10 @@ other (median 0.03); copies re-cut 15% off at both ends with 3% of words damaged
 0.66-0.85 in each other (median 0.77). 0.5 sits between the two."""
 MIN_SHINGLES = 8
 """Passages shorter than this many 3-grams (a heading, a table cell) never collapse."""
+COPIES_LISTED = 5
+"""Copies a hit names in alsoIn, the best-ranked first; alsoInMore counts the rest. A passage kept in dozens of
+files would otherwise fill the reply with places, and every place listed is a row read at every query."""
 _WORD = re.compile(r"\w+", re.UNICODE)
-
-
-@dataclass(frozen=True)
-class Collapsed:
-    kept: list[RankedChunk]
-    also_in: dict[str, list[Place]]
-    """id of a kept hit -> where else its passage was found, in rank order."""
 
 
 def shingles(text: str) -> frozenset[tuple[str, ...]]:
@@ -46,22 +41,25 @@ def same_passage(a: frozenset[tuple[str, ...]], b: frozenset[tuple[str, ...]]) -
     return len(small & large) >= SAME_PASSAGE * len(small)
 
 
-def collapse(hits: Sequence[RankedChunk], limit: int) -> Collapsed:
-    """The first `limit` distinct passages of `hits` (in rank order), each naming its copies."""
-    kept: list[tuple[RankedChunk, frozenset[tuple[str, ...]]]] = []
-    also_in: dict[str, list[Place]] = {}
-    for hit in hits:
-        body = shingles(hit.chunk.body)
+def distinct(ids: Sequence[str], bodies: Mapping[str, str], limit: int) -> tuple[list[str], dict[str, list[str]]]:
+    """(The first `limit` of `ids` whose passages are distinct, in rank order; kept id -> the ids of its copies
+    among `ids`, in rank order), from each passage's own text (`bodies`): the search decides with the texts its
+    ranked lists carry and reads the rows of only the hits it keeps and their copies."""
+    kept: list[tuple[str, frozenset[tuple[str, ...]]]] = []
+    copies: dict[str, list[str]] = {}
+    for cid in ids:
+        body = shingles(bodies[cid])
         twin = next((k for k, s in kept if same_passage(body, s)), None)
         if twin is not None:
-            also_in.setdefault(twin.id, []).append(_where(hit.chunk))
+            copies.setdefault(twin, []).append(cid)
         elif len(kept) < limit:
-            kept.append((hit, body))
-    ids = {k.id for k, _ in kept}
-    return Collapsed([k for k, _ in kept], {k: v for k, v in also_in.items() if k in ids})
+            kept.append((cid, body))
+    ids_kept = [k for k, _ in kept]
+    return ids_kept, {k: copies[k] for k in ids_kept if k in copies}
 
 
-def _where(chunk: StoredChunk) -> Place:
+def place(chunk: StoredChunk) -> Place:
+    """Where a copy of a passage lies."""
     return Place(source=chunk.source_id, display_path=chunk.path, chunk_index=chunk.chunk_index,
                  start_line=chunk.start_line, end_line=chunk.end_line, page_start=chunk.page_start,
                  page_end=chunk.page_end, slide=chunk.slide, sheet=chunk.sheet)

@@ -47,8 +47,9 @@ def render_markdown(answer: SearchResults, *, context_lines: int, read_lines: Re
         where = md_code(hit.display_path + place(hit.start_line, hit.page_start, hit.page_end, hit.slide, hit.sheet))
         named = hit.heading or hit.title
         heading = f" — {md_code(named)}" if named else ""
+        more = f" and {hit.also_in_more} more" if hit.also_in_more else ""
         also = (" (also in " + ", ".join(md_code(f"{a.display_path or a.source}{hit_place(a)}")
-                                         for a in hit.also_in) + ")") if hit.also_in else ""
+                                         for a in hit.also_in) + more + ")") if hit.also_in else ""
         body = _excerpt(hit, context_lines, read_lines).strip("\n")
         fence = _fence(body)
         block = f"{rank}. {where}{heading}{also}\n{fence}\n{body}\n{fence}\n"

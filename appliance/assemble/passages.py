@@ -75,11 +75,12 @@ _TRIMMED_NOTE_CHARS = 400
 
 
 def assemble(query: str, hits: Sequence[RankedChunk], sections: Sequence[StoredChunk], *,
-             also_in: dict[str, list[Place]] | None = None, mode: SectionsMode = "excerpt") -> SearchResults:
+             also_in: dict[str, list[Place]] | None = None, also_in_more: dict[str, int] | None = None,
+             mode: SectionsMode = "excerpt") -> SearchResults:
     """Hits in fused order; `parents` maps each parentId once to its section (from `sections`, the
     chunks of the hits' sections): whole (`mode` "full"), only the part around its hits ("excerpt",
     `excerpted` names those cut) or not at all ("none"); a hit whose passage was also found elsewhere
-    names those places in `alsoIn`."""
+    names those places in `alsoIn`, and how many more there were (`also_in_more`) in `alsoInMore`."""
     by_parent: dict[str, list[StoredChunk]] = defaultdict(list)
     for chunk in sections:
         by_parent[chunk.parent_id].append(chunk)
@@ -97,6 +98,7 @@ def assemble(query: str, hits: Sequence[RankedChunk], sections: Sequence[StoredC
     for hit in hits:
         chunk = hit.chunk
         results.append(RankedHit(**passage(chunk).model_dump(exclude={"also_in"}), also_in=(also_in or {}).get(hit.id),
+                                 also_in_more=(also_in_more or {}).get(hit.id),
                                  score=round(hit.score, 6),
                                  distance=None if hit.distance is None else round(hit.distance, 6)))
         if chunk.source_id not in seen:

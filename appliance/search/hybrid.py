@@ -6,9 +6,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import get_args
 
-from appliance.assemble.distinct import collapse
+from appliance.assemble.distinct import COPIES_LISTED, distinct, place
 from appliance.assemble.passages import RANK_COLUMNS, SectionsMode, assemble, within_budget
-from appliance.chunks import RankedChunk, StoredChunk
+from appliance.chunks import RankedChunk
 from appliance.config import TOP_K_CAP
 from appliance.core import Resources
 from appliance.errors import ApplianceError, InvalidArgument
@@ -51,13 +51,6 @@ CANDIDATES_PER_SIDE = 150
 passage sat below the 40 read before: 150 lifts answer-passage hit@5 on our manuals set from 0.53
 to 0.59 (300 no better) and leaves SciFact, Cranfield and XQuAD-R as they were
 (scripts/passage_experiments.py, README "Retrieval quality")."""
-
-
-SECTIONS_AHEAD = 2
-"""A section read covers the hits of the next widening of the result pool too. Where LanceDB ranks, each read
-has a cost of its own besides its rows: at 1M chunks (scripts/bench_scale.py's index, whose overlapping
-passages widen the pool often) reading only the hits looked at took 3.3 reads and 98 ms a query, reading one
-widening ahead 1.8 reads and 71 ms, three ahead 1.55 reads and 77 ms."""
 
 
 def candidate_depth(top_k: int) -> int:
@@ -105,27 +98,30 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     fused = group_cut(fused, core.settings.grouping)
     # Twice the hits asked for, so near-identical passages can collapse and still leave top_k distinct ones;
     # when copies fill even that (a passage kept in many files), twice as many again, while there are more.
+    # Copies are told apart by the passages the ranked lists carry (or the replica holds); only then are the
+    # rows read whole: the sections of the hits kept (every hit lies inside its own) and the places of their
+    # best-ranked copies (COPIES_LISTED).
     pool = cap_files(fused, core.settings.max_files)
     width = top_k * 2
-    read: set[str] = set()
-    chunks: list[StoredChunk] = []
+    bodies: dict[str, str] = {}
     while True:
         ranked = pool[:width]
-        # Ranking reads a few narrow columns; the full rows of the hits come back with
-        # their sections in one read, since every hit lies inside its own section; a read
-        # takes the sections of SECTIONS_AHEAD times the hits looked at.
-        if any(h.row["parent_id"] not in read for h in ranked):
-            parents = sorted({h.row["parent_id"] for h in pool[:width * SECTIONS_AHEAD]} - read)
-            chunks += core.index.reader.section_chunks(parents)
-            read.update(parents)
-        full = {chunk.id: chunk for chunk in chunks}
-        distinct = collapse([RankedChunk(full[h.id], h.distance, h.score) for h in ranked if h.id in full], top_k)
-        if len(distinct.kept) >= top_k or width >= len(pool):
+        bodies |= core.index.reader.passage_bodies([h.row for h in ranked if h.id not in bodies])
+        kept, copies = distinct([h.id for h in ranked if h.id in bodies], bodies, top_k)
+        if len(kept) >= top_k or width >= len(pool):
             break
         width *= 2
-    answer = assemble(query, distinct.kept, chunks, also_in=distinct.also_in, mode=sections)
+    by_id = {h.id: h for h in ranked}
+    listed = {k: copies[k][:COPIES_LISTED] for k in copies}
+    chunks = core.index.reader.section_chunks(sorted({by_id[k].row["parent_id"] for k in kept}),
+                                              sorted({c for cs in listed.values() for c in cs}))
+    full = {chunk.id: chunk for chunk in chunks}
+    hits = [RankedChunk(full[k], by_id[k].distance, by_id[k].score) for k in kept if k in full]
+    more = {k: len(copies[k]) - len(cs) for k, cs in listed.items() if len(copies[k]) > len(cs)}
+    answer = assemble(query, hits, chunks, mode=sections, also_in_more=more,
+                      also_in={k: [place(full[c]) for c in cs if c in full] for k, cs in listed.items()})
     if keywords is not None and explain:
-        answer = explained(answer, distinct.kept, {c.id: c for c in fused}, keywords)
+        answer = explained(answer, hits, {c.id: c for c in fused}, keywords)
     return within_budget(answer)
 
 

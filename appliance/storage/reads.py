@@ -242,12 +242,13 @@ class IndexReader:
     @guarded
     def rank_columns(self, columns: list[str]) -> list[str]:
         """What a query's ranked lists read: `columns` where the replica serves (it knows each row's language,
-        passage_languages), with the text where LanceDB ranks: there the text comes with the ranking, and
-        reading the candidates' texts again by id would be one more filtered scan at every query."""
+        passage_languages, and its passage, passage_bodies), with the passage (text, body_start) where LanceDB
+        ranks: there it comes with the ranking, and reading the candidates' texts again by id would be one more
+        filtered scan at every query."""
         chunks = self.tables.chunks()
         if chunks is None or self._current_replica(chunks, columns) is not None:
             return columns
-        return [*columns, "text"]
+        return [*columns, "text", "body_start"]
 
     def passage_languages(self, ids: Sequence[str], detect: Callable[[str], str | None]) -> dict[str, str | None]:
         """The language `detect` reads in each chunk's text, by id (chunks that are gone are left out): from the
@@ -265,20 +266,39 @@ class IndexReader:
             found.update({row["id"]: detect(row["text"] or "") for row in rows})
         return found
 
-    def section_chunks(self, parent_ids: Sequence[str]) -> list[StoredChunk]:
-        """Every chunk of the given sections, in document order."""
-        return [StoredChunk.of(row) for row in self.section_rows(parent_ids, STORED_CHUNK_COLUMNS)]
+    def section_chunks(self, parent_ids: Sequence[str], also: Sequence[str] = ()) -> list[StoredChunk]:
+        """Every chunk of the given sections, and the chunks `also` (by id) wherever they lie, in document order."""
+        return [StoredChunk.of(row) for row in self.section_rows(parent_ids, STORED_CHUNK_COLUMNS, also)]
 
     @guarded
-    def section_rows(self, parent_ids: Sequence[str], columns: list[str]) -> list[dict[str, Any]]:
-        """Every chunk of the given sections, ordered like chunk_rows."""
+    def section_rows(self, parent_ids: Sequence[str], columns: list[str],
+                     also: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """Every chunk of the given sections and the chunks `also`, each once, ordered like chunk_rows."""
         chunks = self.tables.chunks()
-        if chunks is None or not parent_ids:
+        if chunks is None or not (parent_ids or also):
             return []
         replica = self._current_replica(chunks, columns)
         if replica is None:
-            return self.chunk_rows(in_list("parent_id", parent_ids), columns)
-        return in_document_order(replica.in_sections(parent_ids, columns))
+            wanted = [in_list(column, values) for column, values in (("parent_id", parent_ids), ("id", also))
+                      if values]
+            return self.chunk_rows(" OR ".join(f"({w})" for w in wanted), columns)
+        return in_document_order(replica.in_sections(parent_ids, columns, also))
+
+    @guarded
+    def passage_bodies(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+        """Each ranked row's own passage (its text after `body_start`), by id, for telling copies apart: from the
+        row where it carries its text (rank_columns), else from the replica, else read by id; chunks that are
+        gone are left out."""
+        found = {r["id"]: (r["text"] or "")[r.get("body_start") or 0:] for r in rows if r.get("text") is not None}
+        missing = [r["id"] for r in rows if r["id"] not in found]
+        chunks = self.tables.chunks()
+        if chunks is None or not missing:
+            return found
+        replica = self._current_replica(chunks, ["id", "text", "body_start"])
+        read = replica.in_sections((), ["id", "text", "body_start"], missing) if replica is not None else [
+            row for start in range(0, len(missing), IN_BATCH)
+            for row in self.chunk_rows(in_list("id", missing[start:start + IN_BATCH]), ["id", "text", "body_start"])]
+        return found | {r["id"]: (r["text"] or "")[r["body_start"] or 0:] for r in read}
 
     def query_path(self, rows: int) -> Literal["memory", "index"]:
         """How an index of `rows` chunks is ranked: "memory" (the exact in-memory replica, when it fits

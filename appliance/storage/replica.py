@@ -309,8 +309,10 @@ class Replica:
                 self.languages[at] = out[cid] = detect(text or "")
         return out
 
-    def in_sections(self, parent_ids: Sequence[str], columns: Sequence[str]) -> list[dict[str, Any]]:
-        """Every row whose parent_id is one of `parent_ids`."""
-        positions = sorted(i for p in set(parent_ids) for i in self.by_parent.get(p, ()))
+    def in_sections(self, parent_ids: Sequence[str], columns: Sequence[str],
+                    also: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """Every row whose parent_id is one of `parent_ids`, and the rows `also` (by id) it holds, each once."""
+        positions = sorted({i for p in set(parent_ids) for i in self.by_parent.get(p, ())}
+                           | {self.by_id[c] for c in also if c in self.by_id})
         rows: list[dict[str, Any]] = self.rows.select(list(columns)).take(pa.array(positions, pa.int64())).to_pylist()
         return rows

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from appliance.assemble.distinct import COPIES_LISTED
 from appliance.errors import NotFound
 
 GIF = b"GIF89a" + bytes(range(256)) * 8
@@ -141,5 +142,8 @@ def test_top_k_distinct_passages_even_when_copies_fill_the_first_candidates(make
     app.sync()
     hits = app.search("When is the orchid greenhouse watered?", top_k=3).results
     assert len(hits) == 3
-    assert Path(hits[0].source).name.startswith("copy") and len(hits[0].also_in or []) == 7
+    # the best-ranked copies are listed (COPIES_LISTED), the others counted
+    assert Path(hits[0].source).name.startswith("copy")
+    assert (len(hits[0].also_in or []), hits[0].also_in_more) == (COPIES_LISTED, 7 - COPIES_LISTED)
+    assert len({hits[0].source, *(w.source for w in hits[0].also_in or [])}) == COPIES_LISTED + 1
     assert {Path(h.source).name for h in hits[1:]} == {"repotting.md", "feeding.md"}

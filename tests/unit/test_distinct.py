@@ -1,38 +1,38 @@
 """Near-identical hits collapse into the best-ranked one, which names the others."""
 from __future__ import annotations
 
-from appliance.assemble.distinct import collapse, same_passage, shingles
-from appliance.chunks import RankedChunk
+from appliance.assemble.distinct import distinct, place, same_passage, shingles
 from tests.fixtures.chunks import stored_chunk
 
 PASSAGE = ("The pump must be primed before the first start: open the bleed valve, fill the housing with "
            "clean water until it runs out of the valve, close it and only then switch the motor on.")
 
 
-def _hit(cid: str, text: str, source: str, body_start: int = 0, **extra: object) -> RankedChunk:
-    chunk = stored_chunk(id=cid, source_id=source, path=source.rsplit("/", 1)[-1], chunk_index=0, text=text,
-                         body_start=body_start, parent_id=f"{cid}:s0", **extra)
-    return RankedChunk(chunk, 0.1, 1.0)
-
-
 def test_the_same_passage_from_another_conversion_collapses() -> None:
+    """Passages are compared by their own text: a heading breadcrumb before the body (body_start) and a line
+    break or a space moved by another conversion do not keep two copies apart."""
     pdf = PASSAGE.replace("housing with ", "housing with\n").replace("valve,", "valve ,")
-    docx = "## Commissioning\n" + PASSAGE + " Then check the pressure gauge."
+    docx_body = PASSAGE + " Then check the pressure gauge."
     other = "Bearings are greased every 500 operating hours with the lithium grease named in the parts list."
-    hits = [_hit("a", PASSAGE, "/docs/manual.md"), _hit("b", pdf, "/docs/manual.pdf", page_start=4, page_end=4),
-            _hit("c", docx, "/docs/manual.docx", body_start=len("## Commissioning\n")), _hit("d", other, "/docs/x.md")]
-    result = collapse(hits, limit=10)
-    assert [h.id for h in result.kept] == ["a", "d"]
-    assert [w.source for w in result.also_in["a"]] == ["/docs/manual.pdf", "/docs/manual.docx"]
-    assert result.also_in["a"][0].page_start == 4
+    kept, copies = distinct(["a", "b", "c", "d"], {"a": PASSAGE, "b": pdf, "c": docx_body, "d": other}, limit=10)
+    assert kept == ["a", "d"]
+    assert copies == {"a": ["b", "c"]}
 
 
 def test_limit_counts_distinct_passages_only() -> None:
     texts = [PASSAGE, PASSAGE.upper(), "Completely different words about sailing boats and harbour fees today.",
              "A third passage on bread baking, sourdough starters and oven temperatures for rye loaves."]
-    result = collapse([_hit(str(i), t, f"/d/{i}.md") for i, t in enumerate(texts)], limit=2)
-    assert [h.id for h in result.kept] == ["0", "2"]
-    assert list(result.also_in) == ["0"]
+    kept, copies = distinct([str(i) for i in range(4)], {str(i): t for i, t in enumerate(texts)}, limit=2)
+    assert kept == ["0", "2"]
+    assert copies == {"0": ["1"]}
+
+
+def test_a_copy_is_placed_by_its_own_document_and_location() -> None:
+    chunk = stored_chunk(id="b", source_id="/docs/manual.pdf", path="manual.pdf", chunk_index=3, text=PASSAGE,
+                         page_start=4, page_end=5, parent_id="b:s0")
+    where = place(chunk)
+    assert (where.source, where.display_path, where.chunk_index, where.page_start, where.page_end) == \
+        ("/docs/manual.pdf", "manual.pdf", 3, 4, 5)
 
 
 def test_short_or_merely_related_passages_stay_apart() -> None:

@@ -29,6 +29,10 @@ def test_paged_hits_cite_their_page_and_keep_the_passage() -> None:
                                      also_in=[{"source": "/docs/b.docx", "displayPath": "b.docx", "chunkIndex": 0}])),
                           context_lines=3, read_lines=lambda path: None)
     assert out.splitlines()[2] == "1. `b.pdf pp.3-4` (also in `b.docx`)" and "the passage" in out
+    more = render_markdown(answer(hit(display_path="b.pdf", also_in_more=12,
+                                      also_in=[{"source": "/docs/b.docx", "displayPath": "b.docx", "chunkIndex": 0}])),
+                           context_lines=0, read_lines=lambda path: None)
+    assert more.splitlines()[2] == "1. `b.pdf` (also in `b.docx` and 12 more)"
 
 
 def test_a_passage_with_backticks_gets_a_longer_fence() -> None:
