@@ -398,7 +398,8 @@ def flat(count: int, work: Path, corpus: Corpus, profile: Path | None, log: Any)
         Path(os.environ["BENCH_SCALE_MARKS"]).write_text(json.dumps(clock.marks))
     return {"files": count, "chunks": report.chunks, "seconds": round(seconds, 1),
             "files_per_s": round(count / seconds, 1), "tenths_files_per_s": tenths,
-            "last_over_first": round(tenths[-1] / tenths[0], 3), "writes": len(clock.marks),
+            "last_over_first": round(tenths[-1] / tenths[0], 3),
+            "lowest_over_first": round(min(tenths) / tenths[0], 3), "writes": len(clock.marks),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
@@ -438,6 +439,9 @@ def measure(size: int, work: Path, corpus: Corpus, texts: list[str], sample: np.
                    check=True, cwd=ROOT)
     out |= json.loads(result.read_text(encoding="utf-8"))
     files = min(size, sync_cap)
+    if not files:  # --sync-files 0: queries only
+        log(json.dumps(out))
+        return out
     if files not in synced:
         log(f"{size:,} chunks: syncing {files:,} files")
         synced[files] = sync_files(files, work, corpus, log)
@@ -542,7 +546,8 @@ def main() -> None:
     elif args.flat:
         f = out["flat"]
         print(f"{f['files']:,} files ({f['chunks']:,} chunks) in {f['seconds']} s, {f['files_per_s']} files/s; "
-              f"per tenth {f['tenths_files_per_s']}; last/first {f['last_over_first']}")
+              f"per tenth {f['tenths_files_per_s']}; last/first {f['last_over_first']}, "
+              f"lowest/first {f['lowest_over_first']}")
     else:
         print(table(out["sizes"]))
         print(f"plot: {args.plot}")

@@ -219,3 +219,24 @@ def test_a_killed_worker_loses_nothing(cluster: Any, docs: Path, models_dir: Pat
         again = sync_on_ray(app.resources, "local")
         assert again.failed == [] and again.added == len(lost)
     _assert_same(_contents(app), local)
+
+
+def test_ray_sync_into_a_bucket_equals_a_local_sync(cluster: Any, docs: Path, models_dir: Path, local: Any,
+                                                    s3: Any, tmp_path: Path) -> None:
+    """The driver, the one writer, commits what the Ray tasks made into an index in a bucket (an S3 server on
+    loopback): the tables are in the bucket, nothing on local disk, and another host's process reads the same."""
+    s3.create_bucket("minirag-ray")
+    env = s3.env("minirag-ray", prefix="team/index")
+
+    def in_bucket(state: str) -> Appliance:
+        return Appliance(load_settings({**env, "BASE_DIR": str(docs), "MODELS_DIR": str(models_dir),
+                                        "STATE_DIR": str(tmp_path / state)}))
+
+    app = in_bucket("driver")
+    report = sync_on_ray(app.resources, "local")
+    assert report.failed == [] and report.added == len(FILES), report.to_dict()
+    assert any(k.startswith("team/index/chunks.lance/_versions/") for k in s3.keys("minirag-ray", "team/index/"))
+    assert not list((tmp_path / "driver").rglob("*.lance")), "the tables went to local disk, not the bucket"
+    _assert_same(_contents(in_bucket("other-host")), local)
+    again = sync_on_ray(app.resources, "local")  # nothing changed: no task, no write
+    assert (again.unchanged, again.added, again.chunks) == (len(FILES), 0, 0)
