@@ -145,6 +145,8 @@ ENVIRON_ALLOWED = {
                                           "(setdefault keeps the operator's values)",
     ("embed.py", "import_fastembed"): "HF_HUB_OFFLINE=1 for huggingface_hub, before fastembed is imported",
     ("ingest/isolate.py", "_worker_main"): "OMP thread limits inside a conversion worker (tesseract, onnxruntime)",
+    ("sync/rounds.py", "bound_read_ahead"): "LanceDB's read-ahead in a sync round's process, which LanceDB "
+                                            "reads when it first opens a table (setdefault keeps the operator's)",
     ("ingest/ocr.py", "_env"): "the environment of the tesseract child: ours plus OMP_THREAD_LIMIT=1",
     ("adapters/entrypoint.py", "run_daemon"): "MCP_HTTP_ADDRESS for the %(ENV_MCP_HTTP_ADDRESS)s of the "
                                               "supervisord it execs",
