@@ -56,6 +56,11 @@ class Chunk:
         return self.text[self.body_start:]
 
 
+def body_of(text: str | None, body_start: int | None) -> str:
+    """A stored chunk's own text: `text` after `body_start`, where its repeated context (heading breadcrumb, …) ends."""
+    return (text or "")[body_start or 0:]
+
+
 @dataclass(frozen=True, slots=True)
 class StoredChunk:
     """One chunk as the index stores it, read back for the query path: hits, their sections,
@@ -100,7 +105,7 @@ class StoredChunk:
     @property
     def body(self) -> str:
         """The chunk's own text, without its repeated context (heading breadcrumb, …)."""
-        return self.text[self.body_start or 0:]
+        return body_of(self.text, self.body_start)
 
     def to_chunk(self) -> Chunk:
         """The chunker's record again (section ordinal is not needed here), to rebuild sections and documents."""

@@ -29,26 +29,31 @@ files would otherwise fill the reply with places, and every place listed is a ro
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
-def shingles(text: str) -> frozenset[tuple[str, ...]]:
+Shingles = frozenset[tuple[str, ...]]
+"""A passage's lower-case word 3-grams."""
+
+
+def shingles(text: str) -> Shingles:
     words = list(map(str.casefold, _WORD.findall(text)))
     return frozenset(zip(words, words[1:], words[2:], strict=False))  # every run of three words
 
 
-def same_passage(a: frozenset[tuple[str, ...]], b: frozenset[tuple[str, ...]]) -> bool:
+def same_passage(a: Shingles, b: Shingles) -> bool:
     small, large = (a, b) if len(a) <= len(b) else (b, a)
     if len(small) < MIN_SHINGLES:
         return False
     return len(small & large) >= SAME_PASSAGE * len(small)
 
 
-def distinct(ids: Sequence[str], bodies: Mapping[str, str], limit: int) -> tuple[list[str], dict[str, list[str]]]:
+def distinct(ids: Sequence[str], grams: Mapping[str, Shingles], limit: int) -> tuple[list[str], dict[str, list[str]]]:
     """(The first `limit` of `ids` whose passages are distinct, in rank order; kept id -> the ids of its copies
-    among `ids`, in rank order), from each passage's own text (`bodies`): the search decides with the texts its
-    ranked lists carry and reads the rows of only the hits it keeps and their copies."""
-    kept: list[tuple[str, frozenset[tuple[str, ...]]]] = []
+    among `ids`, in rank order), from each passage's `shingles` (`grams`): the search takes them from the texts its
+    ranked lists carry, once per candidate however often it widens, and reads the rows of only the hits it
+    keeps and their copies."""
+    kept: list[tuple[str, Shingles]] = []
     copies: dict[str, list[str]] = {}
     for cid in ids:
-        body = shingles(bodies[cid])
+        body = grams[cid]
         twin = next((k for k, s in kept if same_passage(body, s)), None)
         if twin is not None:
             copies.setdefault(twin, []).append(cid)

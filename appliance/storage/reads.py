@@ -24,7 +24,7 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
     from lancedb.query import BooleanQuery, FullTextOperator, MatchQuery, Occur
     from lancedb.table import Table
 
-from appliance.chunks import STORED_CHUNK_COLUMNS, StoredChunk
+from appliance.chunks import STORED_CHUNK_COLUMNS, StoredChunk, body_of
 from appliance.storage.filters import Filter
 from appliance.storage.replica import KEY_COLUMNS, Replica, fits, unit
 from appliance.storage.sides import Side
@@ -289,7 +289,7 @@ class IndexReader:
         """Each ranked row's own passage (its text after `body_start`), by id, for telling copies apart: from the
         row where it carries its text (rank_columns), else from the replica, else read by id; chunks that are
         gone are left out."""
-        found = {r["id"]: (r["text"] or "")[r.get("body_start") or 0:] for r in rows if r.get("text") is not None}
+        found = {r["id"]: body_of(r["text"], r.get("body_start")) for r in rows if r.get("text") is not None}
         missing = [r["id"] for r in rows if r["id"] not in found]
         chunks = self.tables.chunks()
         if chunks is None or not missing:
@@ -298,7 +298,7 @@ class IndexReader:
         read = replica.in_sections((), ["id", "text", "body_start"], missing) if replica is not None else [
             row for start in range(0, len(missing), IN_BATCH)
             for row in self.chunk_rows(in_list("id", missing[start:start + IN_BATCH]), ["id", "text", "body_start"])]
-        return found | {r["id"]: (r["text"] or "")[r["body_start"] or 0:] for r in read}
+        return found | {r["id"]: body_of(r["text"], r["body_start"]) for r in read}
 
     def query_path(self, rows: int) -> Literal["memory", "index"]:
         """How an index of `rows` chunks is ranked: "memory" (the exact in-memory replica, when it fits

@@ -14,7 +14,8 @@ def test_the_same_passage_from_another_conversion_collapses() -> None:
     pdf = PASSAGE.replace("housing with ", "housing with\n").replace("valve,", "valve ,")
     docx_body = PASSAGE + " Then check the pressure gauge."
     other = "Bearings are greased every 500 operating hours with the lithium grease named in the parts list."
-    kept, copies = distinct(["a", "b", "c", "d"], {"a": PASSAGE, "b": pdf, "c": docx_body, "d": other}, limit=10)
+    bodies = {"a": PASSAGE, "b": pdf, "c": docx_body, "d": other}
+    kept, copies = distinct(["a", "b", "c", "d"], {k: shingles(v) for k, v in bodies.items()}, limit=10)
     assert kept == ["a", "d"]
     assert copies == {"a": ["b", "c"]}
 
@@ -22,7 +23,7 @@ def test_the_same_passage_from_another_conversion_collapses() -> None:
 def test_limit_counts_distinct_passages_only() -> None:
     texts = [PASSAGE, PASSAGE.upper(), "Completely different words about sailing boats and harbour fees today.",
              "A third passage on bread baking, sourdough starters and oven temperatures for rye loaves."]
-    kept, copies = distinct([str(i) for i in range(4)], {str(i): t for i, t in enumerate(texts)}, limit=2)
+    kept, copies = distinct([str(i) for i in range(4)], {str(i): shingles(t) for i, t in enumerate(texts)}, limit=2)
     assert kept == ["0", "2"]
     assert copies == {"0": ["1"]}
 

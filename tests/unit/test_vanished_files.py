@@ -99,7 +99,15 @@ def test_queries_answer_while_another_process_folds_and_removes_replaced_files(t
             hits = index.reader.vector_search(EMBEDDER.embed_query("pump oil"), 10, None, ["id", "text"])
             index.reader.keyword_side("pump valve", 10, None, ["id", "text"])
             index.reader.section_rows(sorted({h["id"].rsplit(":", 1)[0] + "#0" for h in hits}), ["id", "text"])
+            # what a search reads to tell copies apart and then whole: passages by id, sections and copies' rows
+            bodies = index.reader.passage_bodies([{"id": h["id"]} for h in hits])
+            rows = index.reader.section_rows([], ["id", "text"], [h["id"] for h in hits])
         assert any(h["id"] == "/docs/first.md:0" for h in hits) or len(hits) == 10
+        found = {h["id"] for h in hits}
+        assert set(bodies) <= found and {r["id"] for r in rows} <= found
+        if "/docs/first.md:0" in found:  # never rewritten: always there to read
+            assert bodies["/docs/first.md:0"] == "the first pump manual"
+            assert "/docs/first.md:0" in {r["id"] for r in rows}
         queries += 1
     out, err = writer.communicate()
     assert writer.returncode == 0, err[-3000:]
