@@ -59,13 +59,13 @@ COPY models/baked/debian__xling-dictionaries/ /models/debian__xling-dictionaries
 # the files read-only for everyone (directories 555, files 444); COPY keeps the modes.
 RUN /opt/minirag/bin/minirag models verify --models-dir /models && chmod -R a-w /models
 # Smoke test of the slimmed virtualenv with the real parts: convert (worker process),
-# embed, LanceDB write + BM25 + vector search, and the MCP server's imports.
+# embed, LanceDB write + BM25 + vector search, and the imports of the MCP server and of a fold (pylance).
 RUN mkdir -p /tmp/smoke/docs \
     && printf '# Smoke test\n\nThe appliance indexes this sentence about wind turbines.\n' > /tmp/smoke/docs/a.md \
     && /opt/minirag/bin/minirag sync --base-dir /tmp/smoke/docs --db-path /tmp/smoke/index --models-dir /models >/dev/null \
     && /opt/minirag/bin/minirag query "wind turbines" --base-dir /tmp/smoke/docs --db-path /tmp/smoke/index \
          --models-dir /models --json | grep -q '/tmp/smoke/docs/a.md' \
-    && /opt/minirag/bin/python -c "import appliance.adapters.mcp_server, appliance.adapters.http_server" \
+    && /opt/minirag/bin/python -c "import appliance.adapters.mcp_server, appliance.adapters.http_server, lance" \
     && rm -rf /tmp/smoke
 
 # ---------------------------------------------------------------------------

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from appliance.platform.hidden_imports import pandas_hidden
@@ -38,14 +40,16 @@ from appliance.storage.tables import (
 
 VECTOR_INDEX_MIN_ROWS = 5000
 """Below this many rows a flat scan beats any vector index, whatever the replica's budget."""
-VECTOR_SEGMENTS_MAX = 8
-VECTOR_SEGMENTS_MAX_MID_RUN = 32
-"""A fold adds the new rows to the vector index as a segment (an HNSW graph) of its own, and every query
-searches every segment: at 1M chunks the 86 segments a build had left took 109 of a 120 ms vector search,
-one segment 22 ms (scripts/bench_scale.py). A refresh finds more than VECTOR_SEGMENTS_MAX and rebuilds the
-index as one (8.5 min at 1M chunks on 2 cores), so a query pays at most ~10 ms for segments; inside a
-long run, which folds every FOLD_EVERY_ROWS, only past VECTOR_SEGMENTS_MAX_MID_RUN, so a sync of 1M chunks
-rebuilds a few times (once per ~320,000 rows), not once per 80,000."""
+SEGMENTS_MAX = 8
+SEGMENTS_MAX_MID_RUN = 32
+"""A fold adds the new rows to the BM25 and vector indexes as a segment of their own (an HNSW graph for
+vectors), and every query searches every segment: at 1M chunks the 86 segments a build had left took 109 of
+a 120 ms vector search, one segment 22 ms (scripts/bench_scale.py). A refresh finds more than SEGMENTS_MAX
+and merges an index into one (the vector index is rebuilt: 8.5 min at 1M chunks on 2 cores), so a query pays
+at most ~10 ms for segments; inside a long run, which folds every FOLD_EVERY_ROWS and at each round's start,
+only past SEGMENTS_MAX_MID_RUN. Merging costs what the whole index costs (BM25 at 100,000 chunks: 1.2 s,
++54 MB, where a new segment took 0.3 s, +2 MB), so a long run that merged at every fold grew its memory
+with the index."""
 VECTOR_INDEX = IvfHnswSq(distance_type="cosine")
 
 OPTIMIZE_ATTEMPTS = 3
@@ -65,6 +69,10 @@ KEEP_REPLACED_FILES = timedelta(hours=1)
 """How long a fold keeps the files of the versions it replaced: LanceDB's default is a week, and a first sync of
 1M chunks, which compacts and rebuilds its indexes many times over, left 29 GB on disk where the live data
 took a fraction of it. A reader holds a version for one query (IndexReader.query_view); an hour is far longer."""
+COMPACT_TARGET_ROWS = 32_768
+"""Compaction merges neighbouring fragments of fewer rows than this and leaves larger ones alone. LanceDB's
+`optimize()` compacts with Lance's default of ~1M rows, so below a million rows every fold rewrote the whole
+table: its time and memory grew with everything a sync had written (scripts/bench_sync_rss.py)."""
 log = logging.getLogger(__name__)
 
 
@@ -75,6 +83,35 @@ def needs_vector_index(rows: int, dim: int, memory_budget: int) -> bool:
     (~8 of ~10 s for 10,000 new rows, on tables of 10,000-100,000 rows). A process with a smaller
     memory budget than the writer's serves an unindexed table by LanceDB's flat scan: exact, slower."""
     return rows >= VECTOR_INDEX_MIN_ROWS and not fits(rows, dim, memory_budget)
+
+
+def fold(table: Table) -> None:
+    """Compact the small fragments, add the rows outside the indexes to them, and remove the files of versions
+    older than KEEP_REPLACED_FILES: LanceDB's `optimize()`, with work that follows what was written since the
+    last fold rather than the size of the table. Compaction leaves large fragments alone (COMPACT_TARGET_ROWS);
+    the new rows join BM25 as a segment of their own (SEGMENTS_MAX), the vector index as LanceDB adds them;
+    the B-trees, cheap to merge (0.02-0.04 s at 100,000 rows) and read by every key lookup and delete of a sync,
+    stay one segment each."""
+    table.to_lance().optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS)
+    table.checkout_latest()
+    indices = table.list_indices()
+    for names, merge in (([i.name for i in indices if i.index_type == "FTS"], {"num_indices_to_merge": 0}),
+                         ([i.name for i in indices if i.index_type != "FTS"], {})):
+        if names:
+            table.to_lance().optimize.optimize_indices(index_names=names, **merge)
+            table.checkout_latest()
+    table.to_lance().cleanup_old_versions(older_than=KEEP_REPLACED_FILES)
+
+
+def merge_segments(table: Table, segments_max: int) -> None:
+    """Merge an index other than the vector index that folds have split into more than `segments_max` segments
+    into one (IndexWriter._merge_vector_segments rebuilds that one)."""
+    for index in table.list_indices():
+        segments = index.num_segments or 1
+        if segments > segments_max and index.columns != ["vector"]:
+            log.info("merging the %d segments of %s", segments, index.name)
+            table.to_lance().optimize.optimize_indices(index_names=[index.name], num_indices_to_merge=segments)
+            table.checkout_latest()
 
 
 def _fold_due(table: Table) -> bool:
@@ -95,6 +132,8 @@ class IndexWriter:
         """Called when drop_all replaced the tables: what was read of the old ones is no longer theirs."""
         self.rows_unfolded = 0
         """Chunk rows this process added since it last folded rows into the indexes."""
+        self._folding = threading.Lock()
+        """Held by a fold of this process: two threads folding at once would only race each other."""
 
     # ---- writing -------------------------------------------------------
     def replace_sources(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
@@ -113,7 +152,7 @@ class IndexWriter:
         self.rows_unfolded += len(rows)
         if self.rows_unfolded >= FOLD_EVERY_ROWS and not stopping.requested():
             # a stop leaves the folding to the next sync, as it does at the end
-            self.refresh_indexes(fold_now=True, segments_max=VECTOR_SEGMENTS_MAX_MID_RUN)
+            self.refresh_indexes(fold_now=True, segments_max=SEGMENTS_MAX_MID_RUN)
 
     @writes
     def _replace(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
@@ -185,8 +224,8 @@ class IndexWriter:
     @writes
     def refresh_indexes(self, *, fold_now: bool = False, segments_max: int | None = None) -> None:
         """Build missing indexes once rows exist; fold new rows in when due (FOLD_DUE_ROWS), or at once
-        (`fold_now`); rebuild the vector index as one once it has more than `segments_max` segments
-        (VECTOR_SEGMENTS_MAX).
+        (`fold_now`); merge an index that folds split into more than `segments_max` segments (SEGMENTS_MAX)
+        into one.
 
         BM25 over `keywords` (never stale: status reports rows it does not cover),
         B-trees on the id columns every read and delete filters on, and an HNSW
@@ -226,33 +265,43 @@ class IndexWriter:
             # in a bucket a query reads rows outside the indexes with a request per column page (~27 per
             # changed file): there every refresh folds them in (scripts/bench_object_storage.py)
             fold_now = fold_now or self.tables.bucket is not None
-            folded = [table for table in (chunks, self.tables.sources())
-                      if table is not None and (fold_now or _fold_due(table))]
+            folded = [table for table in (chunks, sources) if table is not None and (fold_now or _fold_due(table))]
+        # The fold runs beside this process's writes, not under their lock: a round's writer goes on while the
+        # round's fold works (appliance/sync/rounds.py), as a write of another process always could; Lance
+        # resolves the commits, and a write that loses a race is repeated (tables.writes).
+        with self._folding:
+            if folded and folded[0] is chunks:
+                self.rows_unfolded = 0  # rows written from here on wait for the next fold
             for table in folded:
-                self._optimize(table)
-            self._merge_vector_segments(chunks, VECTOR_SEGMENTS_MAX if segments_max is None else segments_max)
-            if folded:
-                if folded[0] is chunks:
-                    self.rows_unfolded = 0
-                native_memory.give_back()  # what the fold freed: see native_memory
+                self._fold(table)
+            segments_max = SEGMENTS_MAX if segments_max is None else segments_max
+            for held in (chunks, sources):
+                if held is not None:
+                    self._retried(partial(merge_segments, held, segments_max), held, "merging segments")
+            self._merge_vector_segments(chunks, segments_max)
+        if folded:
+            native_memory.give_back()  # what the fold freed: see native_memory
 
-    def _optimize(self, table: Table) -> None:
+    def _fold(self, table: Table) -> None:
         """Compact and fold new rows into the indexes; losing this race to another process is no failure.
 
         Two processes that both just wrote compact the same fragments; the one that loses
         would redo what the winner did. After a few tries it leaves it: the next refresh
         (every write batch and every sync ends with one) folds whatever is left.
         """
+        self._retried(partial(fold, table), table, "compaction")
+
+    def _retried(self, step: Callable[[], None], table: Table, what: str) -> None:
         for attempt in range(1, OPTIMIZE_ATTEMPTS + 1):
             try:
-                table.optimize(cleanup_older_than=KEEP_REPLACED_FILES)
+                step()
                 return
             except Exception as exc:
                 if not is_commit_conflict(exc):
                     raise
                 self.tables.conflicts_retried += 1
                 if attempt == OPTIMIZE_ATTEMPTS:
-                    log.info("compaction lost %d commit races to other processes; left to the next refresh", attempt)
+                    log.info("%s lost %d commit races to other processes; left to the next refresh", what, attempt)
                     return
                 backoff(attempt)
                 table.checkout_latest()

@@ -42,6 +42,7 @@ from appliance.ingest.snapshots import Member
 from appliance.platform import stopping
 from appliance.results import FileProblem, Tally
 from appliance.storage.tables import SourceRow
+from appliance.storage.writes import SEGMENTS_MAX_MID_RUN
 from appliance.sync.indexing import IndexBatch, LocalIndexer, embedding
 from appliance.sync.pipeline import TICK_S, Work
 
@@ -54,13 +55,11 @@ COUNTS = ("added", "updated", "chunks", "embedded", "reused", "files_stored", "c
 """What a round counts that the sync's report adds up (its lists: `failed`)."""
 PR_SET_PDEATHSIG = 1
 FOLD_READ_AHEAD = {"LANCE_DEFAULT_BATCH_SIZE": "256", "LANCE_IO_THREADS": "2"}
-"""LanceDB's read-ahead in a round's process, over an index on local disk. A fold compacts every fragment
-under a million rows into one, so below that size it rewrites the whole table each time, and what it holds
-while it reads grows with the table: at 100,000 chunks a fold of 5,000 new rows peaked 490 MB above the
-process before it, 220 MB with these settings (2.0 s instead of 1.8; scripts/bench_sync_rss.py at 100,000
-files: the highest PSS per tenth ran +21% instead of +37% from the 2nd tenth to the 10th, peak 989 MB instead
-of 1,117). A round's process only writes, so reading less ahead costs it nothing a query would feel; a
-variable the user set is kept."""
+"""LanceDB's read-ahead in a round's process, over an index on local disk. What a fold holds while it reads
+(the fragments it compacts, an index it merges) is mostly read-ahead, batches of 8,192 rows on several IO
+threads by default: when a fold still rewrote the whole table, at 100,000 chunks it peaked 490 MB above the
+process before it, 220 MB with these settings (2.0 s instead of 1.8). A round's process only writes, so
+reading less ahead costs it nothing a query would feel; a variable the user set is kept."""
 log = logging.getLogger(__name__)
 
 
@@ -209,9 +208,11 @@ could deadlock; the fork server (below) imports LanceDB but never runs an operat
 def _context() -> ForkServerContext:
     """Children forked from a fork server that imported this module once: a round starts in a fraction of a
     second instead of the 5-15 s of a fresh interpreter's imports (2 busy cores; LanceDB's alone 5 s). The
-    server never opens a table or runs the model, so no operation is in flight when it forks."""
+    server never opens a table or runs the model, so no operation is in flight when it forks. It imports pylance
+    too (a fold's, storage/writes.py), which starts no thread: the pages its loading wrote are then shared by
+    the server and each round, not written again in every round."""
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__, "appliance.core"])
+    ctx.set_forkserver_preload([__name__, "appliance.core", "lance"])
     return ctx
 
 
@@ -302,12 +303,12 @@ def bound_read_ahead(settings: Settings) -> None:
 
 
 def _fold(core: Resources) -> None:
-    """Fold the rows the rounds before wrote into the indexes (when due). It holds the index's write lock, so
-    this round's writer waits meanwhile while its model embeds ahead (EMBED_AHEAD_CHUNKS): the fold costs
-    the round no pause, and it runs in a fresh process, so what it allocates leaves with the round. A failed
-    fold is left to the next one (every round and the sync's end fold what is due)."""
+    """Fold the rows the rounds before wrote into the indexes (when due), beside this round's own converting,
+    embedding and writing (IndexWriter.refresh_indexes takes no write lock while it folds), in a fresh
+    process, so what it allocates leaves with the round. A failed fold is left to the next one (every round
+    and the sync's end fold what is due)."""
     try:
-        core.index.writes.refresh_indexes()
+        core.index.writes.refresh_indexes(segments_max=SEGMENTS_MAX_MID_RUN)
     except stopping.Stopped:
         pass
     except Exception:

@@ -109,7 +109,7 @@ def test_chunks_of_a_new_file_killed_before_its_source_row_are_removed(small, mo
 
 
 def test_sync_killed_before_the_keyword_index_caught_up_is_completed(small, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    # Rows written, optimize() not reached: the next sync has nothing to index and
+    # Rows written, the fold not reached: the next sync has nothing to index and
     # before the fix left those rows outside the BM25 index. (Folding is due at once here.)
     from appliance.storage import writes as store_writes
 
@@ -117,7 +117,7 @@ def test_sync_killed_before_the_keyword_index_caught_up_is_completed(small, monk
     docs, checker, reference = small
     shutil.copy(docs / "doc1.md", docs / "copy.md")
     with monkeypatch.context() as patch:
-        _kill_at(patch, "chunks", "optimize")
+        _kill_at(patch, "chunks", "to_lance")
         with pytest.raises(Killed):
             checker.fresh().sync()
     assert checker.snapshot()["unindexed"] > 0

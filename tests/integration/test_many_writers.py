@@ -41,7 +41,7 @@ def _writer(db: str, name: str, rounds: int, queue: mp.Queue[tuple[str, int, str
     if rebuilds:  # a vector index from 10 rows, rebuilt whenever a fold leaves it in two segments
         from appliance.storage import writes as store_writes
 
-        store_writes.VECTOR_INDEX_MIN_ROWS, store_writes.VECTOR_SEGMENTS_MAX = 10, 1
+        store_writes.VECTOR_INDEX_MIN_ROWS, store_writes.SEGMENTS_MAX = 10, 1
     index = Index(Path(db), DIM, memory_budget=0 if rebuilds else replica_budget())
     error = ""
     try:

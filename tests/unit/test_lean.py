@@ -151,7 +151,8 @@ def test_the_index_loads_without_the_namespace_rest_client_and_works_locally(tmp
              {"id": "new", "text": "fresh", "vector": [0.0, 0.0, 1.0, 0.0]}])
         t.delete("id = '2'")
         t.update(where="id = '3'", values={"text": "word3 updated"})
-        t.optimize()
+        from appliance.storage.writes import fold
+        fold(t)  # through pylance: compaction, index segments, cleanup
         assert t.count_rows() == 300, t.count_rows()
         assert t.search([1.0, 1.0, 0.0, 0.5]).limit(3).to_list()
         assert t.search("replaced", query_type="fts").limit(3).to_list()[0]["id"] == "1"

@@ -114,7 +114,7 @@ def test_folds_never_split_the_vector_index_into_more_than_so_many_segments(tmp_
     from appliance.storage import replica
 
     monkeypatch.setattr(store_writes, "VECTOR_INDEX_MIN_ROWS", 10)
-    monkeypatch.setattr(store_writes, "VECTOR_SEGMENTS_MAX", 2)
+    monkeypatch.setattr(store_writes, "SEGMENTS_MAX", 2)
     index = Index(tmp_path, DIM, memory_budget=replica.estimated_bytes(5, DIM))
     _write(index, 0, 40)
     index.writes.refresh_indexes(fold_now=True)

@@ -12,7 +12,7 @@ from appliance.config import replica_budget
 from appliance.errors import IndexCorrupt
 from appliance.storage import writes
 from appliance.storage.index import Index
-from appliance.storage.tables import SourceRow, chunk_schema
+from tests.fixtures.chunks import write_passages
 from tests.fixtures.embedders import HashEmbedder
 
 EMBEDDER = HashEmbedder()
@@ -20,14 +20,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:optimize\\(cleanup_older_than=0\
 
 
 def _write(index: Index, source_id: str, texts: list[str]) -> None:
-    vectors = EMBEDDER.embed_passages(texts)
-    rows = [{f.name: None for f in chunk_schema(index.dim)} | {
-        "id": f"{source_id}:{i}", "source_id": source_id, "source_kind": "data", "parent_id": f"{source_id}#0",
-        "chunk_index": i, "text": text, "keywords": text, "doc_class": "note", "ingested_at": 1000.0,
-        "also_unchanged_on": [], "vector": vector.tolist()}
-        for i, (text, vector) in enumerate(zip(texts, vectors, strict=True))]
-    index.writes.replace_sources([SourceRow(source_id=source_id, source_kind="data", doc_class="note",
-                                            chunk_count=len(rows))], rows)
+    write_passages(index, EMBEDDER, source_id, texts)
 
 
 @pytest.mark.parametrize("budget", [0, replica_budget()], ids=["lancedb", "replica"])
