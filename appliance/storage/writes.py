@@ -92,26 +92,27 @@ def fold(table: Table) -> None:
     the new rows join BM25 as a segment of their own (SEGMENTS_MAX), the vector index as LanceDB adds them;
     the B-trees, cheap to merge (0.02-0.04 s at 100,000 rows) and read by every key lookup and delete of a sync,
     stay one segment each."""
-    table.to_lance().optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS)
-    table.checkout_latest()
     indices = table.list_indices()
+    dataset = table.to_lance()  # each step below commits and moves it to the version it made
+    dataset.optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS)
     for names, merge in (([i.name for i in indices if i.index_type == "FTS"], {"num_indices_to_merge": 0}),
                          ([i.name for i in indices if i.index_type != "FTS"], {})):
         if names:
-            table.to_lance().optimize.optimize_indices(index_names=names, **merge)
-            table.checkout_latest()
-    table.to_lance().cleanup_old_versions(older_than=KEEP_REPLACED_FILES)
+            dataset.optimize.optimize_indices(index_names=names, **merge)
+    dataset.cleanup_old_versions(older_than=KEEP_REPLACED_FILES)
+    table.checkout_latest()
 
 
 def merge_segments(table: Table, segments_max: int) -> None:
     """Merge an index other than the vector index that folds have split into more than `segments_max` segments
     into one (IndexWriter._merge_vector_segments rebuilds that one)."""
-    for index in table.list_indices():
-        segments = index.num_segments or 1
-        if segments > segments_max and index.columns != ["vector"]:
-            log.info("merging the %d segments of %s", segments, index.name)
-            table.to_lance().optimize.optimize_indices(index_names=[index.name], num_indices_to_merge=segments)
-            table.checkout_latest()
+    split = [(i.name, i.num_segments) for i in table.list_indices()
+             if (i.num_segments or 1) > segments_max and i.columns != ["vector"]]
+    for name, segments in split:
+        log.info("merging the %d segments of %s", segments, name)
+        table.to_lance().optimize.optimize_indices(index_names=[name], num_indices_to_merge=segments)
+    if split:
+        table.checkout_latest()
 
 
 def _fold_due(table: Table) -> bool:
@@ -273,7 +274,7 @@ class IndexWriter:
             if folded and folded[0] is chunks:
                 self.rows_unfolded = 0  # rows written from here on wait for the next fold
             for table in folded:
-                self._fold(table)
+                self._retried(partial(fold, table), table, "compaction")
             segments_max = SEGMENTS_MAX if segments_max is None else segments_max
             for held in (chunks, sources):
                 if held is not None:
@@ -282,16 +283,13 @@ class IndexWriter:
         if folded:
             native_memory.give_back()  # what the fold freed: see native_memory
 
-    def _fold(self, table: Table) -> None:
-        """Compact and fold new rows into the indexes; losing this race to another process is no failure.
+    def _retried(self, step: Callable[[], None], table: Table, what: str) -> None:
+        """Run a step of a fold; losing this race to another process is no failure.
 
         Two processes that both just wrote compact the same fragments; the one that loses
         would redo what the winner did. After a few tries it leaves it: the next refresh
         (every write batch and every sync ends with one) folds whatever is left.
         """
-        self._retried(partial(fold, table), table, "compaction")
-
-    def _retried(self, step: Callable[[], None], table: Table, what: str) -> None:
         for attempt in range(1, OPTIMIZE_ATTEMPTS + 1):
             try:
                 step()
