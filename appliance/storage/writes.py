@@ -34,6 +34,7 @@ from appliance.storage.tables import (
     chunk_schema,
     guarded,
     in_list,
+    stored_language,
     vector_index,
     writes,
 )
@@ -133,6 +134,8 @@ class IndexWriter:
         """Called when drop_all replaced the tables: what was read of the old ones is no longer theirs."""
         self.rows_unfolded = 0
         """Chunk rows this process added since it last folded rows into the indexes."""
+        self._indexed = False
+        """Whether the chunks table was seen with its indexes (a write's check, made until it holds)."""
         self._folding = threading.Lock()
         """Held by a fold of this process: two threads folding at once would only race each other."""
 
@@ -145,19 +148,29 @@ class IndexWriter:
         written last: after a crash in between, the source looks unindexed and
         the next sync re-ingests it. Every FOLD_EVERY_ROWS rows a long run then
         folds its rows into the indexes, as a step of its own: a lost race while
-        folding never repeats the committed write.
+        folding never repeats the committed write. A table with no indexes yet gets them
+        after FOLD_DUE_ROWS rows: until then each write's delete and key lookup scan every
+        row written (a first sync's first round wrote ~5,500 rows that way, and the round
+        after it, which built every index under the write lock, ran slowest:
+        scripts/bench_scale.py --flat).
         """
         if not sources:
             return
         self._replace(sources, rows)
         self.rows_unfolded += len(rows)
-        if self.rows_unfolded >= FOLD_EVERY_ROWS and not stopping.requested():
-            # a stop leaves the folding to the next sync, as it does at the end
+        if stopping.requested():  # a stop leaves the folding to the next sync, as it does at the end
+            return
+        first = not self._indexed and self.rows_unfolded >= FOLD_DUE_ROWS
+        if first:
+            self._indexed = self.has_fts_index()
+        if self.rows_unfolded >= FOLD_EVERY_ROWS or (first and not self._indexed):
             self.refresh_indexes(fold_now=True, segments_max=SEGMENTS_MAX_MID_RUN)
 
     @writes
     def _replace(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
         ids = [s.source_id for s in sources]
+        for row in rows:  # derived here, by the one writer of chunks, never by a caller
+            row["lang"] = stored_language(row.get("text"))
         with self.tables.lock:
             replace_chunks(self.tables.chunks(create=True), ids, rows, chunk_schema(self.tables.dim),
                            lambda group: in_list("source_id", group))
@@ -206,6 +219,7 @@ class IndexWriter:
                     shutil.rmtree(self.tables.db_path / f"{name}.lance", ignore_errors=True)
             self.tables.remove_identity()
             self.tables.forget()
+            self._indexed = False
             self._on_drop()
 
     @guarded
@@ -244,6 +258,7 @@ class IndexWriter:
                 return
             indices = chunks.list_indices()
             present = {tuple(i.columns) for i in indices}
+            self._indexed = True  # built below when missing
             if (FTS_COLUMN,) not in present:
                 chunks.create_index(FTS_COLUMN, config=FTS(
                     base_tokenizer="whitespace", lower_case=False, stem=False,

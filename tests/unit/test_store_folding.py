@@ -45,6 +45,26 @@ def test_writes_fold_their_rows_into_the_indexes_every_so_many_rows(tmp_path: Pa
     assert [h["id"] for h in hits] == ["k15:0"]
 
 
+def test_a_table_without_indexes_gets_them_after_the_first_rows_due(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_writes, "FOLD_DUE_ROWS", 15)
+    monkeypatch.setattr(store_writes, "FOLD_EVERY_ROWS", 1_000)
+    index = Index(tmp_path, DIM, memory_budget=replica_budget())
+    _write(index, 0, 10)
+    assert not index.writes.has_fts_index()
+    _write(index, 10, 10)  # 20 rows with no index: built now, not after FOLD_EVERY_ROWS
+    assert index.writes.has_fts_index() and index.writes.unindexed_rows() == 0
+    _write(index, 20, 20)
+    assert index.writes.unindexed_rows() == 20  # indexed: the run folds every FOLD_EVERY_ROWS again
+
+    later = Index(tmp_path, DIM, memory_budget=replica_budget())  # a new run over the indexed table
+    _write(later, 40, 20)
+    assert later.writes.unindexed_rows() == 40 and later.writes.rows_unfolded == 20
+    later.writes.drop_all()
+    _write(later, 0, 20)
+    assert later.writes.has_fts_index() and later.writes.unindexed_rows() == 0
+
+
 def test_a_stop_leaves_the_folding_to_the_next_sync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store_writes, "FOLD_EVERY_ROWS", 10)
     monkeypatch.setattr(store_writes.stopping, "requested", lambda: True)
