@@ -141,6 +141,28 @@ class Embedder(Protocol):
         """Load the model now instead of at first use."""
 
 
+_TOKENIZERS: dict[tuple[Path, int, int], Tokenizer] = {}
+_TOKENIZERS_LOCK = threading.Lock()
+
+
+def tokenizer_at(path: Path) -> Tokenizer:
+    """The tokenizer in the file `path`, untruncated and unpadded, parsed once per process (and file version):
+    the 250k-piece file takes ~1 s to parse, which each round of a long sync paid before cutting its first file
+    until the fork server its rounds start from loaded it for all of them (appliance/sync/rounds.py)."""
+    stat = path.stat()
+    key = (path, stat.st_mtime_ns, stat.st_size)
+    with _TOKENIZERS_LOCK:
+        tok = _TOKENIZERS.get(key)
+        if tok is None:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(str(path))
+            tok.no_truncation()
+            tok.no_padding()
+            _TOKENIZERS[key] = tok
+        return tok
+
+
 class OnnxEmbedder:
     """Embeds passages and queries with one baked model; safe to share between threads."""
 
@@ -236,17 +258,15 @@ class OnnxEmbedder:
             batches.append(current)
         return batches
 
+    def tokenizer_file(self) -> Path:
+        """The baked model's tokenizer.json (raises ModelCorrupt when the model is not baked)."""
+        return check_baked(self.spec, self.models_dir, full=False) / "tokenizer.json"
+
     def _ensure_tokenizer(self) -> Tokenizer:
         if self._tokenizer is None:
             with self._lock:
                 if self._tokenizer is None:
-                    from tokenizers import Tokenizer
-
-                    path = check_baked(self.spec, self.models_dir, full=False)
-                    tok = Tokenizer.from_file(str(path / "tokenizer.json"))
-                    tok.no_truncation()
-                    tok.no_padding()
-                    self._tokenizer = tok
+                    self._tokenizer = tokenizer_at(self.tokenizer_file())
         return self._tokenizer
 
     def _ensure_model(self) -> TextEmbedding:

@@ -13,12 +13,11 @@ from appliance.config import TOP_K_CAP
 from appliance.core import Resources
 from appliance.errors import ApplianceError, InvalidArgument
 from appliance.ingest.discover import contained_root
-from appliance.languages import language
 from appliance.results import SearchMarkdown, SearchResults
 from appliance.search import crosslingual
 from appliance.search.explaining import explained
 from appliance.search.fusion import cap_distance, cap_files, fuse, group_cut
-from appliance.search.keywords import query_terms
+from appliance.search.keywords import language, query_terms
 from appliance.storage.filters import Filter
 from appliance.storage.sides import Side
 
@@ -72,7 +71,7 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     columns = core.index.reader.rank_columns(RANK_COLUMNS)
     # where LanceDB ranks, BM25's rows bring their vectors too, for fusion's tie-break (a read by id costs ~9 ms
     # at 1M chunks; carried, nothing measurable)
-    keyword_columns = [*columns, "vector"] if "lang" in columns else columns
+    keyword_columns = [*columns, "vector"] if "text" in columns else columns
     translate = alone or (weight > 0.0 and query_language is not None)
     keywords = crosslingual.build(query, translate=translate) if translate or explain else None
     if weight > 0.0:
@@ -89,13 +88,12 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     if translated_future is not None:
         found_translated = translated_future.result()  # scaled by its best alone (search.fusion)
         translated = Side(found_translated.rows, found_translated.best, 0.0)
-    # rows that carry their stored language (LanceDB's path) give it themselves; else the replica does, by id
-    keyword_rows = [*keyword_side.rows, *(translated.rows if translated else ())]
-    carried = {r["id"]: r["vector"] for r in keyword_rows if r.get("vector") is not None}
-    stored = {r["id"]: r["lang"] or None for r in [*vector_side.rows, *keyword_rows] if r.get("lang") is not None}
+    # rows that carry their text (LanceDB's path) give their language themselves; else the replica does, by id
+    carried = {r["id"]: r["vector"] for r in [*keyword_side.rows, *(translated.rows if translated else ())]
+               if r.get("vector") is not None}
     fused = fuse(vector_side, keyword_side, weight, query_language,
                  lambda ids: core.index.reader.similarities(vector, ids, carried), translated,
-                 lambda ids: core.index.reader.passage_languages(ids, language, stored))
+                 None if "text" in columns else lambda ids: core.index.reader.passage_languages(ids, language))
     fused = cap_distance(fused, core.settings.max_distance)
     fused = group_cut(fused, core.settings.grouping)
     # Twice the hits asked for, so near-identical passages can collapse and still leave top_k distinct ones;

@@ -242,28 +242,24 @@ class IndexReader:
     @guarded
     def rank_columns(self, columns: list[str]) -> list[str]:
         """What a query's ranked lists read: `columns` where the replica serves (it knows each row's language,
-        passage_languages, and its passage, passage_bodies), with the stored language (`lang`) where LanceDB
-        ranks: there every column a ranked list carries is a read per candidate, and a passage's text, read
-        for its language alone, cost ~13 ms a side at 1M chunks (docs/BENCHMARKS.md)."""
+        passage_languages, and its passage, passage_bodies), with the passage (text, body_start) where LanceDB
+        ranks: there it comes with the ranking, and reading the candidates' texts again by id would be one more
+        filtered scan at every query."""
         chunks = self.tables.chunks()
         if chunks is None or self._current_replica(chunks, columns) is not None:
             return columns
-        return [*columns, "lang"]
+        return [*columns, "text", "body_start"]
 
-    def passage_languages(self, ids: Sequence[str], detect: Callable[[str], str | None],
-                          carried: Mapping[str, str | None] | None = None) -> dict[str, str | None]:
-        """The language `detect` reads in each chunk's text, by id (chunks that are gone are left out): as
-        `carried` by the ranked lists (their stored `lang`, tables.stored_language), else from the replica,
-        which detects each row's once (Replica.languages_of), else from the texts read by id (a row an older
-        version wrote). The ranked lists carry no text (assemble.RANK_COLUMNS): 150 passages a side, read and
-        sent through Python at every query, for fusion's one look at each passage's language."""
+    def passage_languages(self, ids: Sequence[str], detect: Callable[[str], str | None]) -> dict[str, str | None]:
+        """The language `detect` reads in each chunk's text, by id (chunks that are gone are left out): from the
+        replica, which detects each row's once (Replica.languages_of), else from the texts read by id. The
+        ranked lists carry no text (assemble.RANK_COLUMNS): 150 passages a side, read and sent through Python
+        at every query, for fusion's one look at each passage's language."""
         chunks = self.tables.chunks()
         if chunks is None or not ids:
             return {}
-        found = {i: carried[i] for i in ids if carried and i in carried}
         replica = self._current_replica(chunks, ["id", "text"])
-        if replica is not None:
-            found |= replica.languages_of([i for i in ids if i not in found], detect)
+        found = replica.languages_of(ids, detect) if replica is not None else {}
         missing = [i for i in ids if i not in found]
         for start in range(0, len(missing), IN_BATCH):
             rows = self.chunk_rows(in_list("id", missing[start:start + IN_BATCH]), ["id", "text"])

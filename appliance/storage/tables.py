@@ -37,7 +37,6 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
 from appliance.chunks import Chunk
 from appliance.config import Bucket
 from appliance.errors import CONFLICT_ATTEMPTS, IndexCorrupt, is_commit_conflict, is_vanished_file, storage_error
-from appliance.languages import language
 from appliance.platform import native_memory
 from appliance.storage.filters import Filter
 
@@ -96,21 +95,7 @@ def chunk_schema(dim: int) -> pa.Schema:
         pa.field("metadata", pa.string()),            # JSON object
         pa.field("vector", pa.list_(pa.float32(), dim)),
         pa.field("embed_key", pa.string()),          # reuse.embed_key of the text the vector is of
-        pa.field("lang", pa.string()),               # stored_language of the text
     ])
-
-
-def stored_language(text: str | None) -> str:
-    """What `lang` holds for a chunk: the language languages.language reads in its text, "" where none is clear.
-    Stored so that where LanceDB ranks, the ranked lists carry two letters instead of each passage's text for
-    fusion to tell its language (search.fusion); a null is a row written before the column existed."""
-    return language(text or "") or ""
-
-
-def _with_languages(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """An existing table's `lang` column, derived from its rows' texts (_evolve)."""
-    return pa.record_batch([pa.array([stored_language(t) for t in batch.column("text").to_pylist()], pa.string())],
-                           names=["lang"])
 
 
 SOURCE_SCHEMA = pa.schema([
@@ -192,15 +177,6 @@ def _evolve(table: Table, schema: pa.Schema) -> None:
     missing = [f for f in schema if f.name not in have]
     if not missing:
         return
-    if any(f.name == "lang" for f in missing):  # derived from the stored texts, not a default
-        import lance  # pylance, as a fold uses it (writes.fold); only an upgrade gets here
-
-        table.to_lance().add_columns(lance.batch_udf(output_schema=pa.schema([schema.field("lang")]))(
-            _with_languages), read_columns=["text"])
-        table.checkout_latest()
-        missing = [f for f in missing if f.name != "lang"]
-        if not missing:
-            return
     table.add_columns(missing)
     for f in missing:
         if f.name in FIELD_DEFAULTS:

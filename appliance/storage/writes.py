@@ -34,7 +34,6 @@ from appliance.storage.tables import (
     chunk_schema,
     guarded,
     in_list,
-    stored_language,
     vector_index,
     writes,
 )
@@ -51,6 +50,10 @@ at most ~10 ms for segments; inside a long run, which folds every FOLD_EVERY_ROW
 only past SEGMENTS_MAX_MID_RUN. Merging costs what the whole index costs (BM25 at 100,000 chunks: 1.2 s,
 +54 MB, where a new segment took 0.3 s, +2 MB), so a long run that merged at every fold grew its memory
 with the index."""
+KEYWORD_SEGMENTS_MAX = 1
+"""BM25's segments after a refresh outside a long run: a search reads each segment on its own, and at 1M chunks
+the 4 segments a first sync ended with took a BM25 search from 21 to 38 ms p50, twice a query; merging them
+took 11 s (scripts/bench_scale.py's index). Inside a long run BM25 merges only past SEGMENTS_MAX_MID_RUN."""
 VECTOR_INDEX = IvfHnswSq(distance_type="cosine")
 
 OPTIMIZE_ATTEMPTS = 3
@@ -90,7 +93,7 @@ def fold(table: Table) -> None:
     """Compact the small fragments, add the rows outside the indexes to them, and remove the files of versions
     older than KEEP_REPLACED_FILES: LanceDB's `optimize()`, with work that follows what was written since the
     last fold rather than the size of the table. Compaction leaves large fragments alone (COMPACT_TARGET_ROWS);
-    the new rows join BM25 as a segment of their own (SEGMENTS_MAX), the vector index as LanceDB adds them;
+    the new rows join BM25 as a segment of their own (merged by merge_segments), the vector index as LanceDB adds them;
     the B-trees, cheap to merge (0.02-0.04 s at 100,000 rows) and read by every key lookup and delete of a sync,
     stay one segment each."""
     indices = table.list_indices()
@@ -169,8 +172,6 @@ class IndexWriter:
     @writes
     def _replace(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
         ids = [s.source_id for s in sources]
-        for row in rows:  # derived here, by the one writer of chunks, never by a caller
-            row["lang"] = stored_language(row.get("text"))
         with self.tables.lock:
             replace_chunks(self.tables.chunks(create=True), ids, rows, chunk_schema(self.tables.dim),
                            lambda group: in_list("source_id", group))
@@ -239,8 +240,8 @@ class IndexWriter:
     @writes
     def refresh_indexes(self, *, fold_now: bool = False, segments_max: int | None = None) -> None:
         """Build missing indexes once rows exist; fold new rows in when due (FOLD_DUE_ROWS), or at once
-        (`fold_now`); merge an index that folds split into more than `segments_max` segments (SEGMENTS_MAX)
-        into one.
+        (`fold_now`); merge an index that folds split into more than `segments_max` segments into one
+        (without it, BM25 past KEYWORD_SEGMENTS_MAX and the vector index past SEGMENTS_MAX).
 
         BM25 over `keywords` (never stale: status reports rows it does not cover),
         B-trees on the id columns every read and delete filters on, and an HNSW
@@ -290,11 +291,11 @@ class IndexWriter:
                 self.rows_unfolded = 0  # rows written from here on wait for the next fold
             for table in folded:
                 self._retried(partial(fold, table), table, "compaction")
-            segments_max = SEGMENTS_MAX if segments_max is None else segments_max
             for held in (chunks, sources):
                 if held is not None:
-                    self._retried(partial(merge_segments, held, segments_max), held, "merging segments")
-            self._merge_vector_segments(chunks, segments_max)
+                    self._retried(partial(merge_segments, held, KEYWORD_SEGMENTS_MAX if segments_max is None
+                                          else segments_max), held, "merging segments")
+            self._merge_vector_segments(chunks, SEGMENTS_MAX if segments_max is None else segments_max)
         if folded:
             native_memory.give_back()  # what the fold freed: see native_memory
 

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from appliance.config import Settings
-from appliance.embed import Embedder
+from appliance.embed import Embedder, tokenizer_at
+from appliance.errors import ApplianceError
 from appliance.ingest.discover import FoundFile
 from appliance.ingest.snapshots import Member
 from appliance.platform import stopping
@@ -60,6 +61,9 @@ FOLD_READ_AHEAD = {"LANCE_DEFAULT_BATCH_SIZE": "256", "LANCE_IO_THREADS": "2"}
 threads by default: when a fold still rewrote the whole table, at 100,000 chunks it peaked 490 MB above the
 process before it, 220 MB with these settings (2.0 s instead of 1.8). A round's process only writes, so
 reading less ahead costs it nothing a query would feel; a variable the user set is kept."""
+TOKENIZER_PRELOAD = "MINIRAG_ROUNDS_TOKENIZER"
+"""The model's tokenizer file, named to the fork server (_tokenizer_named), which parses it as it imports this
+module (_preload_tokenizer)."""
 log = logging.getLogger(__name__)
 
 
@@ -160,7 +164,8 @@ class RoundsIndexer:
         # The child ends with this process all the same (PR_SET_PDEATHSIG in _child_main).
         child = ctx.Process(target=_child_main, args=(theirs, job), name=f"minirag-sync {name}", daemon=False)
         self._join(keep=0)  # the previous round's child, which exits once it reported
-        child.start()
+        with _tokenizer_named(job.embedder):
+            child.start()
         self._children.append(child)
         theirs.close()
         outcome = None
@@ -210,10 +215,38 @@ def _context() -> ForkServerContext:
     second instead of the 5-15 s of a fresh interpreter's imports (2 busy cores; LanceDB's alone 5 s). The
     server never opens a table or runs the model, so no operation is in flight when it forks. It imports pylance
     too (a fold's, storage/writes.py), which starts no thread: the pages its loading wrote are then shared by
-    the server and each round, not written again in every round."""
+    the server and each round, not written again in every round. It also parses the model's tokenizer
+    (_tokenizer_named), which each round would otherwise spend ~1 s on before cutting its first file: a
+    tokenizer that has not encoded yet has started no thread either."""
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload([__name__, "appliance.core", "lance"])
     return ctx
+
+
+@contextlib.contextmanager
+def _tokenizer_named(embedder: Embedder | None) -> Iterator[None]:
+    """TOKENIZER_PRELOAD in this process's environment while a round's process starts (and with the first, the
+    fork server, which reads it as it starts): no other process started from here needs it."""
+    tokenizer_file = getattr(embedder, "tokenizer_file", None)
+    if tokenizer_file is not None:
+        with contextlib.suppress(ApplianceError):  # not baked: the round reports it as any sync would
+            os.environ[TOKENIZER_PRELOAD] = str(tokenizer_file())
+    try:
+        yield
+    finally:
+        os.environ.pop(TOKENIZER_PRELOAD, None)
+
+
+def _preload_tokenizer() -> None:
+    """In the fork server, as it imports this module: parse the tokenizer TOKENIZER_PRELOAD names (tokenizer_at
+    keeps it for the process, so each round forked from the server finds it parsed)."""
+    path = os.environ.get(TOKENIZER_PRELOAD)
+    if path:
+        with contextlib.suppress(Exception):  # a round parses it itself then
+            tokenizer_at(Path(path))
+
+
+_preload_tokenizer()
 
 
 def _messages(conn: Connection, child: BaseProcess) -> Iterator[tuple[Any, ...]]:

@@ -186,37 +186,29 @@ def test_the_ranked_lists_without_their_texts_rank_as_with_them(fused_app: Any,
                for reply in narrow.values() for h in reply["results"])  # the translated list judged some
 
 
-def test_where_lancedb_ranks_the_lists_carry_stored_languages_not_texts(fused_app: Any,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Past the replica's budget the ranked lists come from LanceDB with each passage's stored language (`lang`)
-    instead of its text: fusion reads no language by id, and a search reads by filter twice, the passages it
-    looks at (to tell copies apart) and its hits' sections (IndexReader.rank_columns)."""
+def test_where_lancedb_ranks_the_lists_carry_their_texts_and_nothing_is_read_again_by_id(
+        fused_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the replica's budget the ranked lists come from LanceDB with their texts, and fusion reads each
+    candidate's language and the search each passage's copies from them: no second read of the texts by id
+    (IndexReader.rank_columns); the one read by filter a search makes is of its hits' sections."""
     from appliance.assemble.passages import RANK_COLUMNS
-    from appliance.search import fusion, hybrid
 
     reader = fused_app.index.reader
     questions = ["Wie tauscht man die Kühlmittelpumpe aus?", "How do I replace the coolant pump?"]
-    with_replica = {q: fused_app.search(q, top_k=3).model_dump() for q in questions}
+    with_replica = {q: [h.source for h in fused_app.search(q, top_k=3).results] for q in questions}
     assert reader.rank_columns(RANK_COLUMNS) == RANK_COLUMNS
     monkeypatch.setattr(reader.tables, "memory_budget", 0)
     monkeypatch.setattr(reader, "_replica", None)
-    assert reader.rank_columns(RANK_COLUMNS) == [*RANK_COLUMNS, "lang"]
-    carried: list[dict[str, Any]] = []
-    fuse = fusion.fuse
-    monkeypatch.setattr(hybrid, "fuse", lambda *a: carried.extend(r for side in a[:2] for r in side.rows) or fuse(*a))
+
+    def read_by_id(*_: Any) -> dict[str, str | None]:
+        raise AssertionError("the texts were read again by id")
+
+    monkeypatch.setattr(reader, "passage_languages", read_by_id)
+    assert reader.rank_columns(RANK_COLUMNS) == [*RANK_COLUMNS, "text", "body_start"]
     reads: list[str] = []
     chunk_rows = reader.chunk_rows
     monkeypatch.setattr(reader, "chunk_rows", lambda where, *a, **k: reads.append(where) or chunk_rows(where, *a, **k))
-    from_lancedb = {q: fused_app.search(q, top_k=3).model_dump() for q in questions}
-    assert carried and all("text" not in r and r["lang"] in ("en", "de", "ru", "") for r in carried)
-    assert [w.split(" IN")[0] for w in reads] == ["id", "(parent_id"] * len(questions), reads
-    # the same answers as the exact replica gave, scores to float32's rounding (LanceDB re-ranks on its own)
-    assert _rounded(from_lancedb) == _rounded(with_replica)
-
-
-def _rounded(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 4)
-    if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
-    return [_rounded(v) for v in value] if isinstance(value, list) else value
+    from_lancedb = {q: [h.source for h in fused_app.search(q, top_k=3).results] for q in questions}
+    # copies are told apart by the carried passages: the one read by filter is of the hits' sections
+    assert len(reads) == len(questions) and all(w.startswith("(parent_id IN") for w in reads), reads
+    assert {q: hits[0] for q, hits in from_lancedb.items()} == {q: hits[0] for q, hits in with_replica.items()}

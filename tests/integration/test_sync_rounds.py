@@ -237,3 +237,28 @@ def test_cancelling_a_sync_job_in_rounds_stops_its_round_process_and_the_next_sy
     assert out["phase"] == "cancelled" and out["elapsed"] < 10 and not out["left"], out
     assert out["family"] >= 2  # the round's process and its worker were there to stop
     assert out["failed"] == 0 and 0 < out["again"] <= FILES - 10  # round 1's files were written before
+
+
+def test_the_fork_server_parses_the_tokenizer_once_for_every_round(real_embedder: OnnxEmbedder) -> None:
+    """Each round's process used to parse the model's tokenizer (~1 s) before cutting its first file; the fork
+    server it is forked from now parses it as it imports the rounds module, named by TOKENIZER_PRELOAD."""
+    import subprocess
+    import sys
+
+    from appliance.embed import tokenizer_at
+    from appliance.sync import rounds
+
+    path = real_embedder.tokenizer_file()
+    assert tokenizer_at(path) is tokenizer_at(path)  # parsed once per process
+    probe = ("import appliance.embed as e, appliance.sync.rounds; "
+             "print(sorted(str(k[0]) for k in e._TOKENIZERS))")  # what the server holds once it imported rounds
+    env = {**os.environ, rounds.TOKENIZER_PRELOAD: str(path)}
+    loaded = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == repr([str(path)])
+    env.pop(rounds.TOKENIZER_PRELOAD)
+    unset = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert unset.stdout.strip() == "[]"  # any other process that imports rounds parses nothing at import
+
+    with rounds._tokenizer_named(real_embedder):  # while a round's process (and the server) starts
+        assert os.environ[rounds.TOKENIZER_PRELOAD] == str(path)
+    assert rounds.TOKENIZER_PRELOAD not in os.environ  # no other process started from here parses it

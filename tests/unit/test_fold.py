@@ -82,9 +82,12 @@ def test_folds_add_segments_that_a_refresh_merges_past_the_limit_with_the_same_s
     split = scores()
     assert len(split) == 10  # every passage with "pump" or "oil"
 
-    index.writes.refresh_indexes()  # the end of a sync: past SEGMENTS_MAX, each index is merged into one
+    index.writes.refresh_indexes()  # the end of a sync: each index is merged into one
     assert set(segments().values()) == {1}
     assert scores() == split  # BM25 counts over the whole index in either shape
+    _write(index, "/docs/9.md", ["pump nine"])
+    index.writes.refresh_indexes(fold_now=True)  # outside a long run BM25 stays one segment
+    assert segments()["keywords_idx"] == 1 and len(scores()) == 11
 
 
 def test_a_write_goes_on_while_this_process_folds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
