@@ -379,6 +379,9 @@ class IndexBatch:
         """The one write path: embedded works committed as one write (write_works)."""
         write_works(self.core, works, self.report)
 
+    def embedded_all(self) -> None:
+        """Every file is converted and embedded: only writes are left (a round then lets the next one start)."""
+
 
 class Indexer(Protocol):
     """What converts, cuts and embeds a batch's files and writes them through `batch.write`: this
@@ -409,7 +412,8 @@ class LocalIndexer:
         with conversion_pool(core) as pool, EmbedWritePipeline(
                 batch.embed, batch.write,
                 ahead_chunks=EMBED_AHEAD_CHUNKS, batch_chunks=EMBED_BATCH_CHUNKS,
-                tick=(lambda: on_file(at[0][0], len(todo), at[0][1])) if on_file else None) as pipeline:
+                tick=(lambda: on_file(at[0][0], len(todo), at[0][1])) if on_file else None,
+                embedded_all=batch.embedded_all) as pipeline:
             stream = pool.imap([f.path for f, _ in todo], in_flight=CONVERT_AHEAD, max_bytes=CONVERT_AHEAD_BYTES)
             for done, (path, result) in enumerate(stream, start=1):
                 at[0] = (done, str(path))

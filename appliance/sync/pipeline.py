@@ -50,7 +50,8 @@ class EmbedWritePipeline:
 
     `embed(texts)` returns one vector per text; `write(works)` stores several
     embedded works at once (the writer takes everything embedded since its last
-    write). The first error of either thread stops both and is raised by the
+    write); `embedded_all()`, on the model's thread, follows the last embedding of
+    a closed pipeline (only writes are left then). The first error of either thread stops both and is raised by the
     next `put` or by `close`; leaving the `with` block on an error abandons the
     work not yet written, which the next sync redoes. A stop of the process
     (`appliance.platform.stopping`) abandons the waiting work at once: `put` and `close`
@@ -59,8 +60,8 @@ class EmbedWritePipeline:
 
     def __init__(self, embed: Callable[[list[str]], np.ndarray | Sequence[Any]],
                  write: Callable[[list[Work]], None], *, ahead_chunks: int, batch_chunks: int,
-                 tick: Callable[[], None] | None = None) -> None:
-        self._embed, self._write, self._tick = embed, write, tick
+                 tick: Callable[[], None] | None = None, embedded_all: Callable[[], None] | None = None) -> None:
+        self._embed, self._write, self._tick, self._on_embedded_all = embed, write, tick, embedded_all
         self._ahead, self._batch = ahead_chunks, batch_chunks
         self._cond = threading.Condition()
         self._to_embed: deque[Work] = deque()
@@ -149,11 +150,13 @@ class EmbedWritePipeline:
         return bool(queue) and not self._stopped()
 
     def _embed_loop(self) -> None:
+        drained = False
         try:
             while True:
                 with self._cond:
                     if not self._wait_for_work(self._to_embed, lambda: self._closing):
-                        return
+                        drained = not self._to_embed and not self._stopped()
+                        break
                     take = [self._to_embed.popleft()]
                     count = len(take[0].texts)
                     while self._to_embed and count + len(self._to_embed[0].texts) <= self._batch:
@@ -169,6 +172,8 @@ class EmbedWritePipeline:
             with self._cond:
                 self._embedded_all = True
                 self._cond.notify_all()
+        if drained and self._on_embedded_all is not None:
+            self._on_embedded_all()
 
     def _write_loop(self) -> None:
         while True:

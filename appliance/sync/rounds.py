@@ -28,7 +28,7 @@ import pickle
 import signal
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext
@@ -66,6 +66,14 @@ TOKENIZER_PRELOAD = "MINIRAG_ROUNDS_TOKENIZER"
 """The model's tokenizer file, named to the fork server (_tokenizer_named), which parses it as it imports this
 module (_preload_tokenizer)."""
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Started:
+    """A round's running process and the parent's end of its pipe."""
+
+    child: BaseProcess
+    conn: Connection
 
 
 @dataclass(frozen=True)
@@ -112,27 +120,42 @@ class RoundsIndexer:
     def __init__(self, round_files: int) -> None:
         self.round_files = round_files
         self._children: list[BaseProcess] = []
-        """The round's child (and, as it exits, the one before it)."""
+        """The rounds' processes running: the round's, and the next one started ahead of it or the one before
+        it as that exits."""
 
     def index(self, batch: IndexBatch) -> None:
         if self.round_files <= 0 or len(batch.todo) <= self.round_files:
             LocalIndexer().index(batch)
             return
-        rounds = split(batch.todo, batch.members, self.round_files)
+        parts = split(batch.todo, batch.members, self.round_files)
+        jobs = [Round(batch.core.settings, batch.core.embedder, todo,
+                      {f.path: batch.members[f.path] for f, _ in todo if f.path in batch.members},
+                      {str(f.path): batch.known[str(f.path)] for f, _ in todo if str(f.path) in batch.known},
+                      batch.reuse, fold_first=number > 0)
+                for number, todo in enumerate(parts)]
+        names = [f"round {number} of {len(jobs)}" for number in range(1, len(jobs) + 1)]
+        ahead: list[_Started] = []
+        """The next round's process, started once this round's files are all embedded (_follow)."""
+
+        def start_after(number: int) -> Callable[[], None]:
+            def start() -> None:
+                if number + 1 < len(jobs) and not ahead and not stopping.requested():
+                    ahead.append(self._start(jobs[number + 1], names[number + 1]))
+            return start
+
         done = 0
         stopping.add_hook(self._stop)
         try:
-            for number, todo in enumerate(rounds, start=1):
+            for number, job in enumerate(jobs):
                 stopping.check()
-                job = Round(batch.core.settings, batch.core.embedder, todo,
-                            {f.path: batch.members[f.path] for f, _ in todo if f.path in batch.members},
-                            {str(f.path): batch.known[str(f.path)] for f, _ in todo if str(f.path) in batch.known},
-                            batch.reuse, fold_first=number > 1)
-                self._run_round(job, f"round {number} of {len(rounds)}", batch, done, len(batch.todo))
-                done += len(todo)
-            self._join(keep=0)
+                started = ahead.pop() if ahead else self._start(job, names[number])
+                self._follow(job, names[number], started, batch, done, len(batch.todo), start_after(number))
+                self._join(keep=len(ahead))  # this round's process, which exits once it reported
+                done += len(job.todo)
         except BaseException:
             self._stop()
+            for started in ahead:
+                started.conn.close()
             self._join(keep=0)
             raise
         finally:
@@ -153,24 +176,33 @@ class RoundsIndexer:
             if child.exitcode:
                 log.warning("%s ended with exit code %s after its round was written", child.name, child.exitcode)
 
-    def _run_round(self, job: Round, name: str, batch: IndexBatch, done: int, total: int) -> None:
-        """One round in a child process: its progress and tally folded into `batch.report` as they come."""
-        report = batch.report
-        base = {key: getattr(report, key) for key in COUNTS}
-        written: set[str] = set()
-        stored = (0,) * len(COUNTS)  # the child's counts at its last write
+    def _start(self, job: Round, name: str) -> _Started:
+        """A round's process, started; the parent's end of its pipe."""
         ctx = _context()
         ours, theirs = ctx.Pipe(duplex=False)
         # Not daemonic: a daemonic process may not start processes, and the round's converter pool does.
         # The child ends with this process all the same (PR_SET_PDEATHSIG in _child_main).
         child = ctx.Process(target=_child_main, args=(theirs, job), name=f"minirag-sync {name}", daemon=False)
-        self._join(keep=0)  # the previous round's child, which exits once it reported
         with _tokenizer_named(job.embedder):
             child.start()
         self._children.append(child)
         theirs.close()
+        return _Started(child, ours)
+
+    def _follow(self, job: Round, name: str, started: _Started, batch: IndexBatch, done: int, total: int,
+                embedded_all: Callable[[], None]) -> None:
+        """One round's process to its end: its progress and tally folded into `batch.report` as they come.
+        Once it has embedded all its files (only its last writes left), `embedded_all` starts the next round,
+        so that one converts and embeds its first files while this one writes its last: the gap between the
+        rounds' writes was a round's start (scripts/bench_scale.py --flat)."""
+        report = batch.report
+        base = {key: getattr(report, key) for key in COUNTS}
+        written: set[str] = set()
+        stored = (0,) * len(COUNTS)  # the child's counts at its last write
+        child = started.child
         outcome = None
-        with ours:
+        converted: tuple[int, str] = (0, "")  # the child's files converted, the last one's path
+        with started.conn as ours:
             for message in _messages(ours, child):
                 kind = message[0]
                 if kind in ("progress", "wrote"):
@@ -179,8 +211,14 @@ class RoundsIndexer:
                     if kind == "wrote":
                         written.update(message[1])
                         stored = message[2]
-                    elif batch.on_file is not None:
-                        batch.on_file(done + message[1], total, message[3])
+                    else:
+                        converted = (message[1], message[3])
+                    # a write is progress too: while the next file converts (an hour, at worst), the files
+                    # written before it are reported written
+                    if batch.on_file is not None:
+                        batch.on_file(done + converted[0], total, converted[1])
+                elif kind == "embedded_all":
+                    embedded_all()
                 else:
                     outcome = message
                     break
@@ -281,7 +319,7 @@ class _Sender:
 
 
 class _RoundBatch(IndexBatch):
-    """The round's batch: each write is also reported to the parent."""
+    """The round's batch: each write is also reported to the parent, and so is the end of its embedding."""
 
     sender: _Sender | None = None
 
@@ -289,6 +327,11 @@ class _RoundBatch(IndexBatch):
         super().write(works)
         if self.sender is not None:
             self.sender.send(("wrote", [s.source_id for w in works for s in w.sources], _counts(self.report)))
+
+    def embedded_all(self) -> None:
+        if self.sender is not None:
+            with contextlib.suppress(OSError):  # the parent is gone: this process ends with it
+                self.sender.send(("embedded_all",))
 
 
 def _counts(tally: Tally) -> tuple[int, ...]:

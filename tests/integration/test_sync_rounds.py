@@ -7,6 +7,7 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from appliance.embed import OnnxEmbedder
 from appliance.ingest.discover import FoundFile
 from appliance.ingest.snapshots import Member
 from appliance.service import Appliance
-from appliance.sync.rounds import ROUND_DIED, _Sender, split
+from appliance.sync.rounds import ROUND_DIED, RoundsIndexer, _Sender, split
 from scripts.faults_crash import generated_text
 
 FILES = 36
@@ -83,8 +84,23 @@ def test_a_round_reports_from_two_threads_without_mixing_its_messages() -> None:
 @pytest.mark.slow
 @pytest.mark.model
 def test_rounds_give_the_index_of_one_process_while_another_reads(tmp_path: Path, models_dir: Path,
-                                                                  real_embedder: OnnxEmbedder) -> None:
+                                                                  real_embedder: OnnxEmbedder,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.conftest import app_factory
+
+    events: list[str] = []  # each round's process started, each round's outcome received: in order
+    start, follow = RoundsIndexer._start, RoundsIndexer._follow
+
+    def starting(self: RoundsIndexer, job: Any, name: str) -> Any:
+        events.append(f"start {name}")
+        return start(self, job, name)
+
+    def following(self: RoundsIndexer, job: Any, name: str, *rest: Any) -> None:
+        follow(self, job, name, *rest)
+        events.append(f"ended {name}")
+
+    monkeypatch.setattr(RoundsIndexer, "_start", starting)
+    monkeypatch.setattr(RoundsIndexer, "_follow", following)
 
     docs = tmp_path / "docs"
     _corpus(docs)
@@ -119,6 +135,9 @@ def test_rounds_give_the_index_of_one_process_while_another_reads(tmp_path: Path
         thread.join()
     assert not errors, errors[:3]
     assert report.ok and report.added == FILES and report.chunks == single.chunks, report.to_dict()
+    # each round after the first started while the one before wrote its last files (once they were embedded)
+    assert events == ["start round 1 of 4", "start round 2 of 4", "ended round 1 of 4", "start round 3 of 4",
+                      "ended round 2 of 4", "start round 4 of 4", "ended round 3 of 4", "ended round 4 of 4"]
     assert counts == sorted(counts) and len(set(counts)) > 2  # the reader saw the rounds' writes land one by one
     indexing = [n for phase, n, total in seen if phase == "indexing" and total == FILES]
     assert indexing and indexing == sorted(indexing) and indexing[-1] == FILES

@@ -155,3 +155,32 @@ def test_leaving_on_the_callers_error_abandons_unwritten_work_and_joins():
         raise KeyError("caller failed")
     assert not [t for t in threading.enumerate() if t.name.startswith("sync-")]
     assert len([w for batch in rec.writes for w in batch]) < 10
+
+
+def test_embedded_all_follows_the_last_embedding_of_a_closed_pipeline_and_only_then():
+    """A round of a long sync lets the next one start at `embedded_all` (sync/rounds.py): it comes once,
+    after every text is embedded, and not when the work is abandoned."""
+    rec = Recorder()
+    seen: list[int] = []
+    with EmbedWritePipeline(rec.embed, rec.write, ahead_chunks=50, batch_chunks=4,
+                            embedded_all=lambda: seen.append(sum(len(c) for c in rec.embed_calls))) as pipe:
+        for i in range(12):
+            pipe.put(_work(f"s{i}", 3))
+        assert not seen  # not closed yet: more work may come
+        pipe.close()
+    assert seen == [36]
+
+    release = threading.Event()
+    abandoned: list[int] = []
+
+    def slow_embed(texts: list[str]) -> np.ndarray:
+        release.wait(10)
+        return rec.embed(texts)
+
+    with pytest.raises(KeyError), EmbedWritePipeline(slow_embed, rec.write, ahead_chunks=100, batch_chunks=2,
+                                                     embedded_all=lambda: abandoned.append(1)) as pipe:
+        for i in range(5):
+            pipe.put(_work(f"w{i}", 2))
+        release.set()
+        raise KeyError("caller failed")
+    assert not abandoned
