@@ -245,8 +245,10 @@ class RoundsIndexer:
 
 
 warnings.filterwarnings("ignore", message="lancedb fork support is experimental", category=RuntimeWarning)
+warnings.filterwarnings("ignore", message="lance is not fork-safe", category=UserWarning)
 """LanceDB resets its runtime in a forked child and warns that a fork in the middle of one of its operations
-could deadlock; the fork server (below) imports LanceDB but never runs an operation."""
+could deadlock, and pylance warns before every fork of a process that imported it (a `minirag sync` in rounds
+printed it once a round); the fork server (below) imports both but never runs an operation."""
 
 
 def _context() -> ForkServerContext:
