@@ -136,7 +136,8 @@ def test_an_endpoint_that_stops_answering_fails_the_sync_and_the_next_one_comple
         s3: S3Server, tmp_path: Path, models_dir: Path) -> None:
     s3.create_bucket("minirag-freeze")
     _docs(tmp_path, 4)
-    env = _env(s3, "minirag-freeze", tmp_path, models_dir)
+    # a short request timeout: with the default 30 s (retried twice) the frozen endpoint took ~3 minutes to fail
+    env = _env(s3, "minirag-freeze", tmp_path, models_dir, S3_TIMEOUT="10")
     first = _cli(["sync"], env)
     assert first.returncode == 0, first.stderr
     _docs(tmp_path, 60)
