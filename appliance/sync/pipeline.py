@@ -155,7 +155,7 @@ class EmbedWritePipeline:
             while True:
                 with self._cond:
                     if not self._wait_for_work(self._to_embed, lambda: self._closing):
-                        drained = not self._to_embed and not self._stopped()
+                        drained = not self._stopped()  # else the queue is empty and closed
                         break
                     take = [self._to_embed.popleft()]
                     count = len(take[0].texts)

@@ -28,7 +28,7 @@ import pickle
 import signal
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext
@@ -134,28 +134,20 @@ class RoundsIndexer:
                       batch.reuse, fold_first=number > 0)
                 for number, todo in enumerate(parts)]
         names = [f"round {number} of {len(jobs)}" for number in range(1, len(jobs) + 1)]
-        ahead: list[_Started] = []
-        """The next round's process, started once this round's files are all embedded (_follow)."""
-
-        def start_after(number: int) -> Callable[[], None]:
-            def start() -> None:
-                if number + 1 < len(jobs) and not ahead and not stopping.requested():
-                    ahead.append(self._start(jobs[number + 1], names[number + 1]))
-            return start
-
         done = 0
+        ahead: _Started | None = None
+        """The next round's process, started by _follow once this round's files are all embedded."""
         stopping.add_hook(self._stop)
         try:
             for number, job in enumerate(jobs):
                 stopping.check()
-                started = ahead.pop() if ahead else self._start(job, names[number])
-                self._follow(job, names[number], started, batch, done, len(batch.todo), start_after(number))
-                self._join(keep=len(ahead))  # this round's process, which exits once it reported
+                started = ahead or self._start(job, names[number])
+                following = (jobs[number + 1], names[number + 1]) if number + 1 < len(jobs) else None
+                ahead = self._follow(job, names[number], started, batch, done, len(batch.todo), following)
+                self._join(keep=1 if ahead else 0)  # this round's process, which exits once it reported
                 done += len(job.todo)
         except BaseException:
             self._stop()
-            for started in ahead:
-                started.conn.close()
             self._join(keep=0)
             raise
         finally:
@@ -190,11 +182,12 @@ class RoundsIndexer:
         return _Started(child, ours)
 
     def _follow(self, job: Round, name: str, started: _Started, batch: IndexBatch, done: int, total: int,
-                embedded_all: Callable[[], None]) -> None:
+                following: tuple[Round, str] | None) -> _Started | None:
         """One round's process to its end: its progress and tally folded into `batch.report` as they come.
-        Once it has embedded all its files (only its last writes left), `embedded_all` starts the next round,
+        Once it has embedded all its files (only its last writes left), the `following` round starts (returned),
         so that one converts and embeds its first files while this one writes its last: the gap between the
         rounds' writes was a round's start (scripts/bench_scale.py --flat)."""
+        ahead = None
         report = batch.report
         base = {key: getattr(report, key) for key in COUNTS}
         written: set[str] = set()
@@ -218,7 +211,8 @@ class RoundsIndexer:
                     if batch.on_file is not None:
                         batch.on_file(done + converted[0], total, converted[1])
                 elif kind == "embedded_all":
-                    embedded_all()
+                    if following is not None and not stopping.requested():
+                        ahead = self._start(*following)
                 else:
                     outcome = message
                     break
@@ -232,7 +226,7 @@ class RoundsIndexer:
                    "before this file was written; the next sync indexes it again")
             report.failed.extend(FileProblem(str(f.path), ROUND_DIED, why) for f, _ in job.todo
                                  if str(f.path) not in written)
-            return
+            return ahead
         kind, payload = outcome
         if kind == "error":
             raise payload
@@ -242,6 +236,7 @@ class RoundsIndexer:
         for key in COUNTS:
             setattr(report, key, base[key] + getattr(tally, key))
         report.failed.extend(tally.failed)
+        return ahead
 
 
 warnings.filterwarnings("ignore", message="lancedb fork support is experimental", category=RuntimeWarning)

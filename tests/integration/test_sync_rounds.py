@@ -95,9 +95,10 @@ def test_rounds_give_the_index_of_one_process_while_another_reads(tmp_path: Path
         events.append(f"start {name}")
         return start(self, job, name)
 
-    def following(self: RoundsIndexer, job: Any, name: str, *rest: Any) -> None:
-        follow(self, job, name, *rest)
+    def following(self: RoundsIndexer, job: Any, name: str, *rest: Any) -> Any:
+        ahead = follow(self, job, name, *rest)
         events.append(f"ended {name}")
+        return ahead
 
     monkeypatch.setattr(RoundsIndexer, "_start", starting)
     monkeypatch.setattr(RoundsIndexer, "_follow", following)
