@@ -213,6 +213,19 @@ def run_sync(args: list[str], environment: Environment) -> int:
     os.execv(_minirag(), [_minirag(), "sync", *args])
 
 
+def _temp_dir_writable() -> bool:
+    """Whether Python finds a temporary directory it can write: conversion workers, the fork server of a
+    long sync and supervisord put their files there, and under `--read-only` with no `--tmpfs /tmp` a sync
+    died deep inside with "No usable temporary directory found"."""
+    import tempfile
+
+    try:
+        tempfile.gettempdir()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _roots(environment: Environment) -> list[Path]:
     try:
         return list(environment.settings().roots)
@@ -258,6 +271,10 @@ def main(argv: list[str] | None = None, environment: Environment | None = None) 
             environment = read_environment()
         return environment
 
+    if mode in ("serve", "daemon", "sync") and not _temp_dir_writable():
+        _err("error: no writable temporary directory (/tmp): the server, the scheduler and a sync need one")
+        _err("hint: a container run with --read-only also needs --tmpfs /tmp, as the README's commands have")
+        return 2
     if mode == "serve" and "--help" not in rest:
         return run_stdio(rest, env)
     if mode == "daemon":

@@ -294,6 +294,21 @@ def test_sync_without_docs_refuses(image: str, volume: str) -> None:
     assert status.returncode == 0 and json.loads(status.stdout)["version"]
 
 
+def test_a_read_only_root_without_a_writable_tmp_is_named_not_a_traceback(image: str, docs: Path,
+                                                                          volume: str) -> None:
+    """`--read-only` without `--tmpfs /tmp`: a sync, the stdio server and the daemon each refuse at once with
+    the fix; the sync used to die inside its conversion pool with "No usable temporary directory found"."""
+    bare = [DOCKER, "run", "--rm", "-i", "--pull", "never", "--network", "none", "--read-only",
+            "-v", f"{docs}:/docs:ro", "-v", f"{volume}:/index", image]
+    for mode in ("sync", "serve", "daemon"):
+        run = subprocess.run([*bare, mode], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert run.returncode == 2, (mode, run.stderr[-2000:])
+        assert run.stderr.startswith("error: no writable temporary directory"), (mode, run.stderr[-2000:])
+        assert "--tmpfs /tmp" in run.stderr and "Traceback" not in run.stderr, (mode, run.stderr[-2000:])
+    status = docker_run(image, "status", mounts=[f"{volume}:/index"])  # the hardened run, with its tmpfs, works
+    assert status.returncode == 0 and json.loads(status.stdout)["version"]
+
+
 def test_daemon_refuses_public_address_without_token(image: str) -> None:
     run = docker_run(image, "daemon", timeout=120)
     assert run.returncode == 2
