@@ -53,9 +53,9 @@ EMBED_AHEAD_CHUNKS = 4096
 """Chunks cut and waiting for the model (a few MB of rows): enough to keep it busy for
 minutes while the conversion worker is stuck in a slow PDF."""
 REFRESH_BATCH = 1000
-"""Files whose content is unchanged but whose time or size is new (a copy, a checkout, `touch`), recorded in one
-write each this many: one write a file took 190 ms a file at 2,000 files (a commit and a version each, and the
-upsert slower with every version), so a touched folder of 30,000 re-synced for hours."""
+"""Files whose bytes are unchanged but whose time is new (a copy without -p, a fresh checkout, `touch`) are
+recorded this many to a write. One write per file, each a commit and a table version, and each upsert slower
+than the last, took 354 s for 2,000 such files (scripts/bench_sync.py), so a touched share re-synced for hours."""
 CONVERT_AHEAD = 64
 CONVERT_AHEAD_BYTES = 32 * 1024 * 1024
 """Files (and their bytes on disk) converted ahead of the embedder, so conversion overlaps
