@@ -1,5 +1,5 @@
 """A folder whose files got new times but kept their bytes (a copy without -p, a fresh checkout, `touch`):
-the re-sync records the new times in a few writes, not one write a file (190 ms a file at 2,000 files)."""
+the re-sync records the new times in a few writes, not one write a file (354 s for 2,000 files)."""
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -11,26 +11,39 @@ from typing import Any
 import pytest
 
 from appliance.config import replica_budget
+from appliance.service import Appliance
 from appliance.storage.index import Index
 from appliance.sync import indexing
 from tests.integration.test_emptied_root import _app
 
 
-def test_touched_files_are_recorded_in_writes_of_many_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(indexing, "REFRESH_BATCH", 3)
+def _synced_notes(tmp_path: Path, count: int) -> tuple[Path, Appliance]:
+    """`count` short notes in tmp_path/docs, synced once (plumbing embedder)."""
     docs = tmp_path / "docs"
     docs.mkdir()
-    for n in range(8):
+    for n in range(count):
         (docs / f"note-{n}.md").write_text(f"# Note {n}\n\nWhat note {n} says about lighthouse keeping.\n")
     app = _app(tmp_path, docs)
-    assert app.sync().added == 8
+    assert app.sync().added == count
+    return docs, app
+
+
+def _touch(paths: list[Path]) -> int:
+    """A new mtime for each path, bytes unchanged; the time given."""
+    later = time.time_ns() + 10**9
+    for path in paths:
+        os.utime(path, ns=(later, later))
+    return later
+
+
+def test_touched_files_are_recorded_in_writes_of_many_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(indexing, "REFRESH_BATCH", 3)
+    docs, app = _synced_notes(tmp_path, 8)
     sources = app.index.tables.sources()
     assert sources is not None
     before = sources.version
 
-    later = time.time_ns() + 10**9
-    for n in range(7):
-        os.utime(docs / f"note-{n}.md", ns=(later, later))
+    later = _touch([docs / f"note-{n}.md" for n in range(7)])
     (docs / "note-7.md").write_text("# Note 7\n\nNote 7 now speaks of harbour pilots.\n")
     touched = app.sync()
     assert (touched.refreshed, touched.updated, touched.unchanged) == (7, 1, 0)
@@ -51,10 +64,10 @@ def _other_writer(db: str, dim: int, started: Any, stop: Any, queue: Any) -> Non
 
     index = Index(Path(db), dim, memory_budget=replica_budget())
     written, error = 0, ""
+    vector = [1.0] + [0.0] * (dim - 1)
     try:
         while not stop.is_set():
             sid = f"other-{written}"
-            vector = [1.0] + [0.0] * (dim - 1)
             row = {f.name: None for f in chunk_schema(dim)} | {
                 "id": f"{sid}:0", "source_id": sid, "source_kind": "data", "chunk_index": 0, "text": f"text of {sid}",
                 "keywords": sid, "parent_id": f"{sid}:s0", "ingested_at": time.time(), "vector": vector}
@@ -70,15 +83,8 @@ def _other_writer(db: str, dim: int, started: Any, stop: Any, queue: Any) -> Non
 def test_touched_files_are_recorded_while_another_process_writes(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(indexing, "REFRESH_BATCH", 7)
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for n in range(60):
-        (docs / f"note-{n:02d}.md").write_text(f"# Note {n}\n\nNote {n} is about tide tables and harbours.\n")
-    app = _app(tmp_path, docs)
-    assert app.sync().added == 60
-    later = time.time_ns() + 10**9
-    for path in docs.iterdir():
-        os.utime(path, ns=(later, later))
+    docs, app = _synced_notes(tmp_path, 60)
+    later = _touch(list(docs.iterdir()))
 
     ctx = mp.get_context("spawn")
     started, stop, queue = ctx.Event(), ctx.Event(), ctx.Queue()
