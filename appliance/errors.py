@@ -245,6 +245,8 @@ _S3_UNREACHABLE = re.compile(r"timed? ?out|connection refused|connection reset|e
 _S3_CREDENTIALS = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken",
                              "InvalidToken", "InvalidSecurity", "AuthorizationHeaderMalformed"})
 _S3_FULL = frozenset({"QuotaExceeded", "XMinioStorageFull", "StorageFull", "ServiceUnavailable.StorageFull"})
+_PAST_DEADLINE = re.compile(r"query timeout after|merge insert timed out", re.IGNORECASE)
+"""LanceDB's words for a query or merge that ran past the deadline it was given (storage.tables.Tables.deadline)."""
 
 
 def object_store_error(text: str, where: str) -> ApplianceError | None:
@@ -262,6 +264,9 @@ def object_store_error(text: str, where: str) -> ApplianceError | None:
                 "Raise the bucket's quota or free space in it, then run {}; the index keeps serving its last "
                 "complete state meanwhile.", NextAction("sync")))
         return StorageUnreachable(f"The object store failed a request on {where} ({code})")
+    if _PAST_DEADLINE.search(text):
+        return StorageUnreachable(f"The object store of {where} did not answer in time (a read or write of the index "
+                                  "ran past its deadline, which S3_TIMEOUT sets)")
     reason = _S3_UNREACHABLE.search(text)
     if reason and ("s3" in text.lower() or "http" in text.lower() or "object" in text.lower()):
         return StorageUnreachable(f"The object store of {where} did not answer ({reason.group(0).lower()})")

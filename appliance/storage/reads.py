@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -65,7 +66,7 @@ def _embedded_by(model_id: str, scheme: str) -> str:
 
 
 def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
-             columns: list[str], segments: int) -> list[dict[str, Any]]:
+             columns: list[str], segments: int, deadline: timedelta | None) -> list[dict[str, Any]]:
     """LanceDB's nearest chunks with exact distances (the vector index's candidates re-ranked on the
     stored vectors), ties by id; the filtered and the unfiltered search use the same index the same way.
     The candidates explored (EF_SEARCH) are shared out over the index's `segments`."""
@@ -75,7 +76,7 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
     query = query.refine_factor(refine).ef(max((limit + TIE_MARGIN) * refine, explore // segments))
     if where is not None:
         query = query.where(filter_sql(where), prefilter=True)
-    rows = query.select(sorted(set(columns) | {"id", "_distance"})).limit(limit + TIE_MARGIN).to_list()
+    rows = query.select(sorted(set(columns) | {"id", "_distance"})).limit(limit + TIE_MARGIN).to_list(timeout=deadline)
     return sorted(rows, key=lambda r: (r["_distance"], r["id"]))[:limit]
 
 
@@ -91,7 +92,7 @@ def _fts_query(terms: str | Mapping[str, float]) -> str | BooleanQuery:
 
 
 def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
-          columns: list[str], replica: Replica | None = None) -> list[dict[str, Any]]:
+          columns: list[str], deadline: timedelta | None, replica: Replica | None = None) -> list[dict[str, Any]]:
     """LanceDB's best BM25 matches, ties by id. With a `replica` that serves `columns`, the search returns only
     each match's address and score and the replica gives the rest (at 100,000 chunks BM25 takes half the
     time it takes when it reads the matches' columns off disk), unless it does not hold some match's
@@ -102,10 +103,11 @@ def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | 
 
     rows = None
     if replica is not None and replica.serves(columns):
-        found = search().select(["_score"]).with_row_id(True).limit(limit + TIE_MARGIN).to_arrow()
+        found = search().select(["_score"]).with_row_id(True).limit(limit + TIE_MARGIN).to_arrow(timeout=deadline)
         rows = replica.rows_at_addresses(found, columns)
     if rows is None:
-        rows = search().select([*sorted(set(columns) | {"id"}), "_score"]).limit(limit + TIE_MARGIN).to_list()
+        rows = (search().select([*sorted(set(columns) | {"id"}), "_score"]).limit(limit + TIE_MARGIN)
+                .to_list(timeout=deadline))
     return sorted(rows, key=lambda r: (-r["_score"], r["id"]))[:limit]
 
 
@@ -151,13 +153,15 @@ class LanceRanker:
     """LanceDB's approximate vector index (or its flat scan before there is one), exact distances."""
 
     chunks: Table
+    deadline: timedelta | None = None
+    """Tables.deadline: what one search may take (in a bucket)."""
 
     def rank(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
              columns: list[str]) -> Side:
         index = vector_index(self.chunks)  # asked once: the filtered and the unfiltered search share it
         segments = (index.num_segments or 1) if index is not None else 1
-        return _masked(lambda w, cols: _nearest(self.chunks, vector, limit, w, cols, segments), limit, where,
-                       columns, "_distance")
+        return _masked(lambda w, cols: _nearest(self.chunks, vector, limit, w, cols, segments, self.deadline),
+                       limit, where, columns, "_distance")
 
 
 class IndexReader:
@@ -216,7 +220,7 @@ class IndexReader:
         if chunks is None:
             return None
         replica = self._current_replica(chunks, columns)
-        return replica if replica is not None else LanceRanker(chunks)
+        return replica if replica is not None else LanceRanker(chunks, self.tables.deadline)
 
     def vector_search(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
                       columns: list[str]) -> list[dict[str, Any]]:
@@ -330,16 +334,18 @@ class IndexReader:
 
         Read after the version: the data is at least that new, so a later commit only costs
         another refresh. The whole table is read the first time, after a schema change, and
-        when a commit lands between the key scan and the read of the missing rows.
+        when a commit lands between the key scan and the read of the missing rows. The whole read has no
+        deadline: in a bucket its time grows with the table (up to the memory budget), not with requests.
         """
+        deadline = self.tables.deadline
         if not fits(chunks.count_rows(), self.tables.dim, self.tables.memory_budget):
             return None
         names = [n for n in chunks.schema.names if n not in ("keywords", "metadata", "embed_key")]
         if old is not None and old.rows.column_names == [n for n in names if n != "vector"]:
-            keys = chunks.search().select(KEY_COLUMNS).with_row_id(True).limit(None).to_arrow()
+            keys = chunks.search().select(KEY_COLUMNS).with_row_id(True).limit(None).to_arrow(timeout=deadline)
             try:
-                fresh, read = old.refreshed(
-                    version, keys, lambda ids: chunks.take_row_ids(ids).select(names).with_row_id().to_arrow())
+                fresh, read = old.refreshed(version, keys, lambda ids: (
+                    chunks.take_row_ids(ids).select(names).with_row_id().to_arrow(timeout=deadline)))
                 self.replica_rows_read += read
                 return fresh
             except LookupError:
@@ -362,8 +368,9 @@ class IndexReader:
         if chunks is None or not terms:
             return Side([], 0.0, 0.0)
         replica = self._replica  # any version: it serves only the rows it holds as they are (_bm25)
-        return _masked(lambda w, cols: _bm25(chunks, terms, limit, w, cols, replica), limit, where, columns,
-                       "_score", speculate=not self._keeps_everything(where))
+        deadline = self.tables.deadline
+        return _masked(lambda w, cols: _bm25(chunks, terms, limit, w, cols, deadline, replica), limit, where,
+                       columns, "_score", speculate=not self._keeps_everything(where))
 
     def _keeps_everything(self, where: Filter | None) -> bool:
         """Whether `where` keeps every chunk of the replica last read (whatever its version: a guess that
@@ -382,7 +389,7 @@ class IndexReader:
             return []
         query = chunks.search().where(where).select(columns)
         query = query.limit(limit) if limit else query.limit(None)
-        return in_document_order(query.to_list())
+        return in_document_order(query.to_list(timeout=self.tables.deadline))
 
     @guarded
     def vectors_by_key(self, keys: Sequence[str], model_id: str, scheme: str) -> dict[str, Any]:
@@ -395,7 +402,7 @@ class IndexReader:
             return found
         for start in range(0, len(keys), IN_BATCH):
             table = (chunks.search().where(f"({in_list('embed_key', keys[start:start + IN_BATCH])}) AND ({where})")
-                     .select(["embed_key", "vector"]).limit(None).to_arrow())
+                     .select(["embed_key", "vector"]).limit(None).to_arrow(timeout=self.tables.deadline))
             if table.num_rows:
                 vectors = table.column("vector").combine_chunks()
                 matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(-1, vectors.type.list_size)

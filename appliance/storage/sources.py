@@ -22,12 +22,14 @@ class SourceRegistry:
         if where:
             query = query.where(where)
         names = [f.name for f in SOURCE_SCHEMA]
-        return [SourceRow(**{k: r[k] for k in names}) for r in query.limit(None).to_list()]
+        return [SourceRow(**{k: r[k] for k in names}) for r in query.limit(None).to_list(timeout=self.tables.deadline)]
 
     @guarded
     def count_chunks(self, where: str | None = None) -> int:
         chunks = self.tables.chunks()
-        return 0 if chunks is None else chunks.count_rows(where)
+        if chunks is None:
+            return 0
+        return chunks.count_rows() if where is None else self.tables.count_rows(chunks, where)
 
     def source(self, source_id: str) -> SourceRow | None:
         """One document's record, or None when the index does not know it."""
@@ -61,5 +63,5 @@ class SourceRegistry:
         chunks = self.tables.chunks()
         if chunks is None:
             return {}
-        ids = chunks.search().select(["source_id"]).limit(None).to_arrow().column("source_id")
+        ids = chunks.search().select(["source_id"]).limit(None).to_arrow(timeout=self.tables.deadline)["source_id"]
         return {item["values"]: item["counts"] for item in ids.value_counts().to_pylist()}

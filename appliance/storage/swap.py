@@ -15,6 +15,7 @@ scripts/bench_replace.py measures it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -22,16 +23,20 @@ import pyarrow as pa
 if TYPE_CHECKING:  # the storage modules (store*.py) stay the only ones that import lancedb
     from lancedb.table import Table
 
+    from appliance.storage.tables import Tables
+
 SOURCES_PER_COMMIT = 200
 """Sources whose ids one commit's filter names (a long IN list slows the filter's planning);
 a larger write is several commits, each of which replaces its sources whole."""
 
 
-def replace_chunks(table: Table, source_ids: Sequence[str], rows: list[dict[str, Any]], schema: pa.Schema,
+def replace_chunks(tables: Tables, source_ids: Sequence[str], rows: list[dict[str, Any]], schema: pa.Schema,
                    naming: Callable[[Sequence[str]], str]) -> None:
     """Make `rows` the only chunks of `source_ids`, one commit per SOURCES_PER_COMMIT sources.
 
-    `naming(ids)` is the SQL filter that selects the chunks of those sources."""
+    `naming(ids)` is the SQL filter that selects the chunks of those sources. Each read, merge and delete is
+    bound by `tables.deadline`."""
+    table = tables.chunks(create=True)
     by_source: dict[str, list[dict[str, Any]]] = {sid: [] for sid in source_ids}
     for row in rows:
         by_source.setdefault(row["source_id"], []).append(row)
@@ -41,19 +46,20 @@ def replace_chunks(table: Table, source_ids: Sequence[str], rows: list[dict[str,
         scope = naming(group)
         batch = [r for sid in group for r in by_source[sid]]
         if not batch:  # nothing to add: a plain delete is one commit already
-            table.delete(scope)
+            tables.delete_rows(table, scope, "id")
             continue
         data = pa.Table.from_pylist(batch, schema=schema)
-        old = _ids(table, scope)
+        old = _ids(table, scope, tables.deadline)
         if not old:  # new sources (a first sync): nothing to swap, and an append is the cheapest commit
             table.add(data)
             continue
         merge = table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
         if not old <= set(data.column("id").to_pylist()):
             merge = merge.when_not_matched_by_source_delete(scope)
-        merge.execute(data)
+        merge.execute(data, timeout=tables.deadline)
 
 
-def _ids(table: Table, where: str) -> set[str]:
-    ids: list[str] = table.search().where(where).select(["id"]).limit(None).to_arrow().column("id").to_pylist()
+def _ids(table: Table, where: str, deadline: timedelta | None) -> set[str]:
+    ids: list[str] = (table.search().where(where).select(["id"]).limit(None).to_arrow(timeout=deadline)
+                      .column("id").to_pylist())
     return set(ids)

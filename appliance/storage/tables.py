@@ -57,6 +57,10 @@ METADATA_CACHE_BYTES = 16 << 20
 has seen, and a sync commits two or three versions per write, each manifest listing every fragment so
 far (scripts/bench_sync_rss.py probes: 113 MB over 20,000 files, ~5 KB a file; at this cap a fold took
 as long as uncapped, 1.4 s at 10,000 rows). The indexes' own cache keeps LanceDB's default."""
+DEADLINE_REQUESTS = 4
+"""In a bucket, one read, merge or delete of the index may take this many S3_TIMEOUTs in all (two requests'
+worth of retries). LanceDB bounds each request but retries each file's reads on its own, one file after
+another: with the endpoint frozen, a read of a six-fragment table took 300 s to fail, longer with more."""
 native_memory.bound_malloc()  # before LanceDB starts its threads: see native_memory
 log = logging.getLogger(__name__)
 
@@ -331,6 +335,8 @@ class Tables:
         self.memory_budget = memory_budget
         """Bytes this process may hold of the index in memory (Settings.replica_budget_bytes): an index
         that fits is ranked by the exact in-memory replica, a larger one through LanceDB's indexes."""
+        self.deadline = timedelta(seconds=bucket.timeout_s * DEADLINE_REQUESTS) if bucket else None
+        """What a query, merge or delete of the tables may take (DEADLINE_REQUESTS); None: no bound (a disk)."""
         self.lock = threading.RLock()
         """Held by a write of this process: readers never wait for it."""
         self.files_vanished = 0
@@ -404,6 +410,24 @@ class Tables:
                 except Exception as exc:
                     raise _open_error(exc, SOURCES, self) from exc
             return self._sources
+
+    def count_rows(self, table: Table, where: str) -> int:
+        """The rows of `table` that `where` keeps: in a bucket, by a query bound by the deadline (LanceDB's
+        count takes no deadline)."""
+        if self.deadline is None:
+            return table.count_rows(where)
+        return int(table.search().where(where).select([]).with_row_id(True).limit(None).to_arrow(
+            timeout=self.deadline).num_rows)
+
+    def delete_rows(self, table: Table, where: str, key: str) -> None:
+        """Delete the rows of `table` that `where` keeps: in a bucket, by a merge on the table's `key` column that
+        deletes them, bound by the deadline (LanceDB's delete takes none; the merge reads the whole table, which
+        a delete through the key's index does not, so a disk keeps the delete)."""
+        if self.deadline is None:
+            table.delete(where)
+            return
+        (table.merge_insert(key).when_not_matched_by_source_delete(where)
+         .execute(table.schema.empty_table(), timeout=self.deadline))
 
     def forget(self) -> None:
         """Drop the open handles (after the tables were replaced): the next use opens them again."""

@@ -173,7 +173,7 @@ class IndexWriter:
     def _replace(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
         ids = [s.source_id for s in sources]
         with self.tables.lock:
-            replace_chunks(self.tables.chunks(create=True), ids, rows, chunk_schema(self.tables.dim),
+            replace_chunks(self.tables, ids, rows, chunk_schema(self.tables.dim),
                            lambda group: in_list("source_id", group))
             self._upsert_sources(sources)
 
@@ -187,16 +187,17 @@ class IndexWriter:
     def _upsert_sources(self, sources: Sequence[SourceRow]) -> None:
         table = self.tables.sources(create=True)
         data = pa.Table.from_pylist([asdict(s) for s in sources], schema=SOURCE_SCHEMA)
-        (table.merge_insert("source_id").when_matched_update_all().when_not_matched_insert_all().execute(data))
+        (table.merge_insert("source_id").when_matched_update_all().when_not_matched_insert_all()
+         .execute(data, timeout=self.tables.deadline))
 
     @writes
     def delete_sources(self, ids: Sequence[str]) -> None:
         with self.tables.lock:
-            for table in (self.tables.chunks(), self.tables.sources()):
+            for table, key in ((self.tables.chunks(), "id"), (self.tables.sources(), "source_id")):
                 if table is None:
                     continue
                 for start in range(0, len(ids), IN_BATCH):
-                    table.delete(in_list("source_id", ids[start:start + IN_BATCH]))
+                    self.tables.delete_rows(table, in_list("source_id", ids[start:start + IN_BATCH]), key)
 
     @writes
     def drop_all(self) -> None:

@@ -75,6 +75,11 @@ def _whole_commit_served(env: dict[str, str], tmp_path: Path, at_least: int) -> 
     assert health.source_count >= at_least
 
 
+def _chunks_per_document(env: dict[str, str], tmp_path: Path) -> dict[str, int]:
+    """What a reader in another state directory finds in the chunks table: chunks per document."""
+    return Appliance(load_settings({**env, "STATE_DIR": str(tmp_path / "reader")})).index.registry.chunk_counts()
+
+
 def test_a_bucket_over_its_quota_mid_sync_fails_it_as_full_and_the_next_sync_completes(
         tmp_path: Path, models_dir: Path) -> None:
     flag = tmp_path / "quota-reached"
@@ -140,6 +145,8 @@ def test_an_endpoint_that_stops_answering_fails_the_sync_and_the_next_one_comple
     env = _env(s3, "minirag-freeze", tmp_path, models_dir, S3_TIMEOUT="10")
     first = _cli(["sync"], env)
     assert first.returncode == 0, first.stderr
+    whole = set(_chunks_per_document(env, tmp_path).values())
+    assert len(whole) == 1, "every note cuts into as many chunks"
     _docs(tmp_path, 60)
     sync = _sync_until_it_committed(s3, "minirag-freeze", env)
     s3.freeze()
@@ -151,11 +158,16 @@ def test_an_endpoint_that_stops_answering_fails_the_sync_and_the_next_one_comple
     assert "did not answer" in out + err and "s3://minirag-freeze/index" in out + err
     _no_secret(s3, out, err)
 
-    _whole_commit_served(env, tmp_path, at_least=4)
+    # Every document a reader finds has all its chunks: each one's chunks go in one commit. Its sources row,
+    # written after that commit, may be missing (status says so): the endpoint can stop between the two, and a
+    # commit the client gave up on can still land once the server answers again. The next sync records it.
+    served = _chunks_per_document(env, tmp_path)
+    assert len(served) >= 4 and set(served.values()) == whole
 
     again = _cli(["sync"], env)
     assert again.returncode == 0, again.stderr
-    assert Appliance(load_settings({**env, "STATE_DIR": str(tmp_path / "reader")})).status().index.source_count == 60
+    _whole_commit_served(env, tmp_path, at_least=60)
+    assert set(_chunks_per_document(env, tmp_path).values()) == whole
 
 
 HOLDER = """

@@ -73,3 +73,14 @@ def test_an_endpoint_that_does_not_answer_is_named() -> None:
                                "operation timed out", "the index at s3://b/x")
     assert isinstance(error, StorageUnreachable) and "did not answer" in error.message
     assert object_store_error("something else entirely", "the index at s3://b/x") is None
+
+
+@pytest.mark.parametrize("text", [
+    # LanceDB 0.40's words for a query and a merge given a timeout they outran (Tables.deadline)
+    "lance error: Query Execution error: Execution error: Query timeout after 120000 ms",
+    "Runtime error: merge insert timed out",
+])
+def test_a_read_or_write_past_its_deadline_is_named_as_an_endpoint_that_does_not_answer(text: str) -> None:
+    error = object_store_error(text, "the index at s3://b/x")
+    assert isinstance(error, StorageUnreachable)
+    assert "did not answer in time" in error.message and "S3_TIMEOUT" in error.message and "s3://b/x" in error.message
