@@ -92,7 +92,7 @@ def _fts_query(terms: str | Mapping[str, float]) -> str | BooleanQuery:
 
 
 def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
-          columns: list[str], deadline: timedelta | None, replica: Replica | None = None) -> list[dict[str, Any]]:
+          columns: list[str], replica: Replica | None = None, *, deadline: timedelta | None) -> list[dict[str, Any]]:
     """LanceDB's best BM25 matches, ties by id. With a `replica` that serves `columns`, the search returns only
     each match's address and score and the replica gives the rest (at 100,000 chunks BM25 takes half the
     time it takes when it reads the matches' columns off disk), unless it does not hold some match's
@@ -369,7 +369,7 @@ class IndexReader:
             return Side([], 0.0, 0.0)
         replica = self._replica  # any version: it serves only the rows it holds as they are (_bm25)
         deadline = self.tables.deadline
-        return _masked(lambda w, cols: _bm25(chunks, terms, limit, w, cols, deadline, replica), limit, where,
+        return _masked(lambda w, cols: _bm25(chunks, terms, limit, w, cols, replica, deadline=deadline), limit, where,
                        columns, "_score", speculate=not self._keeps_everything(where))
 
     def _keeps_everything(self, where: Filter | None) -> bool:

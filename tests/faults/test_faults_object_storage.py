@@ -68,16 +68,34 @@ def _sync_until_it_committed(s3: S3Server, bucket: str, env: dict[str, str]) -> 
     return sync
 
 
-def _whole_commit_served(env: dict[str, str], tmp_path: Path, at_least: int) -> None:
-    """What a reader sees is a whole commit: every stored source has all its chunks."""
-    health = Appliance(load_settings({**env, "STATE_DIR": str(tmp_path / "reader")})).status().index
-    assert health is not None and health.consistency_warning is None
-    assert health.source_count >= at_least
-
-
 def _chunks_per_document(env: dict[str, str], tmp_path: Path) -> dict[str, int]:
     """What a reader in another state directory finds in the chunks table: chunks per document."""
     return Appliance(load_settings({**env, "STATE_DIR": str(tmp_path / "reader")})).index.registry.chunk_counts()
+
+
+def _first_sync(env: dict[str, str], tmp_path: Path) -> set[int]:
+    """Sync the first notes; the number of chunks every note cuts into (all alike)."""
+    first = _cli(["sync"], env)
+    assert first.returncode == 0, first.stderr
+    whole = set(_chunks_per_document(env, tmp_path).values())
+    assert len(whole) == 1, "every note cuts into as many chunks"
+    return whole
+
+
+def _whole_documents_served(env: dict[str, str], tmp_path: Path, whole: set[int], at_least: int) -> None:
+    """After a sync the store failed mid-write: every document a reader finds has all its chunks (each one's
+    chunks go in one commit). Its sources row, written after that commit, may be missing (status says so):
+    the store can fail between the two, and a commit the client gave up on can still land once the server
+    answers again. The next sync records it."""
+    served = _chunks_per_document(env, tmp_path)
+    assert len(served) >= at_least and set(served.values()) == whole
+
+
+def _converged(env: dict[str, str], tmp_path: Path, whole: set[int], files: int) -> None:
+    """After the sync that follows: every file recorded, with all its chunks, and nothing for status to name."""
+    health = Appliance(load_settings({**env, "STATE_DIR": str(tmp_path / "reader")})).status().index
+    assert health is not None and health.consistency_warning is None and health.source_count == files
+    _whole_documents_served(env, tmp_path, whole, at_least=files)
 
 
 def test_a_bucket_over_its_quota_mid_sync_fails_it_as_full_and_the_next_sync_completes(
@@ -88,7 +106,7 @@ def test_a_bucket_over_its_quota_mid_sync_fails_it_as_full_and_the_next_sync_com
         s3.create_bucket("minirag-quota")
         _docs(tmp_path, 4)
         env = _env(s3, "minirag-quota", tmp_path, models_dir)
-        assert _cli(["sync"], env).returncode == 0
+        whole = _first_sync(env, tmp_path)
         _docs(tmp_path, 60)
         sync = _sync_until_it_committed(s3, "minirag-quota", env)
         flag.touch()
@@ -98,11 +116,11 @@ def test_a_bucket_over_its_quota_mid_sync_fails_it_as_full_and_the_next_sync_com
         assert "cannot release the writer lease" not in err, "a delete is allowed over a quota"
         assert "s3://minirag-quota/index" in out + err
         _no_secret(s3, out, err)
-        _whole_commit_served(env, tmp_path, at_least=4)
+        _whole_documents_served(env, tmp_path, whole, at_least=4)
         flag.unlink()  # the operator raised the quota
         again = _cli(["sync"], env)
         assert again.returncode == 0, again.stderr
-        _whole_commit_served(env, tmp_path, at_least=60)
+        _converged(env, tmp_path, whole, 60)
     finally:
         s3.stop()
 
@@ -143,10 +161,7 @@ def test_an_endpoint_that_stops_answering_fails_the_sync_and_the_next_one_comple
     _docs(tmp_path, 4)
     # a short request timeout: with the default 30 s (retried twice) the frozen endpoint took ~3 minutes to fail
     env = _env(s3, "minirag-freeze", tmp_path, models_dir, S3_TIMEOUT="10")
-    first = _cli(["sync"], env)
-    assert first.returncode == 0, first.stderr
-    whole = set(_chunks_per_document(env, tmp_path).values())
-    assert len(whole) == 1, "every note cuts into as many chunks"
+    whole = _first_sync(env, tmp_path)
     _docs(tmp_path, 60)
     sync = _sync_until_it_committed(s3, "minirag-freeze", env)
     s3.freeze()
@@ -158,16 +173,11 @@ def test_an_endpoint_that_stops_answering_fails_the_sync_and_the_next_one_comple
     assert "did not answer" in out + err and "s3://minirag-freeze/index" in out + err
     _no_secret(s3, out, err)
 
-    # Every document a reader finds has all its chunks: each one's chunks go in one commit. Its sources row,
-    # written after that commit, may be missing (status says so): the endpoint can stop between the two, and a
-    # commit the client gave up on can still land once the server answers again. The next sync records it.
-    served = _chunks_per_document(env, tmp_path)
-    assert len(served) >= 4 and set(served.values()) == whole
+    _whole_documents_served(env, tmp_path, whole, at_least=4)
 
     again = _cli(["sync"], env)
     assert again.returncode == 0, again.stderr
-    _whole_commit_served(env, tmp_path, at_least=60)
-    assert set(_chunks_per_document(env, tmp_path).values()) == whole
+    _converged(env, tmp_path, whole, 60)
 
 
 HOLDER = """

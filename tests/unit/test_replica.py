@@ -133,7 +133,7 @@ def test_a_refreshed_replica_equals_a_fresh_read_and_reads_only_new_rows(tmp_pat
 def _keyword_hits(index: Index, terms: str, where: Filter | None, held: replica.Replica | None) -> list[tuple]:
     # a limit above every match: LanceDB returns all of them, so no tie at a cut can differ between two reads
     return [(r["id"], round(r["_score"], 5), r["text"], r["source_id"])
-            for r in store_reads._bm25(index.chunks(), terms, 500, where, COLUMNS, held)]
+            for r in store_reads._bm25(index.chunks(), terms, 500, where, COLUMNS, held, deadline=None)]
 
 
 def test_bm25_matches_come_from_the_replica_by_address_as_lancedb_reads_them(tmp_path: Path) -> None:
