@@ -112,3 +112,37 @@ def test_a_sync_in_rounds_writes_into_the_bucket_from_its_child_processes(
     reader = _app(env, docs, models_dir, tmp_path / "state-r", real_embedder)
     assert reader.index.registry.count_chunks() == report.chunks
     assert reader.search("how do I bleed a radiator", top_k=1).results[0].source.endswith("how-3.md")
+
+
+def test_a_bucket_index_after_deletes_and_shrinks_equals_a_local_index_of_the_same_folder(
+        s3: S3Server, tmp_path: Path, models_dir: Path, real_embedder: OnnxEmbedder) -> None:
+    """In a bucket a delete is a merge that deletes (bound by the deadline, Tables.delete_rows) and a count of
+    rows is a query: a removed file, a shrunk one and one emptied leave what a disk index of the folder holds."""
+    s3.create_bucket("minirag-edits")
+    env = s3.env("minirag-edits", prefix="idx")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    long = "".join(f"## Step {n}\n\nTurn valve {n} a quarter turn and wait {n} minutes before the next one.\n\n"
+                   for n in range(40))
+    (docs / "manual.md").write_text(f"# Manual\n\n{long}")
+    (docs / "gone.md").write_text("# Gone\n\nThis note is deleted before the second sync.\n")
+    (docs / "emptied.md").write_text("# Emptied\n\nThis note loses all its text.\n")
+    (docs / "kept.md").write_text("# Kept\n\nThis note stays as it is.\n")
+    bucket = _app(env, docs, models_dir, tmp_path / "state", real_embedder)
+    assert bucket.sync().added == 4
+    before = bucket.index.registry.chunk_counts()
+
+    (docs / "gone.md").unlink()
+    (docs / "manual.md").write_text("# Manual\n\n## Step 0\n\nTurn valve 0 a quarter turn.\n")
+    (docs / "emptied.md").write_text("")
+    report = bucket.sync()
+    assert report.ok and report.deleted == 1, report.to_dict()
+
+    local = _app({"DB_PATH": str(tmp_path / "local")}, docs, models_dir, tmp_path / "local-state", real_embedder)
+    assert local.sync().ok
+    after = bucket.index.registry.chunk_counts()
+    assert after == local.index.registry.chunk_counts()
+    assert len(after) < len(before) and sum(after.values()) < sum(before.values())
+    assert bucket.index.registry.count_chunks_not_cut_by("no-such-scheme") == sum(after.values())
+    health = bucket.status().index
+    assert health is not None and health.consistency_warning is None
