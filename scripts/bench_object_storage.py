@@ -5,8 +5,9 @@ Usage: bench_object_storage.py [--files 300] [--queries 200] [--json]
 
 Writes `--files` Markdown notes (deterministic text from samples/), then for each place (a local directory,
 and s3://bench/index on moto's S3 server started on loopback, tests/fixtures/s3_server.py) with the real model:
-a first sync, a sync with nothing changed, a sync after one file changed, and `--queries` warm searches (p50 /
-p95). moto is an emulator in a Python process on the same 2 cores, so the bucket figures are the appliance's own
+a first sync, a sync with nothing changed, a sync after one file changed, one after ten files were removed (in a
+bucket a delete is a merge bound by the deadline: storage.tables.Tables.delete_rows), and `--queries` warm searches
+(p50 / p95). moto is an emulator in a Python process on the same 2 cores, so the bucket figures are the appliance's own
 cost over HTTP plus moto's, not a cloud bucket's (which adds the network's round trips to every request).
 """
 from __future__ import annotations
@@ -61,6 +62,16 @@ def _measure(env: dict[str, str], docs: Path, questions: list[str], queries: int
     app.sync()
     figures["one_file_changed_sync_s"] = round(time.perf_counter() - started, 2)
     changed.write_text(original, "utf-8")
+    removed = sorted(docs.glob("*.md"))[-10:]
+    texts = {path: path.read_text("utf-8") for path in removed}
+    for path in removed:
+        path.unlink()
+    started = time.perf_counter()
+    app.sync()
+    figures["ten_files_removed_sync_s"] = round(time.perf_counter() - started, 2)
+    for path, text in texts.items():
+        path.write_text(text, "utf-8")
+    app.sync()  # the index holds every note again before the queries
     app.search(questions[0])  # warm: the model, the tables, the replica
     logged = _lines(requests)
     times = []
@@ -109,7 +120,8 @@ def main() -> None:
         print(json.dumps(results, indent=2))
         return
     print(f"{args.files} files, {results['local']['chunks']} chunks, {args.queries} warm queries")
-    for key in ("first_sync_s", "no_change_sync_s", "one_file_changed_sync_s", "query_p50_ms", "query_p95_ms"):
+    for key in ("first_sync_s", "no_change_sync_s", "one_file_changed_sync_s", "ten_files_removed_sync_s",
+                "query_p50_ms", "query_p95_ms"):
         print(f"  {key:26} local {results['local'][key]:>8}   bucket {results['bucket'][key]:>8}")
     print(f"  S3 requests per query: {results['bucket']['requests_per_query']}")
 
