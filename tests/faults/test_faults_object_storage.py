@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 from appliance.config import load_settings
+from appliance.errors import StorageUnreachable
 from appliance.service import Appliance
+from tests.fixtures.chunks import write_passages
+from tests.fixtures.embedders import HashEmbedder
 from tests.fixtures.s3_server import S3Server, start_s3_server
 
 pytestmark = [pytest.mark.faults, pytest.mark.model]
@@ -207,3 +210,45 @@ def test_a_second_writer_on_another_host_is_refused(s3: S3Server, tmp_path: Path
     finally:
         holder.kill()
         holder.wait()
+
+
+VERSION_CHECK_TIMEOUTS = 14
+"""S3_TIMEOUTs LanceDB's check for a newer version (a LIST, made by the first operation after
+READ_CONSISTENCY_S) takes to fail against a frozen endpoint, outside any deadline: 26.8-27.5 s at S3_TIMEOUT=2
+(six or seven attempts of ~4 s)."""
+DEADLINE_SLACK_S = 10.0
+"""What a failed read may take past that: the error's way back, on a loaded 2-core box."""
+
+
+def test_each_read_and_delete_of_a_frozen_bucket_fails_by_name_within_its_deadline(
+        s3: S3Server, tmp_path: Path, models_dir: Path) -> None:
+    """LanceDB retries each data file's reads in turn, so a read of a frozen endpoint took ~8 S3_TIMEOUTs a
+    fragment to fail (a sync outlived CI's 300 s); Tables.deadline bounds every query, merge and delete instead.
+    What it does not bound is LanceDB's version check before an operation, which fails after a fixed number of
+    attempts whatever the table's size."""
+    s3.create_bucket("minirag-deadline")
+    env = _env(s3, "minirag-deadline", tmp_path, models_dir, S3_TIMEOUT="2")
+    embedder = HashEmbedder()  # plumbing: nothing here ranks
+    index = Appliance(load_settings(env), embedder=embedder).index
+    for n in range(16):  # sixteen commits below the fold's threshold: as many fragments for a read to go through
+        write_passages(index, embedder, f"note-{n}", [f"valve {n} is checked on day {n}", f"pump {n} is oiled"])
+    deadline = index.deadline
+    assert deadline is not None and deadline.total_seconds() == 8
+    operations = {  # a sync's lookup of stored vectors (where CI's sync hung), a search, and the two new paths
+        "stored vectors": lambda: index.reader.vectors_by_key(["valve 3"], embedder.spec.id, "any"),
+        "a keyword search": lambda: index.reader.keyword_search("valve pump", 5, None, ["id", "text"]),
+        "a count with a filter": lambda: index.registry.count_chunks_of("note-3"),
+        "a delete": lambda: index.writes.delete_sources(["note-5"]),
+    }
+    s3.freeze()
+    try:
+        for name, operation in operations.items():
+            started = time.monotonic()
+            with pytest.raises(StorageUnreachable, match="did not answer"):
+                operation()
+            took = time.monotonic() - started
+            bound = deadline.total_seconds() + VERSION_CHECK_TIMEOUTS * 2 + DEADLINE_SLACK_S
+            assert took < bound, f"{name} took {took:.1f} s"
+    finally:
+        s3.thaw()
+    assert index.registry.count_chunks() == 32, "what was committed before the freeze is all there"
