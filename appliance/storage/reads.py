@@ -153,8 +153,8 @@ class LanceRanker:
     """LanceDB's approximate vector index (or its flat scan before there is one), exact distances."""
 
     chunks: Table
-    deadline: timedelta | None = None
-    """Tables.deadline: what one search may take (in a bucket)."""
+    deadline: timedelta | None
+    """Tables.deadline: what one search may take (in a bucket; None on disk)."""
 
     def rank(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
              columns: list[str]) -> Side:

@@ -27,9 +27,7 @@ class SourceRegistry:
     @guarded
     def count_chunks(self, where: str | None = None) -> int:
         chunks = self.tables.chunks()
-        if chunks is None:
-            return 0
-        return chunks.count_rows() if where is None else self.tables.count_rows(chunks, where)
+        return 0 if chunks is None else self.tables.count_rows(chunks, where)
 
     def source(self, source_id: str) -> SourceRow | None:
         """One document's record, or None when the index does not know it."""

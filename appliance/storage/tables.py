@@ -411,10 +411,10 @@ class Tables:
                     raise _open_error(exc, SOURCES, self) from exc
             return self._sources
 
-    def count_rows(self, table: Table, where: str) -> int:
-        """The rows of `table` that `where` keeps: in a bucket, by a query bound by the deadline (LanceDB's
-        count takes no deadline)."""
-        if self.deadline is None:
+    def count_rows(self, table: Table, where: str | None = None) -> int:
+        """The rows of `table` that `where` keeps (all: the manifest's count): in a bucket, a filtered count is a
+        query bound by the deadline (LanceDB's count takes no deadline)."""
+        if self.deadline is None or where is None:
             return table.count_rows(where)
         return int(table.search().where(where).select([]).with_row_id(True).limit(None).to_arrow(
             timeout=self.deadline).num_rows)

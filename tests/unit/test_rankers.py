@@ -160,7 +160,7 @@ def test_an_empty_index_ranks_nothing(tmp_path: Path, embedder: HashEmbedder, ki
     chosen = index.reader.ranker(COLUMNS)
     assert isinstance(chosen, replica.Replica)  # no rows fit any budget
     if kind == "lancedb":
-        chosen = LanceRanker(index.chunks(create=True))
+        chosen = LanceRanker(index.chunks(create=True), index.deadline)
     for where in (None, Filter("/docs")):
         assert chosen.rank(embedder.embed_query("pump"), 5, where, COLUMNS) == Side([], 0.0, 0.0)
 
