@@ -249,6 +249,12 @@ _PAST_DEADLINE = re.compile(r"query timeout after|merge insert timed out", re.IG
 """LanceDB's words for a query or merge that ran past the deadline it was given (storage.tables.Tables.deadline)."""
 
 
+def past_deadline(where: str) -> StorageUnreachable:
+    """A read or write of the index in a bucket that ran past storage.tables.Tables.deadline."""
+    return StorageUnreachable(f"The object store of {where} did not answer in time (a read or write of the index "
+                              "ran past its deadline, which S3_TIMEOUT sets)")
+
+
 def object_store_error(text: str, where: str) -> ApplianceError | None:
     """The named error for an object store's failure on `where` ("the index at s3://bucket/prefix"), or None
     when `text` is no object-store failure. Never repeats the server's body or the request."""
@@ -265,8 +271,7 @@ def object_store_error(text: str, where: str) -> ApplianceError | None:
                 "complete state meanwhile.", NextAction("sync")))
         return StorageUnreachable(f"The object store failed a request on {where} ({code})")
     if _PAST_DEADLINE.search(text):
-        return StorageUnreachable(f"The object store of {where} did not answer in time (a read or write of the index "
-                                  "ran past its deadline, which S3_TIMEOUT sets)")
+        return past_deadline(where)
     reason = _S3_UNREACHABLE.search(text)
     if reason and ("s3" in text.lower() or "http" in text.lower() or "object" in text.lower()):
         return StorageUnreachable(f"The object store of {where} did not answer ({reason.group(0).lower()})")

@@ -36,7 +36,14 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
 
 from appliance.chunks import Chunk
 from appliance.config import Bucket
-from appliance.errors import CONFLICT_ATTEMPTS, IndexCorrupt, is_commit_conflict, is_vanished_file, storage_error
+from appliance.errors import (
+    CONFLICT_ATTEMPTS,
+    IndexCorrupt,
+    is_commit_conflict,
+    is_vanished_file,
+    past_deadline,
+    storage_error,
+)
 from appliance.platform import native_memory
 from appliance.storage.filters import Filter
 
@@ -50,7 +57,10 @@ FTS_COLUMN = "keywords"
 IN_BATCH = 200
 READ_CONSISTENCY_S = 1.0
 """A table handle re-reads the latest commit at most this long after another process made it,
-so `status`, `list_files` and reads see other writers within that bound (queries check at once)."""
+so `status`, `list_files` and reads see other writers within that bound (queries check at once). On disk
+LanceDB checks before an operation once this has passed; in a bucket the appliance does (Tables.refresh_for_read),
+within the deadline: LanceDB's own check takes none, and against an endpoint that stopped answering it took
+~14 S3_TIMEOUTs to fail (6-7 attempts of a LIST), on top of any deadline the operation had."""
 
 METADATA_CACHE_BYTES = 16 << 20
 """LanceDB's cache of manifests and file footers, bounded: by default it keeps every version a process
@@ -265,6 +275,7 @@ def guarded(method: PartMethod[_S, _P, _R]) -> PartMethod[_S, _P, _R]:
     @functools.wraps(method)
     def wrapper(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
+            self.tables.refresh_in_bucket()
             return method(self, *args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - raised again, as its named error or as it is
             if not is_vanished_file(exc):
@@ -306,6 +317,7 @@ def writes(method: PartMethod[_S, _P, _R]) -> PartMethod[_S, _P, _R]:
         tables = self.tables
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
             try:
+                tables.refresh_in_bucket()
                 return method(self, *args, **kwargs)
             except Exception as exc:  # noqa: BLE001 - retried when a lost commit race, else raised again
                 if not (is_commit_conflict(exc) or is_vanished_file(exc)) or attempt == CONFLICT_ATTEMPTS:
@@ -320,6 +332,21 @@ def writes(method: PartMethod[_S, _P, _R]) -> PartMethod[_S, _P, _R]:
                     tables.refresh_handles()
         raise AssertionError("unreachable")
     return wrapper
+
+
+class _Step(threading.Thread):
+    """A call on a thread of its own, so that its caller can stop waiting for it; its error is kept for the caller."""
+
+    def __init__(self, call: Callable[[], None]) -> None:
+        super().__init__(name="index-refresh", daemon=True)
+        self._call = call
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the thread that waits
+            self.error = exc
 
 
 class Tables:
@@ -349,6 +376,9 @@ class Tables:
         """Writes of this process that lost a commit race and were repeated."""
         self._identity_read: tuple[float, Identity | None] | None = None
         self._refreshed_at = 0.0
+        self._refreshing: _Step | None = None
+        """A bucket's refresh still running (past its deadline, perhaps): the next refresh waits for it."""
+        self._refresh_guard = threading.Lock()
 
     @property
     def tables(self) -> Tables:
@@ -360,7 +390,8 @@ class Tables:
             self.db_path.mkdir(parents=True, exist_ok=True)
             self._db = lancedb.connect(self.location,
                                        storage_options=self.bucket.storage_options() if self.bucket else None,
-                                       read_consistency_interval=timedelta(seconds=READ_CONSISTENCY_S),
+                                       read_consistency_interval=None if self.bucket
+                                       else timedelta(seconds=READ_CONSISTENCY_S),
                                        session=lancedb.Session(metadata_cache_size_bytes=METADATA_CACHE_BYTES))
         return self._db
 
@@ -433,15 +464,34 @@ class Tables:
         """Drop the open handles (after the tables were replaced): the next use opens them again."""
         self._chunks = self._sources = None
 
-    @guarded
     def checkout_latest(self) -> None:
         """See commits made by other processes (a sync running beside the server) now."""
-        self.refresh_handles()
+        try:
+            self.refresh_handles()
+        except Exception as exc:  # noqa: BLE001 - raised again as its named error
+            raise_named(self, exc)
 
     def refresh_handles(self) -> None:
-        for table in (self._chunks, self._sources):
-            if table is not None:
-                table.checkout_latest()
+        """The open tables at their latest commits; in a bucket within the deadline (a StorageUnreachable
+        past it), since LanceDB's own look for new versions takes none."""
+        def refresh() -> None:
+            for table in (self._chunks, self._sources):
+                if table is not None:
+                    table.checkout_latest()
+        if self.deadline is None:
+            refresh()
+            return
+        with self._refresh_guard:
+            step = self._refreshing
+            if step is None or not step.is_alive():  # else one past its deadline still runs: wait for it instead
+                step = self._refreshing = _Step(refresh)
+                step.start()
+        step.join(self.deadline.total_seconds())
+        if step.is_alive():
+            raise past_deadline(f"the index at {self.location}")
+        if step.error is not None:
+            raise step.error
+        self._refreshed_at = time.monotonic()
 
     def refresh_for_read(self) -> None:
         """Before a query: the latest commit. In a bucket every refresh lists each table's versions (a request
@@ -449,7 +499,12 @@ class Tables:
         if self.bucket is not None and time.monotonic() - self._refreshed_at < READ_CONSISTENCY_S:
             return
         self.refresh_handles()
-        self._refreshed_at = time.monotonic()
+
+    def refresh_in_bucket(self) -> None:
+        """Before any read or write of an index in a bucket, what LanceDB's consistency check does on disk (the
+        tables open without it there: see READ_CONSISTENCY_S)."""
+        if self.bucket is not None:
+            self.refresh_for_read()
 
     # ---- identity ------------------------------------------------------
     @property
