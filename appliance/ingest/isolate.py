@@ -15,7 +15,9 @@ cost one named error, never the server. So:
   the workers start when the first file that does need one comes;
 * a file that outlives `timeout_s` gets its worker's whole process group killed
   (SIGKILL) and the worker replaced; a worker that dies (segfault, out of memory,
-  killed) is reported as ConversionFailed naming the file, and replaced too.
+  killed) is reported as ConversionFailed naming the file, and replaced too. A scan
+  reports each page whose text it recognised, and each restarts its clock, up to
+  SCAN_TIMEOUT_SPAN times `timeout_s` in all: a 300-page scan takes longer than any parse should.
 
 A stop of the process (`appliance.platform.stopping`: SIGTERM, the MCP client leaving) kills
 every worker at once instead of waiting for the file it converts; `imap` then raises
@@ -51,7 +53,7 @@ from appliance.errors import ApplianceError, ConversionFailed
 from appliance.ingest.convert import check_name, check_size, to_markdown
 from appliance.ingest.failures import ConversionMemoryLimit, ConversionTimeout, WorkerCrashed
 from appliance.ingest.formats import TEXT_EXTENSIONS
-from appliance.ingest.ocr import OcrConfig
+from appliance.ingest.ocr import OcrConfig, report_pages_to
 from appliance.platform import stopping
 
 if TYPE_CHECKING:
@@ -66,6 +68,10 @@ in this process for every format anyway."""
 WORKER_NICE = 10
 """Workers yield the CPU to the process that started them: a hostile document burning a core
 for CONVERT_TIMEOUT must not slow the server's queries (2.3 s at the same priority on 2 cores)."""
+SCAN_TIMEOUT_SPAN = 20
+"""The most a file whose pages OCR keeps recognising may take, in CONVERT_TIMEOUTs (an hour by default): OCR
+takes ~1.5-4 s a page, so a single CONVERT_TIMEOUT failed scans of more than ~50-100 pages, while a file of
+endless blank pages must still end."""
 STARTUP_TIMEOUT_S = 120.0
 """How long a fresh worker may take to import its parsers (about 3 s measured)."""
 
@@ -114,6 +120,7 @@ def _worker_main(conn: Connection, ocr: OcrConfig | None, max_file_size: int, me
     from appliance.ingest.convert_markitdown import load_converters
 
     load_converters()  # the heavy imports happen before the memory limit
+    report_pages_to(lambda: conn.send(("page", None)))  # progress, before this task's result
     _limit_memory(memory_bytes)
     conn.send(("ready", os.getpid()))
     while True:
@@ -269,8 +276,8 @@ class ConvertPool:
     `memory_bytes` caps each worker's address space (RLIMIT_AS), not its RSS: the parser
     imports alone map about 480 MB (markitdown pulls in magika and onnxruntime), so
     limits below ~700 MB leave little for the document; 2 GB suits two workers on a
-    4 GB machine. `timeout_s` is per file, including OCR of every scanned page in it
-    (about 2-5 s per page on this hardware), so size it for the longest scan expected.
+    4 GB machine. `timeout_s` is per file; a scan's clock restarts at each page OCR recognises, up to
+    `scan_span` times `timeout_s` in all (SCAN_TIMEOUT_SPAN).
     """
 
     def __init__(
@@ -283,6 +290,7 @@ class ConvertPool:
         max_file_size: int,
         max_tasks_per_worker: int = 200,
         scoped: bool = True,
+        scan_span: int = SCAN_TIMEOUT_SPAN,
     ) -> None:
         """`scoped=False`: a pool that outlives the job creating it (the server's pool for untrusted
         content) is not aborted when that job is cancelled; only its task is."""
@@ -294,6 +302,7 @@ class ConvertPool:
         self.ocr = ocr
         self.max_file_size = int(max_file_size)
         self.max_tasks_per_worker = max_tasks_per_worker
+        self.scan_span = max(1, scan_span)
         self._ctx = mp.get_context("spawn")
         self._turns = _Turns()
         self._all: set[_Worker] = set()
@@ -435,34 +444,7 @@ class ConvertPool:
             self._turns.put(w)
             raise ConversionFailed(f"{path}: could not be handed to a converter: {type(exc).__name__}: {exc}") from exc
         w.tasks += 1
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            left = deadline - time.monotonic()
-            try:
-                ready = w.conn.poll(max(0.0, min(left, 1.0)))
-            except (OSError, ValueError):
-                ready = True
-            if ready:
-                break
-            if not w.proc.is_alive():
-                ready = True
-                break
-            if stopping.requested():
-                self._retire(w, replace=True, kill=True, failure=False)
-                raise stopping.stopped_error()
-            if left <= 0:
-                self._retire(w, replace=True, kill=True)
-                raise ConversionTimeout(
-                    f"{path}: conversion timed out after {self.timeout_s:g} s (CONVERT_TIMEOUT); "
-                    "the worker was stopped"
-                )
-        try:
-            status, payload = w.conn.recv()
-        except (EOFError, OSError, ValueError):
-            w.proc.join(timeout=5)
-            code = w.proc.exitcode
-            self._retire(w, replace=True, kill=True)
-            raise self._crash_error(path, code) from None
+        status, payload = self._wait(w, path)
         if isinstance(payload, ConversionMemoryLimit):
             # the worker exits by itself after a MemoryError
             self._retire(w, replace=True, kill=True)
@@ -476,6 +458,47 @@ class ConvertPool:
         if isinstance(payload, ApplianceError):
             raise payload
         raise ConversionFailed(f"{path}: {payload}")
+
+    def _wait(self, w: _Worker, path: str) -> tuple[str, object]:
+        """The worker's answer for `path`, within `timeout_s` of the start or of the last page it recognised,
+        and SCAN_TIMEOUT_SPAN `timeout_s` in all; past that the worker is killed."""
+        started = time.monotonic()
+        last_call = started + self.timeout_s * self.scan_span
+        deadline = min(started + self.timeout_s, last_call)
+        pages = 0
+        while True:
+            if stopping.requested():
+                self._retire(w, replace=True, kill=True, failure=False)
+                raise stopping.stopped_error()
+            left = deadline - time.monotonic()
+            try:
+                ready = w.conn.poll(max(0.0, min(left, 1.0))) or not w.proc.is_alive()
+            except (OSError, ValueError):
+                ready = True
+            if ready:
+                try:
+                    status, payload = w.conn.recv()
+                except (EOFError, OSError, ValueError):
+                    w.proc.join(timeout=5)
+                    code = w.proc.exitcode
+                    self._retire(w, replace=True, kill=True)
+                    raise self._crash_error(path, code) from None
+                if status != "page":
+                    return status, payload
+                pages += 1
+                deadline = min(time.monotonic() + self.timeout_s, last_call)
+                continue
+            if left <= 0:
+                self._retire(w, replace=True, kill=True)
+                if deadline >= last_call and pages:
+                    raise ConversionTimeout(
+                        f"{path}: OCR stopped after {pages} pages and {time.monotonic() - started:.0f} s, "
+                        f"{self.scan_span} times CONVERT_TIMEOUT ({self.timeout_s:g} s), the most a scan may "
+                        "take; the worker was stopped")
+                raise ConversionTimeout(
+                    f"{path}: conversion timed out after {self.timeout_s:g} s (CONVERT_TIMEOUT"
+                    + (f", since page {pages} was recognised" if pages else "") + "); the worker was stopped"
+                )
 
     def _crash_error(self, path: str, exitcode: int | None) -> ConversionFailed:
         limit = f"{self.memory_bytes // _MB} MB" if self.memory_bytes else "none"

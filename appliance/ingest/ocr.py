@@ -18,7 +18,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -166,6 +166,19 @@ def page_rotation(data: bytes, cfg: OcrConfig, dpi: int | None = None) -> int:
     return int(rot.group(1)) % 360
 
 
+_page_recognised: Callable[[], None] | None = None
+PROGRESS_MIN_CHARS = 20
+"""What a page must yield to count as progress: a file of blank pages (scripts/hostile_files.py has one of 10,000)
+is no scan being read, and stops at CONVERT_TIMEOUT as any other file does."""
+
+
+def report_pages_to(hook: Callable[[], None] | None) -> None:
+    """Call `hook` after each page or frame whose text OCR recognised (PROGRESS_MIN_CHARS): a conversion worker's
+    sign of progress, by which its parent lets a long scan run past CONVERT_TIMEOUT (appliance.ingest.isolate)."""
+    global _page_recognised
+    _page_recognised = hook
+
+
 def ocr_pil(image: Image.Image, cfg: OcrConfig, dpi: int | None = None) -> str:
     """Recognise one PIL image (fed to tesseract as PNG on stdin), turned upright first."""
     if image.mode not in ("L", "RGB", "1"):
@@ -176,7 +189,10 @@ def ocr_pil(image: Image.Image, cfg: OcrConfig, dpi: int | None = None) -> str:
         if angle:
             data = _png(image.rotate(-angle, expand=True))  # PIL turns counter-clockwise
     args = ["-l", cfg.languages, "--psm", str(cfg.psm)] + (["--dpi", str(dpi)] if dpi else [])
-    return _clean(_tesseract(data, args, cfg))
+    text = _clean(_tesseract(data, args, cfg))
+    if _page_recognised is not None and len("".join(text.split())) >= PROGRESS_MIN_CHARS:
+        _page_recognised()
+    return text
 
 
 def _check_pixels(width: int, height: int, cfg: OcrConfig, name: str) -> None:

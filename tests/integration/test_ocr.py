@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import re
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -186,3 +187,52 @@ def test_pages_scanned_sideways_or_upside_down(angle: int) -> None:
     """Orientation detection turns the page first; without it these pages read as garbage."""
     c = to_markdown(CORPUS / f"docling/ocr/sources/ocr_test_rotated_{angle}.pdf", ocr=CFG, max_file_size=MAX)
     assert "Docling bundles PDF document conversion to JSON and Markdown" in re.sub(r"\s+", " ", c.markdown)
+
+
+def _long_scan(tmp_path: Path, copies: int) -> Path:
+    """The German letter's three scanned pages, `copies` times over, as one PDF (pages that OCR takes 1.5-4 s each)."""
+    import pypdfium2 as pdfium
+
+    letter = pdfium.PdfDocument(str(CORPUS / "ocr/kreuzberg-german/image_only_german_pdf.pdf"))
+    scan = pdfium.PdfDocument.new()
+    for _ in range(copies):
+        scan.import_pages(letter)
+    out = tmp_path / "long-scan.pdf"
+    scan.save(str(out))
+    scan.close()
+    letter.close()
+    return out
+
+
+@SLOW
+def test_a_scan_longer_than_the_conversion_timeout_is_read_while_its_pages_keep_coming(tmp_path: Path) -> None:
+    """CONVERT_TIMEOUT used to bound a whole scan, so one of more than ~50-100 pages always failed at the default;
+    each page recognised now restarts the clock (isolate.SCAN_TIMEOUT_SPAN bounds the whole)."""
+    from appliance.ingest.isolate import ConvertPool
+
+    scan = _long_scan(tmp_path, copies=4)
+    with ConvertPool(workers=1, timeout_s=15, memory_bytes=2048 << 20, ocr=CFG, max_file_size=MAX) as pool:
+        started = time.monotonic()
+        converted = pool.convert(scan)
+        took = time.monotonic() - started
+    print(f"12 scanned pages in {took:.1f} s under a timeout of 15 s")
+    assert took > 15, "the scan did not outlast the timeout, so this proves nothing"
+    assert converted.metadata["ocr_pages"] == ",".join(str(n) for n in range(1, 13))
+    assert converted.markdown.count("Stellungnahme Archivgesetz") == 4
+    assert PAGE_MARKER.format(n=12) in converted.markdown
+
+
+@SLOW
+def test_a_scan_that_outlasts_its_whole_span_fails_by_name_with_the_pages_it_read(tmp_path: Path) -> None:
+    from appliance.ingest.failures import ConversionTimeout
+    from appliance.ingest.isolate import ConvertPool
+
+    scan = _long_scan(tmp_path, copies=8)  # 24 pages: 36 s at the fastest page measured
+    with ConvertPool(workers=1, timeout_s=10, memory_bytes=2048 << 20, ocr=CFG, max_file_size=MAX,
+                     scan_span=2) as pool:
+        started = time.monotonic()
+        with pytest.raises(ConversionTimeout, match=r"long-scan\.pdf: OCR stopped after \d+ pages .*2 times CONVERT"):
+            pool.convert(scan)
+        took = time.monotonic() - started
+        assert pool.restarts == 1
+    assert 20 <= took < 30, f"stopped after {took:.1f} s, where the span was 20 s"
