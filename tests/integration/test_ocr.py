@@ -227,12 +227,14 @@ def test_a_scan_that_outlasts_its_whole_span_fails_by_name_with_the_pages_it_rea
     from appliance.ingest.failures import ConversionTimeout
     from appliance.ingest.isolate import ConvertPool
 
-    scan = _long_scan(tmp_path, copies=8)  # 24 pages: 36 s at the fastest page measured
-    with ConvertPool(workers=1, timeout_s=10, memory_bytes=2048 << 20, ocr=CFG, max_file_size=MAX,
-                     scan_span=2) as pool:
+    timeout, span = 15, 2  # a page takes 1.5-3.9 s on an idle core: room for a loaded one within the timeout
+    scan = _long_scan(tmp_path, copies=10)  # 30 pages: 45 s at the fastest page measured, past the span's 30 s
+    with ConvertPool(workers=1, timeout_s=timeout, memory_bytes=2048 << 20, ocr=CFG, max_file_size=MAX,
+                     scan_span=span) as pool:
         started = time.monotonic()
         with pytest.raises(ConversionTimeout, match=r"long-scan\.pdf: OCR stopped after \d+ pages .*2 times CONVERT"):
             pool.convert(scan)
         took = time.monotonic() - started
         assert pool.restarts == 1
-    assert 20 <= took < 30, f"stopped after {took:.1f} s, where the span was 20 s"
+    whole = timeout * span
+    assert whole <= took < whole + 10, f"stopped after {took:.1f} s, where the span was {whole} s"
