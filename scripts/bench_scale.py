@@ -522,8 +522,9 @@ def main() -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_scale-"))
-    if not args.flat:
-        check_disk(work, sizes, args.sync_files)
+    if not args.flat:  # --reuse builds only the sizes not kept yet
+        check_disk(work, [n for n in sizes if not (args.reuse and (work / f"index-{n}" / "queries.json").exists())]
+                   or [0], args.sync_files)
     corpus = Corpus(shared_path())
     out: dict[str, Any] = {"loadAverage": [round(x, 2) for x in os.getloadavg()]}
     try:

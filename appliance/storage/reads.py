@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +33,8 @@ from appliance.storage.sides import Side
 from appliance.storage.tables import (
     FTS_COLUMN,
     IN_BATCH,
+    VECTOR_INDEX_TYPE,
+    VECTOR_PARTITION_ROWS,
     Tables,
     filter_sql,
     guarded,
@@ -42,19 +45,19 @@ from appliance.storage.tables import (
 )
 
 EF_SEARCH = 3200
-"""Candidates an approximate search explores, shared out over the vector index's segments. LanceDB's
-default (the number asked for) found 0.48 of the true 10 nearest in one segment of 1M chunks; 1,600
-found 0.92 and 3,200 0.97 in 15-24 ms (scripts/bench_scale.py's vectors, mixes of real ones with noise:
-harder to tell apart than a real corpus's, so a real index fares no worse)."""
-EF_SEARCH_FILTERED = 800
-"""The same for a prefiltered search, which explores until it has that many candidates inside the filter:
-scoped to a folder of 100,000 of the 1M chunks, 800 found 0.967 of the exact top 10 inside it in 71 ms
-p50, 3,200 0.997 in 154 ms, an exact scan of the folder 183 ms."""
-REFINED_MIN = 160
+"""Candidates a search of an HNSW index explores (an index an earlier version built, until a refresh replaces
+it: tables.VECTOR_INDEX_TYPE), shared out over its segments: at 1M chunks 3,200 found 0.97 of the true 10
+nearest in one segment."""
+PROBED_SHARE = 0.4
+"""The share of the vector index's partitions (tables.VECTOR_PARTITION_ROWS) whose codes a search scans, in
+each segment. At 1M chunks (1,000 partitions) 400 partitions, candidates re-ranked 4 times over the 158 asked
+for, found 0.948 of the true 10 nearest in 19 ms p50; 300 0.940, 200 0.896 (scripts/bench_scale.py's vectors,
+mixes of real ones with noise: harder to tell apart than a real corpus's, so a real index fares no worse)."""
+REFINED_MIN = 800
 """An approximate vector search re-ranks at least this many of the index's candidates on the stored vectors
 (`limit` times a whole factor), so every distance it returns is exact and a chunk's score does not depend on
-the filter. At 1M chunks the 150 candidates a query reads, re-ranked twice over instead of four times, kept
-recall@10 at 0.965 (once over too) and took the side from 44 to 36 ms (scripts/bench_scale.py's index)."""
+the filter, and so a coarse code (a bit a dimension) still finds the nearest: at 1M chunks 632 re-ranked
+found 0.948 of the true 10 nearest, 1,264 0.976 (26 ms p50)."""
 TIE_MARGIN = 8
 """Rows a LanceDB search returns beyond the limit, so rows tied at the cut are chosen by id, not by storage order."""
 log = logging.getLogger(__name__)
@@ -66,14 +69,19 @@ def _embedded_by(model_id: str, scheme: str) -> str:
 
 
 def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
-             columns: list[str], segments: int, deadline: timedelta | None) -> list[dict[str, Any]]:
-    """LanceDB's nearest chunks with exact distances (the vector index's candidates re-ranked on the
+             columns: list[str], index: Any, deadline: timedelta | None) -> list[dict[str, Any]]:
+    """LanceDB's nearest chunks with exact distances (the vector `index`'s candidates re-ranked on the
     stored vectors), ties by id; the filtered and the unfiltered search use the same index the same way.
-    The candidates explored (EF_SEARCH) are shared out over the index's `segments`."""
+    A search scans PROBED_SHARE of the partitions; a filtered one goes on to further partitions while it
+    has found fewer rows inside the filter than it asks for (a scope of a few chunks lies in a few)."""
     query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine")
-    explore = EF_SEARCH if where is None else EF_SEARCH_FILTERED
     refine = max(1, -(-REFINED_MIN // (limit + TIE_MARGIN)))
-    query = query.refine_factor(refine).ef(max((limit + TIE_MARGIN) * refine, explore // segments))
+    query = query.refine_factor(refine)
+    if index is not None:
+        probes = max(1, math.ceil(PROBED_SHARE * (index.num_indexed_rows or 0) / VECTOR_PARTITION_ROWS))
+        query = query.minimum_nprobes(probes).maximum_nprobes(0 if where is not None else probes)
+        if index.index_type != VECTOR_INDEX_TYPE:  # an earlier version's HNSW index, until the next refresh
+            query = query.ef(max((limit + TIE_MARGIN) * refine, EF_SEARCH // (index.num_segments or 1)))
     if where is not None:
         query = query.where(filter_sql(where), prefilter=True)
     rows = query.select(sorted(set(columns) | {"id", "_distance"})).limit(limit + TIE_MARGIN).to_list(timeout=deadline)
@@ -159,8 +167,7 @@ class LanceRanker:
     def rank(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
              columns: list[str]) -> Side:
         index = vector_index(self.chunks)  # asked once: the filtered and the unfiltered search share it
-        segments = (index.num_segments or 1) if index is not None else 1
-        return _masked(lambda w, cols: _nearest(self.chunks, vector, limit, w, cols, segments, self.deadline),
+        return _masked(lambda w, cols: _nearest(self.chunks, vector, limit, w, cols, index, self.deadline),
                        limit, where, columns, "_distance")
 
 

@@ -15,7 +15,7 @@ from appliance.platform.hidden_imports import pandas_hidden
 
 with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing here uses it
     import pyarrow as pa
-    from lancedb.index import FTS, BTree, IvfHnswSq
+    from lancedb.index import FTS, BTree, IvfRq
     from lancedb.table import Table
 
 from appliance.errors import is_commit_conflict
@@ -28,6 +28,8 @@ from appliance.storage.tables import (
     IN_BATCH,
     SOURCE_SCHEMA,
     SOURCES,
+    VECTOR_INDEX_TYPE,
+    VECTOR_PARTITION_ROWS,
     SourceRow,
     Tables,
     backoff,
@@ -42,10 +44,10 @@ VECTOR_INDEX_MIN_ROWS = 5000
 """Below this many rows a flat scan beats any vector index, whatever the replica's budget."""
 SEGMENTS_MAX = 8
 SEGMENTS_MAX_MID_RUN = 32
-"""A fold adds the new rows to the BM25 and vector indexes as a segment of their own (an HNSW graph for
-vectors), and every query searches every segment: at 1M chunks the 86 segments a build had left took 109 of
-a 120 ms vector search, one segment 22 ms (scripts/bench_scale.py). A refresh finds more than SEGMENTS_MAX
-and merges an index into one (the vector index is rebuilt: 8.5 min at 1M chunks on 2 cores), so a query pays
+"""A fold adds the new rows to the BM25 and vector indexes as a segment of their own, and every query searches
+every segment: at 1M chunks the 86 HNSW segments a build had left took 109 of a 120 ms vector search, one
+segment 22 ms (scripts/bench_scale.py). A refresh finds more than SEGMENTS_MAX and merges an index into one
+(the vector index is rebuilt: 43 s at 1M chunks on 2 cores, 8.5 min for the HNSW index before), so a query pays
 at most ~10 ms for segments; inside a long run, which folds every FOLD_EVERY_ROWS and at each round's start,
 only past SEGMENTS_MAX_MID_RUN. Merging costs what the whole index costs (BM25 at 100,000 chunks: 1.2 s,
 +54 MB, where a new segment took 0.3 s, +2 MB), so a long run that merged at every fold grew its memory
@@ -54,7 +56,10 @@ KEYWORD_SEGMENTS_MAX = 1
 """BM25's segments after a refresh outside a long run: a search reads each segment on its own, and at 1M chunks
 the 4 segments a first sync ended with took a BM25 search from 21 to 38 ms p50, twice a query; merging them
 took 11 s (scripts/bench_scale.py's index). Inside a long run BM25 merges only past SEGMENTS_MAX_MID_RUN."""
-VECTOR_INDEX = IvfHnswSq(distance_type="cosine")
+def vector_index_config(rows: int) -> IvfRq:
+    """The vector index of a table of `rows` rows (VECTOR_PARTITION_ROWS)."""
+    return IvfRq(distance_type="cosine", num_partitions=max(1, rows // VECTOR_PARTITION_ROWS))
+
 
 OPTIMIZE_ATTEMPTS = 3
 FOLD_EVERY_ROWS = 10_000
@@ -245,8 +250,8 @@ class IndexWriter:
         (without it, BM25 past KEYWORD_SEGMENTS_MAX and the vector index past SEGMENTS_MAX).
 
         BM25 over `keywords` (never stale: status reports rows it does not cover),
-        B-trees on the id columns every read and delete filters on, and an HNSW
-        vector index once queries go through LanceDB (needs_vector_index). Skipped
+        B-trees on the id columns every read and delete filters on, and a vector
+        index (VECTOR_INDEX_TYPE) once queries go through LanceDB (needs_vector_index). Skipped
         when the process is stopping (the next sync builds what is missing; search
         covers unindexed rows meanwhile).
         """
@@ -271,12 +276,14 @@ class IndexWriter:
                 if (column,) not in present:
                     chunks.create_index(column, config=BTree())
             dim, budget = self.tables.dim, self.tables.memory_budget
-            if ("vector",) not in present and needs_vector_index(rows, dim, budget):
-                chunks.create_index("vector", config=VECTOR_INDEX)
-            elif ("vector",) in present and not needs_vector_index(rows + rows // 4, dim, budget):
+            vectors = next((i for i in indices if tuple(i.columns) == ("vector",)), None)
+            if needs_vector_index(rows, dim, budget) and (vectors is None or vectors.index_type != VECTOR_INDEX_TYPE):
+                # none yet, or one an earlier version built of another kind (IVF-HNSW-SQ): built anew once
+                chunks.create_index("vector", config=vector_index_config(rows), replace=True)
+            elif vectors is not None and not needs_vector_index(rows + rows // 4, dim, budget):
                 # well inside the replica's budget (a margin, so a table near it is not indexed and
                 # dropped in turn): an index built earlier, or by an older version, is only upkeep
-                chunks.drop_index(vector_index(chunks).name)
+                chunks.drop_index(vectors.name)
             sources = self.tables.sources()
             if sources is not None and not any(tuple(i.columns) == ("source_id",) for i in sources.list_indices()):
                 sources.create_index("source_id", config=BTree())  # what a sync's upserts match on
@@ -329,7 +336,7 @@ class IndexWriter:
             return
         log.info("rebuilding the vector index: %d segments", index.num_segments)
         try:
-            chunks.create_index("vector", config=VECTOR_INDEX, replace=True)
+            chunks.create_index("vector", config=vector_index_config(chunks.count_rows()), replace=True)
         except Exception as exc:
             if not is_commit_conflict(exc):
                 raise
