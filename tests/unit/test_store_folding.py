@@ -15,14 +15,14 @@ from appliance.storage.tables import SourceRow, chunk_schema
 DIM = 8
 
 
-def _write(index: Index, first: int, count: int) -> None:
+def _write(index: Index, first: int, count: int, dim: int = DIM) -> None:
     sources = [SourceRow(source_id=f"/docs/{n:04d}.md", source_kind="file", chunk_count=1, ingested_at=1.0)
                for n in range(first, first + count)]
     rng = np.random.default_rng(first)
-    rows = [{f.name: None for f in chunk_schema(DIM)} | {
+    rows = [{f.name: None for f in chunk_schema(dim)} | {
         "id": f"k{n}:0", "source_id": f"/docs/{n:04d}.md", "chunk_index": 0, "text": f"turbine blade {n}",
         "keywords": f"turbin blade n{n}", "parent_id": f"k{n}:s0", "embed_key": f"e{n}", "ingested_at": 1.0,
-        "vector": rng.standard_normal(DIM).astype("float32").tolist()} for n in range(first, first + count)]
+        "vector": rng.standard_normal(dim).astype("float32").tolist()} for n in range(first, first + count)]
     index.writes.replace_sources(sources, rows)
 
 
@@ -154,3 +154,99 @@ def test_folds_never_split_the_vector_index_into_more_than_so_many_segments(tmp_
     probe = chunks.search().where("id = 'k95:0'").select(["vector"]).to_list()[0]["vector"]
     assert index.reader.vector_search(probe, 1, None, ["id"])[0]["id"] == "k95:0"
     assert index.writes.unindexed_rows() == 0 and index.registry.count_chunks() == 100
+
+
+def _exact(index: Index, probe: list[float]) -> list[str]:
+    """Every chunk id, nearest to `probe` first (a scan of every stored vector)."""
+    chunks = index.chunks()
+    assert chunks is not None
+    rows = chunks.search().select(["id", "vector"]).limit(None).to_list()
+    unit = np.asarray(probe) / np.linalg.norm(probe)
+    return [r["id"] for r in sorted(rows, key=lambda r: (-float(unit @ (np.asarray(r["vector"]) /
+                                                                         np.linalg.norm(r["vector"]))), r["id"]))]
+
+
+def test_the_vector_index_is_partitioned_and_a_scope_of_one_file_gets_all_its_rows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the replica's budget the vector index is IVF over one-bit codes, a partition per
+    VECTOR_PARTITION_ROWS rows. A search scans a share of the partitions; one inside a scope goes on
+    through further partitions until it has as many rows inside the scope as it asks for, so a scope of a
+    few rows, which lie in a few partitions, still gets each of them, nearest first."""
+    from appliance.storage import reads as store_reads, replica, tables as store_tables
+    from appliance.storage.filters import Filter
+
+    monkeypatch.setattr(store_writes, "VECTOR_INDEX_MIN_ROWS", 10)
+    monkeypatch.setattr(store_writes, "VECTOR_PARTITION_ROWS", 10)
+    monkeypatch.setattr(store_reads, "VECTOR_PARTITION_ROWS", 10)
+    dim = 128  # a one-bit code a dimension tells vectors apart only in many dimensions
+    index = Index(tmp_path, dim, memory_budget=replica.estimated_bytes(5, dim))
+    _write(index, 0, 400, dim)
+    index.writes.refresh_indexes()
+    chunks = index.chunks()
+    assert chunks is not None
+    vectors = next(i for i in chunks.list_indices() if tuple(i.columns) == ("vector",))
+    assert vectors.index_type == store_tables.VECTOR_INDEX_TYPE == "IvfRq"
+    probe = np.random.default_rng(7).standard_normal(dim).tolist()
+    whole = [r["id"] for r in index.reader.vector_search(probe, 10, None, ["id"])]
+    exact = _exact(index, probe)
+    assert len(whole) == 10 and whole == sorted(whole, key=exact.index)  # re-ranked on the stored vectors
+    for n in (3, 171, 399):  # a file of one chunk, wherever its partition lies
+        scope = f"/docs/{n:04d}.md"
+        assert [r["id"] for r in index.reader.vector_search(probe, 10, Filter(scope), ["id"])] == [f"k{n}:0"]
+    folder = [r["id"] for r in index.reader.vector_search(probe, 10, Filter("/docs"), ["id"])]
+    assert folder == whole  # a scope holding every chunk answers as no scope
+
+
+def test_an_earlier_versions_hnsw_index_answers_until_the_next_refresh_replaces_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lancedb.index import IvfHnswSq
+
+    from appliance.storage import replica
+
+    monkeypatch.setattr(store_writes, "VECTOR_INDEX_MIN_ROWS", 10)
+    index = Index(tmp_path, DIM, memory_budget=replica.estimated_bytes(5, DIM))
+    _write(index, 0, 60)
+    index.writes.refresh_indexes()
+    chunks = index.chunks()
+    assert chunks is not None
+    chunks.create_index("vector", config=IvfHnswSq(distance_type="cosine"), replace=True)
+
+    def kind() -> str:
+        return next(i.index_type for i in chunks.list_indices() if tuple(i.columns) == ("vector",))
+
+    assert kind() == "IvfHnswSq"
+    probe = chunks.search().where("id = 'k33:0'").select(["vector"]).to_list()[0]["vector"]
+    assert index.reader.vector_search(probe, 1, None, ["id"])[0]["id"] == "k33:0"
+    index.writes.refresh_indexes()
+    assert kind() == "IvfRq"
+    assert index.reader.vector_search(probe, 1, None, ["id"])[0]["id"] == "k33:0"
+
+
+def test_a_table_that_outgrew_its_vector_partitions_gets_the_index_built_anew(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Folds add rows to the partitions the index was trained with; once they hold more than
+    COARSE_PARTITIONS times VECTOR_PARTITION_ROWS rows on average, a refresh trains it again on every row."""
+    from appliance.storage import reads as store_reads, replica
+
+    monkeypatch.setattr(store_writes, "VECTOR_INDEX_MIN_ROWS", 10)
+    monkeypatch.setattr(store_writes, "VECTOR_PARTITION_ROWS", 10)
+    monkeypatch.setattr(store_reads, "VECTOR_PARTITION_ROWS", 10)
+    dim = 32
+    index = Index(tmp_path, dim, memory_budget=replica.estimated_bytes(5, dim))
+    _write(index, 0, 60, dim)
+    index.writes.refresh_indexes()
+    chunks = index.chunks()
+    assert chunks is not None
+
+    def partitions() -> int:
+        stats = chunks.to_lance().stats.index_stats("vector_idx")
+        return min(segment["num_partitions"] for segment in stats["indices"])
+
+    assert partitions() == 6
+    for first, count in ((60, 140), (200, 200)):
+        _write(index, first, count, dim)
+        index.writes.refresh_indexes(fold_now=True)
+        assert partitions() == (first + count) // 10  # the rows outgrew them: trained again on every row
+    assert index.writes.unindexed_rows() == 0
+    probe = chunks.search().where("id = 'k350:0'").select(["vector"]).to_list()[0]["vector"]
+    assert index.reader.vector_search(probe, 1, None, ["id"])[0]["id"] == "k350:0"
