@@ -249,8 +249,8 @@ def in_document_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 VECTOR_INDEX_TYPE = "IvfRq"
 VECTOR_PARTITION_ROWS = 1000
-"""The vector index: IVF over RaBitQ codes of one bit a dimension (48 bytes a 384-dimension vector), a partition
-for every ~1,000 rows at build time; a search scans the codes of a share of the partitions (reads.PROBED_SHARE)
+"""The vector index: IVF over RaBitQ codes of one bit a dimension (48 bytes a 384-dimension vector), in partitions
+of ~1,000 rows (writes.VECTOR_INDEX); a search scans the codes of a share of the partitions (reads.PROBED_SHARE)
 and re-ranks its best candidates on the stored vectors. At 1M chunks it took 68 MB where IVF-HNSW-SQ, the index
 before it, took 624 MB of a serving process's memory (a byte a dimension and a graph), searched as fast with as
 good a recall, and built in 43 s against ~8.5 min (docs/BENCHMARKS.md, "A million chunks")."""

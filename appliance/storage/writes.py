@@ -56,9 +56,9 @@ KEYWORD_SEGMENTS_MAX = 1
 """BM25's segments after a refresh outside a long run: a search reads each segment on its own, and at 1M chunks
 the 4 segments a first sync ended with took a BM25 search from 21 to 38 ms p50, twice a query; merging them
 took 11 s (scripts/bench_scale.py's index). Inside a long run BM25 merges only past SEGMENTS_MAX_MID_RUN."""
-def vector_index_config(rows: int) -> IvfRq:
-    """The vector index of a table of `rows` rows (VECTOR_PARTITION_ROWS)."""
-    return IvfRq(distance_type="cosine", num_partitions=max(1, rows // VECTOR_PARTITION_ROWS))
+VECTOR_INDEX = IvfRq(distance_type="cosine", target_partition_size=VECTOR_PARTITION_ROWS)
+"""Lance keeps the partitions near that size as folds add rows, splitting the ones that grow
+(tables.VECTOR_INDEX_TYPE)."""
 
 
 OPTIMIZE_ATTEMPTS = 3
@@ -92,23 +92,6 @@ def needs_vector_index(rows: int, dim: int, memory_budget: int) -> bool:
     (~8 of ~10 s for 10,000 new rows, on tables of 10,000-100,000 rows). A process with a smaller
     memory budget than the writer's serves an unindexed table by LanceDB's flat scan: exact, slower."""
     return rows >= VECTOR_INDEX_MIN_ROWS and not fits(rows, dim, memory_budget)
-
-
-COARSE_PARTITIONS = 2
-"""A vector index is built anew once its partitions hold more than this many times VECTOR_PARTITION_ROWS rows
-on average. Folds add rows to the partitions trained when it was built (Lance splits only the largest), so an
-index built at 50,000 rows of a first sync ended it at 1M rows with 142 partitions, and found 0.93 of the true
-10 nearest where one trained on the 1M rows (1,000 partitions) found 0.96 (scripts/bench_scale.py); a
-rebuild at 1M takes ~45 s, and a table that grows steadily pays it each time it doubles."""
-
-
-def _coarse(chunks: Table, index: Any) -> bool:
-    """Whether the vector `index` of `chunks` has too few partitions for its rows (COARSE_PARTITIONS)."""
-    if index.index_type != VECTOR_INDEX_TYPE:
-        return False
-    stats = chunks.to_lance().stats.index_stats(index.name)  # pylance: LanceDB does not tell the partitions
-    partitions = max((segment["num_partitions"] for segment in stats["indices"]), default=0)  # the trained one
-    return (index.num_indexed_rows or 0) > partitions * VECTOR_PARTITION_ROWS * COARSE_PARTITIONS
 
 
 def fold(table: Table) -> None:
@@ -296,7 +279,7 @@ class IndexWriter:
             vectors = next((i for i in indices if tuple(i.columns) == ("vector",)), None)
             if needs_vector_index(rows, dim, budget) and (vectors is None or vectors.index_type != VECTOR_INDEX_TYPE):
                 # none yet, or one an earlier version built of another kind (IVF-HNSW-SQ): built anew once
-                chunks.create_index("vector", config=vector_index_config(rows), replace=True)
+                chunks.create_index("vector", config=VECTOR_INDEX, replace=True)
             elif vectors is not None and not needs_vector_index(rows + rows // 4, dim, budget):
                 # well inside the replica's budget (a margin, so a table near it is not indexed and
                 # dropped in turn): an index built earlier, or by an older version, is only upkeep
@@ -346,18 +329,14 @@ class IndexWriter:
                 table.checkout_latest()
 
     def _merge_vector_segments(self, chunks: Table, segments_max: int) -> None:
-        """Rebuild the vector index as one segment once folds have split it into more than `segments_max`, or
-        once the table has outgrown its partitions (COARSE_PARTITIONS); another process rebuilding it at the
-        same time wins, and that is no failure."""
+        """Rebuild the vector index as one segment once folds have split it into more than `segments_max`;
+        another process rebuilding it at the same time wins, and that is no failure."""
         index = vector_index(chunks)
-        if index is None or stopping.requested():
+        if index is None or (index.num_segments or 1) <= segments_max or stopping.requested():
             return
-        segments = index.num_segments or 1
-        if segments <= segments_max and not _coarse(chunks, index):
-            return
-        log.info("rebuilding the vector index: %d segments, %d rows", segments, index.num_indexed_rows or 0)
+        log.info("rebuilding the vector index: %d segments", index.num_segments)
         try:
-            chunks.create_index("vector", config=vector_index_config(chunks.count_rows()), replace=True)
+            chunks.create_index("vector", config=VECTOR_INDEX, replace=True)
         except Exception as exc:
             if not is_commit_conflict(exc):
                 raise
