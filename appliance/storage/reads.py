@@ -48,16 +48,18 @@ EF_SEARCH = 3200
 """Candidates a search of an HNSW index explores (an index an earlier version built, until a refresh replaces
 it: tables.VECTOR_INDEX_TYPE), shared out over its segments: at 1M chunks 3,200 found 0.97 of the true 10
 nearest in one segment."""
-PROBED_SHARE = 0.4
-"""The share of the vector index's partitions (tables.VECTOR_PARTITION_ROWS) whose codes a search scans, in
-each segment. At 1M chunks (1,000 partitions) 400 partitions, candidates re-ranked 4 times over the 158 asked
-for, found 0.948 of the true 10 nearest in 19 ms p50; 300 0.940, 200 0.896 (scripts/bench_scale.py's vectors,
-mixes of real ones with noise: harder to tell apart than a real corpus's, so a real index fares no worse)."""
-REFINED_MIN = 800
+PROBED_SHARE = 0.2
+"""The share of the vector index's partitions (tables.VECTOR_PARTITION_ROWS) whose codes a search scans, in each
+segment. At 1M chunks (511 partitions) 0.2 and 1.0 found the same share of the true 10 nearest (0.9405 with
+800 re-ranked, scripts/bench_scale.py's vectors): what a one-bit code loses is won back by the re-rank
+(REFINED_MIN), not by scanning more."""
+REFINED_MIN = 1200
 """An approximate vector search re-ranks at least this many of the index's candidates on the stored vectors
 (`limit` times a whole factor), so every distance it returns is exact and a chunk's score does not depend on
-the filter, and so a coarse code (a bit a dimension) still finds the nearest: at 1M chunks 632 re-ranked
-found 0.948 of the true 10 nearest, 1,264 0.976 (26 ms p50)."""
+the filter, and so a coarse code (a bit a dimension) still finds the nearest. At 1M chunks, 10 asked for: 800
+re-ranked found 0.9405 of the true 10 nearest in 25.8 ms p50, 1,200 0.9655 in 25.6 ms, 1,600 0.9785 in
+29.2 ms (a fifth of the partitions scanned; scripts/bench_scale.py's vectors, mixes of real ones with noise:
+harder to tell apart than a real corpus's, so a real index fares no worse)."""
 TIE_MARGIN = 8
 """Rows a LanceDB search returns beyond the limit, so rows tied at the cut are chosen by id, not by storage order."""
 log = logging.getLogger(__name__)
