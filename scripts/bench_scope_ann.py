@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""How often a scope that holds every chunk changes the answer on the approximate (HNSW) path.
+"""How often a scope that holds every chunk changes the answer on the approximate (vector index) path.
 
 Usage: bench_scope_ann.py [--queries 300] [--json]
 
 Copies the SciFact index that `scripts/bench_query.py` uses, gives it LanceDB's vector
-index (IvfHnswSq, as indexes past the replica's memory budget get), turns the in-memory replica off
+index (writes.VECTOR_INDEX, as indexes past the replica's memory budget get), turns the in-memory replica off
 (a memory budget of 0) and asks every query twice: unfiltered and with the documents'
 folder as scope. Counts the queries whose hits (top 10) or vector candidates (top 40)
 differ, and the vector candidates' recall against the exact ranking.
@@ -23,12 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lancedb.index import IvfHnswSq  # noqa: E402
 
 from appliance.assemble.passages import RANK_COLUMNS  # noqa: E402
 from appliance.config import load_settings  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
 from appliance.storage.filters import Filter  # noqa: E402
+from appliance.storage.writes import VECTOR_INDEX  # noqa: E402
 
 
 def main() -> None:
@@ -50,7 +50,7 @@ def main() -> None:
         for text in texts[:args.queries]:
             vector = app.resources.embedder.embed_query(text)
             exact[text] = [r["id"] for r in app.index.reader.vector_search(vector, 40, None, ["id"])]
-        app.index.chunks().create_index("vector", config=IvfHnswSq(distance_type="cosine"))
+        app.index.chunks().create_index("vector", config=VECTOR_INDEX)
         app.index.memory_budget = 0
         scope = Filter(str(docs))
         hits_differ = candidates_differ = found = 0
@@ -68,9 +68,9 @@ def main() -> None:
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print(f"{out['queries']} queries over {out['chunks']} chunks through HNSW: scope holding everything "
-              f"changed the hits of {hits_differ} and the vector candidates of {candidates_differ}; "
-              f"HNSW recall@40 against the exact ranking {out['ann_recall_at_40']}")
+        print(f"{out['queries']} queries over {out['chunks']} chunks through the vector index: scope holding "
+              f"everything changed the hits of {hits_differ} and the vector candidates of {candidates_differ}; "
+              f"its recall@40 against the exact ranking {out['ann_recall_at_40']}")
 
 
 if __name__ == "__main__":
