@@ -276,7 +276,7 @@ class IndexWriter:
                 if (column,) not in present:
                     chunks.create_index(column, config=BTree())
             dim, budget = self.tables.dim, self.tables.memory_budget
-            vectors = next((i for i in indices if tuple(i.columns) == ("vector",)), None)
+            vectors = vector_index(chunks, indices)
             if needs_vector_index(rows, dim, budget) and (vectors is None or vectors.index_type != VECTOR_INDEX_TYPE):
                 # none yet, or one an earlier version built of another kind (IVF-HNSW-SQ): built anew once
                 chunks.create_index("vector", config=VECTOR_INDEX, replace=True)
