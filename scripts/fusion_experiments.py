@@ -27,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import eval_retrieval as ev
 
 from appliance.assemble.passages import RANK_COLUMNS
+from appliance.languages import language
 from appliance.search import fusion as hybrid
-from appliance.search.keywords import analyze, language, query_terms
+from appliance.search.keywords import analyze, query_terms
 from appliance.storage.sides import Side
 
 Hit = list  # [chunk id, document id, raw value]

@@ -28,12 +28,13 @@ from manuals_set import load_questions  # noqa: E402
 
 from appliance.assemble.passages import RANK_COLUMNS  # noqa: E402
 from appliance.ingest.chunk import section_text  # noqa: E402
+from appliance.languages import language  # noqa: E402
 from appliance.search import (  # noqa: E402
     crosslingual,
     fusion as hybrid,
 )
 from appliance.search.fusion import Candidate, fuse  # noqa: E402
-from appliance.search.keywords import analyze, language, query_terms  # noqa: E402
+from appliance.search.keywords import analyze, query_terms  # noqa: E402
 from appliance.storage.sides import Side  # noqa: E402
 
 DEEP = 300

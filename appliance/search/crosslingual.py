@@ -24,9 +24,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from appliance.languages import language
 from appliance.search import dictionaries
 from appliance.search.dictionaries import SOURCES, Dictionaries
-from appliance.search.keywords import analyze, compound_parts, language, query_terms
+from appliance.search.keywords import analyze, compound_parts, query_terms
 from appliance.search.stemming import STOP_WORDS, stem
 
 LANGUAGES = ("en", "de", "ru")
@@ -79,7 +80,7 @@ class KeywordQuery:
     sets: tuple[TermSet, ...] = ()
     translated_into: frozenset[str] = field(default_factory=frozenset)
     language: str | None = None
-    """The language the query is read in (keywords.language, else the dictionaries' vote)."""
+    """The language the query is read in (languages.language, else the dictionaries' vote)."""
 
     @property
     def expanded(self) -> bool:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from appliance.search.keywords import language
+from appliance.languages import language
 from appliance.storage.sides import Side, raw
 
 TRANSLATED_SHARE = 1.0
@@ -64,7 +64,7 @@ def fuse(vector: Side, keyword: Side, weight: float, query_language: str | None 
     chunk found by one side only scores 0 on the other: it lies below that side's
     whole-index candidates (it is not among the filtered ones, which are at least as deep).
     When `query_language` is given and a passage is clearly in another language
-    (keywords.language of its text: `languages` gives them by id, asked once for every
+    (languages.language of its text: `languages` gives them by id, asked once for every
     candidate; without it each row's `text` is read), its score is v alone. w = 0 is the
     vector order, w = 1 the keyword order (no abstaining there). Ties go to the more similar chunk (`similarity`
     by id, for chunks only BM25 found; the vector side's own value otherwise), then by id. A callable

@@ -13,11 +13,12 @@ from appliance.config import TOP_K_CAP
 from appliance.core import Resources
 from appliance.errors import ApplianceError, InvalidArgument
 from appliance.ingest.discover import contained_root
+from appliance.languages import language
 from appliance.results import SearchMarkdown, SearchResults
 from appliance.search import crosslingual
 from appliance.search.explaining import explained
 from appliance.search.fusion import cap_distance, cap_files, fuse, group_cut
-from appliance.search.keywords import language, query_terms
+from appliance.search.keywords import query_terms
 from appliance.storage.filters import Filter
 from appliance.storage.sides import Side
 
@@ -78,7 +79,8 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
         # the query's own terms as built once with the sets (KeywordQuery.plain is query_terms(query))
         terms = query_terms(query) if keywords is None else keywords.fts() if alone else keywords.plain
         keyword_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, terms, fetch, where, keyword_columns)
-        if keywords is not None and not alone and (wanted := keywords.translations()):
+        if keywords is not None and not alone and (wanted := keywords.translations()) \
+                and _judges_any(core.index.reader.held_languages(), query_language):
             translated_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, wanted, fetch, where,
                                                      keyword_columns)
     vector = core.embedder.embed_query(query)
@@ -124,6 +126,13 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     if keywords is not None and explain:
         answer = explained(answer, hits, {c.id: c for c in fused}, keywords)
     return within_budget(answer)
+
+
+def _judges_any(held: frozenset[str] | None, query_language: str | None) -> bool:
+    """Whether the translated list can judge a passage: fusion lets it speak only for passages clearly in
+    another language than the query's (search.fusion), so where the index holds none (`held`, its languages;
+    None: not known), the list would change no score and its search is left out."""
+    return held is None or bool(held - {query_language})
 
 
 def _filters(core: Resources, scope: str | None, doc_class: str | None) -> Filter | None:

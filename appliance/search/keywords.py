@@ -16,16 +16,13 @@ import re
 from functools import lru_cache
 
 from appliance.search import compounds, dictionaries
-from appliance.search.stemming import STEMMERS, STOP_WORDS, STOP_WORDS_BY_LANGUAGE, stem
+from appliance.search.stemming import STEMMERS, STOP_WORDS, stem
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CYRILLIC = re.compile(r"[\u0400-\u04ff]")
 _LATIN = re.compile(r"[a-zßäöüà-ÿ]")
 MAX_TOKEN_CHARS = 40
 """LanceDB drops longer tokens; we cut them so a long identifier still matches by its prefix."""
-
-_EN_STOP_WORDS, _DE_STOP_WORDS = STOP_WORDS_BY_LANGUAGE["en"], STOP_WORDS_BY_LANGUAGE["de"]
-
 
 def _terms(word: str) -> tuple[str, ...]:
     return _cached_terms(word, dictionaries.active())
@@ -83,29 +80,3 @@ def query_terms(query: str) -> str:
     return " ".join(dict.fromkeys(analyze(query)))
 
 
-_LANGUAGE_SAMPLE = 400
-"""Characters of a passage read to guess its language: a few sentences are plenty."""
-
-
-def language(text: str) -> str | None:
-    """"en", "de" or "ru" when the start of `text` says so clearly, else None.
-
-    Cyrillic words in the majority mean Russian; otherwise the language whose stop
-    words occur more often, if it has at least one and the other fewer. Identifiers,
-    keyword lists and other languages give None."""
-    return _language(text[:_LANGUAGE_SAMPLE])
-
-
-@lru_cache(maxsize=8192)
-def _language(sample: str) -> str | None:
-    lowered = sample.lower().replace("ё", "е")
-    words = _WORD.findall(lowered)
-    if not words:
-        return None
-    if _CYRILLIC.search(lowered) and sum(1 for w in words if _CYRILLIC.search(w)) * 2 > len(words):
-        return "ru"
-    en = sum(map(_EN_STOP_WORDS.__contains__, words))
-    de = sum(map(_DE_STOP_WORDS.__contains__, words))
-    if en == de:
-        return None
-    return "en" if en > de else "de"

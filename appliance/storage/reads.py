@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import Any, Literal, Protocol
 
 import numpy as np
+import pyarrow.compute as pc
 
 from appliance.platform.hidden_imports import pandas_hidden
 
@@ -183,7 +184,9 @@ class IndexReader:
         self._too_large: tuple[Table, int] | None = None
         """(the chunks handle, its version) last found too large for the replica."""
         self._pinned = threading.local()
-        """This thread's `query_view`: (the chunks handle, its replica or None), while one is open."""
+        """This thread's `query_view`: (the chunks handle, its version, its replica or None), while one is open."""
+        self._held: tuple[Table, int, frozenset[str] | None] | None = None
+        """(the chunks handle, its version, held_languages of it), the last found."""
         self.replica_rows_read = 0
         """Rows the replica read in full so far (a refresh reads only the rows it does not hold)."""
 
@@ -209,10 +212,45 @@ class IndexReader:
             self._pinned.view = outer
 
     @guarded
-    def _latest_view(self) -> tuple[Table | None, Replica | None]:
+    def _latest_view(self) -> tuple[Table | None, int, Replica | None]:
         self.tables.refresh_for_read()
         chunks = self.tables.chunks()
-        return chunks, None if chunks is None else self._replica_at(chunks, chunks.version)
+        if chunks is None:
+            return None, 0, None
+        version = chunks.version
+        return chunks, version, self._replica_at(chunks, version)
+
+    def _version(self, chunks: Table) -> int:
+        """The version of `chunks` being read: this thread's query_view's, else the handle's (a round trip)."""
+        view = getattr(self._pinned, "view", None)
+        return view[1] if view is not None and view[0] is chunks else chunks.version
+
+    @guarded
+    def held_languages(self) -> frozenset[str] | None:
+        """The languages (languages.language) clearly read in the passages of the version being read, from the
+        `lang` the writer stores with each row; None when some row has none (one written before the column
+        existed), so nothing can be ruled out. Read once a version: from the replica where it serves, else one
+        scan of the column (docs/BENCHMARKS.md)."""
+        chunks = self.tables.chunks()
+        if chunks is None:
+            return frozenset()
+        version = self._version(chunks)
+        held = self._held
+        if held is not None and held[0] is chunks and held[1] == version:
+            return held[2]
+        found = self._read_languages(chunks)
+        self._held = (chunks, version, found)
+        return found
+
+    def _read_languages(self, chunks: Table) -> frozenset[str] | None:
+        if "lang" not in chunks.schema.names:
+            return None
+        replica = self._current_replica(chunks, ["lang"])
+        column = replica.rows.column("lang") if replica is not None else (
+            chunks.search().select(["lang"]).limit(None).to_arrow(timeout=self.tables.deadline).column("lang"))
+        if column.null_count:
+            return None
+        return frozenset(code for code in pc.unique(column).to_pylist() if code)
 
     @guarded
     def vector_side(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
@@ -323,7 +361,7 @@ class IndexReader:
         """The in-memory replica of the table's current version (refreshed after a commit), or of the version
         this thread's query_view holds; None when too large."""
         view = getattr(self._pinned, "view", None)
-        replica = view[1] if view is not None and view[0] is chunks else self._replica_at(chunks, chunks.version)
+        replica = view[2] if view is not None and view[0] is chunks else self._replica_at(chunks, chunks.version)
         return replica if replica is not None and replica.serves(columns) else None
 
     def _replica_at(self, chunks: Table, version: int) -> Replica | None:

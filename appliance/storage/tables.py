@@ -44,6 +44,7 @@ from appliance.errors import (
     past_deadline,
     storage_error,
 )
+from appliance.languages import language
 from appliance.platform import native_memory
 from appliance.storage.filters import Filter
 
@@ -109,7 +110,15 @@ def chunk_schema(dim: int) -> pa.Schema:
         pa.field("metadata", pa.string()),            # JSON object
         pa.field("vector", pa.list_(pa.float32(), dim)),
         pa.field("embed_key", pa.string()),          # reuse.embed_key of the text the vector is of
+        pa.field("lang", pa.string()),               # stored_language of the text; null: written before it
     ])
+
+
+def stored_language(text: str | None) -> str:
+    """What `lang` holds for a chunk: the language languages.language reads in its text, "" where none is
+    clear. The writer stores it (IndexWriter.replace_sources), so a query can tell which languages the index
+    holds without reading its texts (IndexReader.held_languages)."""
+    return language(text or "") or ""
 
 
 SOURCE_SCHEMA = pa.schema([

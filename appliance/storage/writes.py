@@ -36,6 +36,7 @@ from appliance.storage.tables import (
     chunk_schema,
     guarded,
     in_list,
+    stored_language,
     vector_index,
     writes,
 )
@@ -160,10 +161,12 @@ class IndexWriter:
         after FOLD_DUE_ROWS rows: until then each write's delete and key lookup scan every
         row written (a first sync's first round wrote ~5,500 rows that way, and the round
         after it, which built every index under the write lock, ran slowest:
-        scripts/bench_scale.py --flat).
+        scripts/bench_scale.py --flat). Each row's `lang` is derived here from its text, whoever built it.
         """
         if not sources:
             return
+        for row in rows:
+            row["lang"] = stored_language(row.get("text"))
         self._replace(sources, rows)
         self.rows_unfolded += len(rows)
         if stopping.requested():  # a stop leaves the folding to the next sync, as it does at the end

@@ -39,11 +39,7 @@ def english_app(tmp_path: Path, make_app: Callable[..., Any]) -> Iterator[Any]:
 
 
 def _indexed(tmp_path: Path, make_app: Callable[..., Any], passages: dict[str, str]) -> Any:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for name, text in passages.items():
-        (docs / name).write_text(text, encoding="utf-8")
-    app = make_app(docs, RAG_HYBRID_WEIGHT="1.0")
+    app = make_app(_docs(tmp_path, passages), RAG_HYBRID_WEIGHT="1.0")
     app.sync()
     return app
 
@@ -101,11 +97,7 @@ def test_status_names_the_dictionaries(keyword_app: Any) -> None:
 @pytest.fixture
 def fused_app(tmp_path: Path, make_app: Callable[..., Any]) -> Iterator[Any]:
     """Every passage indexed, searched by the default fusion."""
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for name, text in PASSAGES.items():
-        (docs / name).write_text(text, encoding="utf-8")
-    app = make_app(docs)
+    app = make_app(_docs(tmp_path, PASSAGES))
     app.sync()
     yield app
 
@@ -212,3 +204,46 @@ def test_where_lancedb_ranks_the_lists_carry_their_texts_and_nothing_is_read_aga
     # copies are told apart by the carried passages: the one read by filter is of the hits' sections
     assert len(reads) == len(questions) and all(w.startswith("(parent_id IN") for w in reads), reads
     assert {q: hits[0] for q, hits in from_lancedb.items()} == {q: hits[0] for q, hits in with_replica.items()}
+
+
+@pytest.mark.parametrize("path", ["replica", "lancedb"])
+def test_an_index_in_one_language_leaves_the_translated_list_out_and_ranks_as_with_it(
+        tmp_path: Path, make_app: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """The translated list judges only passages in another language than the question's (search.fusion): over
+    English passages alone an English question's translations are not searched, and the answer is the one the
+    list would have given, explanations included. Once a German passage is indexed, they are searched again."""
+    app = make_app(_docs(tmp_path, {name: PASSAGES[name] for name in ENGLISH}))
+    app.sync()
+    reader = app.index.reader
+    if path == "lancedb":
+        monkeypatch.setattr(reader.tables, "memory_budget", 0)
+        monkeypatch.setattr(reader, "_replica", None)
+    searched: list[Any] = []
+    keyword_side = reader.keyword_side
+    monkeypatch.setattr(reader, "keyword_side", lambda terms, *a: searched.append(terms) or keyword_side(terms, *a))
+    questions = ["How do I replace the coolant pump?", "regular watering of roses", "the dough must rise",
+                 "the router assigns an address to every device"]
+    answers = {q: app.search(q, top_k=4, explain=True).model_dump() for q in questions}
+    assert reader.held_languages() == {"en"}
+    assert len(searched) == len(questions) and all(isinstance(terms, str) for terms in searched)  # own words only
+    held = reader.held_languages
+    monkeypatch.setattr(reader, "held_languages", lambda: None)  # not known: the translations searched too
+    searched.clear()
+    assert {q: app.search(q, top_k=4, explain=True).model_dump() for q in questions} == answers
+    assert len(searched) == 2 * len(questions)
+    monkeypatch.setattr(reader, "held_languages", held)
+    (app.settings.roots[0] / "wartung.md").write_text(PASSAGES["wartung.md"], encoding="utf-8")
+    app.sync()
+    searched.clear()
+    hits = app.search("How do I replace the coolant pump?", top_k=6, explain=True).results
+    assert reader.held_languages() == {"en", "de"} and len(searched) == 2
+    german = next(h for h in hits if h.display_path == "wartung.md")
+    assert german.explain.keyword_rank is not None and "translation" in _kinds(german)
+
+
+def _docs(tmp_path: Path, passages: dict[str, str]) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in passages.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    return docs

@@ -1,9 +1,9 @@
 """Score fusion, the language guess it relies on, and the result-shaping rules, on hand-made rankings."""
 import pytest
 
+from appliance.languages import language
 from appliance.search import fusion as hybrid
 from appliance.search.fusion import cap_distance, cap_files, group_cut
-from appliance.search.keywords import language
 from appliance.storage.sides import Side
 
 EN = "The cat sleeps most of the day and it is a quiet animal."
