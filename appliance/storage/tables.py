@@ -198,12 +198,28 @@ def _evolve(table: Table, schema: pa.Schema) -> None:
     """
     have = set(table.schema.names)
     missing = [f for f in schema if f.name not in have]
+    if any(f.name == "lang" for f in missing):  # derived from the stored texts, as the writer derives it
+        _derive_languages(table, schema.field("lang"))
+        missing = [f for f in missing if f.name != "lang"]
     if not missing:
         return
     table.add_columns(missing)
     for f in missing:
         if f.name in FIELD_DEFAULTS:
             table.update(where=f"{f.name} IS NULL", values_sql={f.name: FIELD_DEFAULTS[f.name]})
+
+
+def _derive_languages(table: Table, lang: pa.Field) -> None:
+    """Give a table written before `lang` existed the column, each row's from its text (stored_language): one
+    read of the texts, at the first open after an upgrade."""
+    import lance  # pylance, as a fold uses it (writes.fold); only an upgrade gets here
+
+    def derived(batch: pa.RecordBatch) -> pa.RecordBatch:
+        texts = batch.column("text").to_pylist()
+        return pa.record_batch([pa.array([stored_language(t) for t in texts], pa.string())], names=[lang.name])
+
+    table.to_lance().add_columns(lance.batch_udf(output_schema=pa.schema([lang]))(derived), read_columns=["text"])
+    table.checkout_latest()
 
 
 def _open_error(exc: Exception, table: str, tables: Tables) -> Exception:

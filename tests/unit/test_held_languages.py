@@ -62,21 +62,24 @@ def test_the_languages_held_follow_each_commit(tmp_path: Path, budget: int | Non
     assert (index.reader._replica is not None) == (budget is None)
 
 
-def test_a_row_without_its_language_makes_them_unknown(tmp_path: Path) -> None:
-    """A table written before `lang` existed gains the column empty: nothing can be ruled out until each row
-    is written again."""
+def test_an_upgraded_table_gets_its_languages_and_a_row_without_one_makes_them_unknown(tmp_path: Path) -> None:
+    """A table written before `lang` existed gets it on open, from its texts (tables._evolve). A row an older
+    version writes afterwards has none: then nothing can be ruled out until that row is written again."""
     full = chunk_schema(DIM)
     old = pa.schema([f for f in full if f.name != "lang"])
-    row = _rows("/docs/old.md", [ENGLISH])[0]
-    lancedb.connect(str(tmp_path)).create_table(CHUNKS, data=pa.Table.from_pylist(
-        [{k: v for k, v in row.items() if k != "lang"}], schema=old))
+    texts = [GERMAN, ENGLISH, RUSSIAN, "ERR_7741 42"]
+    rows = [{k: v for k, v in row.items() if k != "lang"} for row in _rows("/docs/old.md", texts)]
+    lancedb.connect(str(tmp_path)).create_table(CHUNKS, data=pa.Table.from_pylist(rows, schema=old))
     index = Index(tmp_path, DIM, memory_budget=replica_budget())
-    assert "lang" in index.chunks().schema.names
+    stored = index.reader.chunk_rows("source_id = '/docs/old.md'", ["chunk_index", "lang"])
+    assert [r["lang"] for r in sorted(stored, key=lambda r: r["chunk_index"])] == ["de", "en", "ru", ""]
+    assert _held(index) == {"de", "en", "ru"}
+    assert Index(tmp_path, DIM, memory_budget=replica_budget()).chunks().count_rows() == 4  # a second open: as is
+    older = _rows("/docs/older.md", [ENGLISH])[0] | {"lang": None}
+    index.chunks().add(pa.Table.from_pylist([older], schema=full))
     assert _held(index) is None
-    _write(index, "/docs/new.md", [ENGLISH])
-    assert _held(index) is None  # the old row is still there
-    _write(index, "/docs/old.md", [ENGLISH])
-    assert _held(index) == {"en"}
+    _write(index, "/docs/older.md", [ENGLISH])
+    assert _held(index) == {"de", "en", "ru"}
 
 
 WRITER = textwrap.dedent("""
