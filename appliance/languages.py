@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+LANGUAGES = ("en", "de", "ru")
+"""What `language` tells apart; the keyword analysis and its dictionaries know the same three."""
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CYRILLIC = re.compile(r"[\u0400-\u04ff]")
 

@@ -24,13 +24,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from appliance.languages import language
+from appliance.languages import LANGUAGES, language
 from appliance.search import dictionaries
 from appliance.search.dictionaries import SOURCES, Dictionaries
 from appliance.search.keywords import analyze, compound_parts, query_terms
 from appliance.search.stemming import STOP_WORDS, stem
 
-LANGUAGES = ("en", "de", "ru")
 MAX_TARGETS = 3
 """Translations kept per word and target language."""
 MIN_WEIGHT = 0.15

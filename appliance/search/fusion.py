@@ -14,9 +14,11 @@ same-language passage that shares a word with the question. Chosen over weighted
 scripts/fusion_experiments.py (README, "Retrieval quality").
 
 When the question's words have dictionary translations (appliance.search.crosslingual), a second
-BM25 list of the translations alone speaks for the passages in other languages instead:
-scaled on its own (b / its best, so a weak translated match is not stretched to 1 as min-max
-would), and weighed as the word itself (TRANSLATED_SHARE). The question's own BM25 list
+BM25 list of the translations alone speaks for the passages in other languages instead. It is
+searched among those passages only (their stored language; storage.reads.other_languages), and
+scaled on its own (b / its best there, so a weak translated match is not stretched to 1 as min-max
+would, nor shrunk by same-language passages whose words happen to spell a translation), and weighed
+as the word itself (TRANSLATED_SHARE). The question's own BM25 list
 still never judges another language, so its scale is untouched by translated matches.
 """
 from __future__ import annotations

@@ -79,16 +79,16 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
         # the query's own terms as built once with the sets (KeywordQuery.plain is query_terms(query))
         terms = query_terms(query) if keywords is None else keywords.fts() if alone else keywords.plain
         keyword_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, terms, fetch, where, keyword_columns)
-        if keywords is not None and not alone and (wanted := keywords.translations()) \
-                and _judges_any(core.index.reader.held_languages(), query_language):
+        if keywords is not None and not alone and (wanted := keywords.translations()):
+            # it judges only passages in another language than the question's (search.fusion): searched there alone
             translated_future = _KEYWORD_POOL.submit(core.index.reader.keyword_side, wanted, fetch, where,
-                                                     keyword_columns)
+                                                     keyword_columns, query_language)
     vector = core.embedder.embed_query(query)
     vector_side = core.index.reader.vector_side(vector, fetch, where, columns)
     keyword_side = keyword_future.result() if keyword_future else Side([], 0.0, 0.0)
     translated = None
     if translated_future is not None:
-        found_translated = translated_future.result()  # scaled by its best alone (search.fusion)
+        found_translated = translated_future.result()  # scaled by its best among them (search.fusion)
         translated = Side(found_translated.rows, found_translated.best, 0.0)
     # rows that carry their text (LanceDB's path) give their language themselves; else the replica does, by id
     carried = {r["id"]: r["vector"] for r in [*keyword_side.rows, *(translated.rows if translated else ())]
@@ -126,13 +126,6 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     if keywords is not None and explain:
         answer = explained(answer, hits, {c.id: c for c in fused}, keywords)
     return within_budget(answer)
-
-
-def _judges_any(held: frozenset[str] | None, query_language: str | None) -> bool:
-    """Whether the translated list can judge a passage: fusion lets it speak only for passages clearly in
-    another language than the query's (search.fusion), so where the index holds none (`held`, its languages;
-    None: not known), the list would change no score and its search is left out."""
-    return held is None or bool(held - {query_language})
 
 
 def _filters(core: Resources, scope: str | None, doc_class: str | None) -> Filter | None:

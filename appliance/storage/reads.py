@@ -19,7 +19,6 @@ from datetime import timedelta
 from typing import Any, Literal, Protocol
 
 import numpy as np
-import pyarrow.compute as pc
 
 from appliance.platform.hidden_imports import pandas_hidden
 
@@ -28,6 +27,7 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
     from lancedb.table import Table
 
 from appliance.chunks import STORED_CHUNK_COLUMNS, StoredChunk, body_of
+from appliance.languages import LANGUAGES
 from appliance.storage.filters import Filter
 from appliance.storage.replica import KEY_COLUMNS, Replica, fits, unit
 from appliance.storage.sides import Side
@@ -103,14 +103,17 @@ def _fts_query(terms: str | Mapping[str, float]) -> str | BooleanQuery:
 
 
 def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
-          columns: list[str], replica: Replica | None = None, *, deadline: timedelta | None) -> list[dict[str, Any]]:
-    """LanceDB's best BM25 matches, ties by id. With a `replica` that serves `columns`, the search returns only
-    each match's address and score and the replica gives the rest (at 100,000 chunks BM25 takes half the
-    time it takes when it reads the matches' columns off disk), unless it does not hold some match's
-    address (a row written or moved since it was read): then as without."""
+          columns: list[str], replica: Replica | None = None, *, deadline: timedelta | None,
+          among: str | None = None) -> list[dict[str, Any]]:
+    """LanceDB's best BM25 matches, ties by id, among the rows the SQL `among` selects (all without it). With a
+    `replica` that serves `columns`, the search returns only each match's address and score and the replica
+    gives the rest (at 100,000 chunks BM25 takes half the time it takes when it reads the matches' columns off
+    disk), unless it does not hold some match's address (a row written or moved since it was read): then as
+    without."""
     def search() -> Any:
         query = chunks.search(_fts_query(terms), query_type="fts", fts_columns=FTS_COLUMN)
-        return query.where(filter_sql(where), prefilter=True) if where is not None else query
+        clauses = [f"({c})" for c in (among, filter_sql(where) if where is not None else None) if c]
+        return query.where(" AND ".join(clauses), prefilter=True) if clauses else query
 
     rows = None
     if replica is not None and replica.serves(columns):
@@ -120,6 +123,14 @@ def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | 
         rows = (search().select([*sorted(set(columns) | {"id"}), "_score"]).limit(limit + TIE_MARGIN)
                 .to_list(timeout=deadline))
     return sorted(rows, key=lambda r: (-r["_score"], r["id"]))[:limit]
+
+
+def other_languages(language: str) -> str:
+    """The rows whose stored language (`lang`, tables.stored_language) is another of LANGUAGES than `language`,
+    or unknown (a row an older version wrote): the passages a translated keyword list judges (search.fusion).
+    Named as a positive set, so LanceDB answers it from the column's bitmap index."""
+    others = [code for code in LANGUAGES if code != language]
+    return f"lang IS NULL OR {in_list('lang', others)}"
 
 
 _PREFILTERED = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prefiltered")
@@ -184,9 +195,7 @@ class IndexReader:
         self._too_large: tuple[Table, int] | None = None
         """(the chunks handle, its version) last found too large for the replica."""
         self._pinned = threading.local()
-        """This thread's `query_view`: (the chunks handle, its version, its replica or None), while one is open."""
-        self._held: tuple[Table, int, frozenset[str] | None] | None = None
-        """(the chunks handle, its version, held_languages of it), the last found."""
+        """This thread's `query_view`: (the chunks handle, its replica or None), while one is open."""
         self.replica_rows_read = 0
         """Rows the replica read in full so far (a refresh reads only the rows it does not hold)."""
 
@@ -212,45 +221,10 @@ class IndexReader:
             self._pinned.view = outer
 
     @guarded
-    def _latest_view(self) -> tuple[Table | None, int, Replica | None]:
+    def _latest_view(self) -> tuple[Table | None, Replica | None]:
         self.tables.refresh_for_read()
         chunks = self.tables.chunks()
-        if chunks is None:
-            return None, 0, None
-        version = chunks.version
-        return chunks, version, self._replica_at(chunks, version)
-
-    def _version(self, chunks: Table) -> int:
-        """The version of `chunks` being read: this thread's query_view's, else the handle's (a round trip)."""
-        view = getattr(self._pinned, "view", None)
-        return view[1] if view is not None and view[0] is chunks else chunks.version
-
-    @guarded
-    def held_languages(self) -> frozenset[str] | None:
-        """The languages (languages.language) clearly read in the passages of the version being read, from the
-        `lang` the writer stores with each row; None when some row has none (one written before the column
-        existed), so nothing can be ruled out. Read once a version: from the replica where it serves, else one
-        scan of the column (docs/BENCHMARKS.md)."""
-        chunks = self.tables.chunks()
-        if chunks is None:
-            return frozenset()
-        version = self._version(chunks)
-        held = self._held
-        if held is not None and held[0] is chunks and held[1] == version:
-            return held[2]
-        found = self._read_languages(chunks)
-        self._held = (chunks, version, found)
-        return found
-
-    def _read_languages(self, chunks: Table) -> frozenset[str] | None:
-        if "lang" not in chunks.schema.names:
-            return None
-        replica = self._current_replica(chunks, ["lang"])
-        column = replica.rows.column("lang") if replica is not None else (
-            chunks.search().select(["lang"]).limit(None).to_arrow(timeout=self.tables.deadline).column("lang"))
-        if column.null_count:
-            return None
-        return frozenset(code for code in pc.unique(column).to_pylist() if code)
+        return chunks, None if chunks is None else self._replica_at(chunks, chunks.version)
 
     @guarded
     def vector_side(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
@@ -361,7 +335,7 @@ class IndexReader:
         """The in-memory replica of the table's current version (refreshed after a commit), or of the version
         this thread's query_view holds; None when too large."""
         view = getattr(self._pinned, "view", None)
-        replica = view[2] if view is not None and view[0] is chunks else self._replica_at(chunks, chunks.version)
+        replica = view[1] if view is not None and view[0] is chunks else self._replica_at(chunks, chunks.version)
         return replica if replica is not None and replica.serves(columns) else None
 
     def _replica_at(self, chunks: Table, version: int) -> Replica | None:
@@ -403,9 +377,11 @@ class IndexReader:
 
     @guarded
     def keyword_side(self, terms: str | Mapping[str, float], limit: int, where: Filter | None,
-                     columns: list[str]) -> Side:
+                     columns: list[str], other_than: str | None = None) -> Side:
         """The `limit` best BM25 matches of `terms` inside `where`, best first (ties by id), with `_score`.
-        `terms` is a space-separated OR query, or weighted terms (term -> boost).
+        `terms` is a space-separated OR query, or weighted terms (term -> boost). With `other_than` (a language
+        code), only passages whose stored language is another of languages.LANGUAGES are searched (and those
+        without one, written by an older version), and the side's scale is theirs (other_languages).
 
         BM25's statistics (document frequencies, average length) are the whole index's,
         whatever the filter: LanceDB's prefilter only hides rows, so a chunk's score is
@@ -416,8 +392,9 @@ class IndexReader:
             return Side([], 0.0, 0.0)
         replica = self._replica  # any version: it serves only the rows it holds as they are (_bm25)
         deadline = self.tables.deadline
-        return _masked(lambda w, cols: _bm25(chunks, terms, limit, w, cols, replica, deadline=deadline), limit, where,
-                       columns, "_score", speculate=not self._keeps_everything(where))
+        among = other_languages(other_than) if other_than is not None else None
+        return _masked(lambda w, cols: _bm25(chunks, terms, limit, w, cols, replica, deadline=deadline, among=among),
+                       limit, where, columns, "_score", speculate=not self._keeps_everything(where))
 
     def _keeps_everything(self, where: Filter | None) -> bool:
         """Whether `where` keeps every chunk of the replica last read (whatever its version: a guess that

@@ -15,7 +15,7 @@ from appliance.platform.hidden_imports import pandas_hidden
 
 with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing here uses it
     import pyarrow as pa
-    from lancedb.index import FTS, BTree, IvfRq
+    from lancedb.index import FTS, Bitmap, BTree, IvfRq
     from lancedb.table import Table
 
 from appliance.errors import is_commit_conflict
@@ -278,6 +278,8 @@ class IndexWriter:
             for column in ("id", "source_id", "parent_id", "embed_key"):
                 if (column,) not in present:
                     chunks.create_index(column, config=BTree())
+            if ("lang",) not in present:  # what a translated keyword list searches among (reads.other_languages)
+                chunks.create_index("lang", config=Bitmap())
             dim, budget = self.tables.dim, self.tables.memory_budget
             vectors = vector_index(chunks, indices)
             if needs_vector_index(rows, dim, budget) and (vectors is None or vectors.index_type != VECTOR_INDEX_TYPE):

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from appliance.errors import InvalidArgument
+from appliance.languages import language
 from appliance.search import dictionaries
+from appliance.storage.tables import in_list
 
 PASSAGES = {
     "pump.md": "# Cooling system\n\nTo replace the coolant pump, drain the coolant first, then unbolt the pump "
@@ -207,36 +209,40 @@ def test_where_lancedb_ranks_the_lists_carry_their_texts_and_nothing_is_read_aga
 
 
 @pytest.mark.parametrize("path", ["replica", "lancedb"])
-def test_an_index_in_one_language_leaves_the_translated_list_out_and_ranks_as_with_it(
+def test_the_translated_list_searches_only_passages_in_another_language(
         tmp_path: Path, make_app: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, path: str) -> None:
-    """The translated list judges only passages in another language than the question's (search.fusion): over
-    English passages alone an English question's translations are not searched, and the answer is the one the
-    list would have given, explanations included. Once a German passage is indexed, they are searched again."""
+    """The translated list judges only passages in another language than the question's (search.fusion), so it
+    is searched among those alone (their stored `lang`): over English passages it finds nothing for an English
+    question, whatever its stems match there; once a German passage is indexed it finds that one, and the
+    German passage comes back by its translation."""
     app = make_app(_docs(tmp_path, {name: PASSAGES[name] for name in ENGLISH}))
     app.sync()
     reader = app.index.reader
     if path == "lancedb":
         monkeypatch.setattr(reader.tables, "memory_budget", 0)
         monkeypatch.setattr(reader, "_replica", None)
-    searched: list[Any] = []
+    found: list[tuple[Any, list[str]]] = []
     keyword_side = reader.keyword_side
-    monkeypatch.setattr(reader, "keyword_side", lambda terms, *a: searched.append(terms) or keyword_side(terms, *a))
-    questions = ["How do I replace the coolant pump?", "regular watering of roses", "the dough must rise",
-                 "the router assigns an address to every device"]
-    answers = {q: app.search(q, top_k=4, explain=True).model_dump() for q in questions}
-    assert reader.held_languages() == {"en"}
-    assert len(searched) == len(questions) and all(isinstance(terms, str) for terms in searched)  # own words only
-    held = reader.held_languages
-    monkeypatch.setattr(reader, "held_languages", lambda: None)  # not known: the translations searched too
-    searched.clear()
-    assert {q: app.search(q, top_k=4, explain=True).model_dump() for q in questions} == answers
-    assert len(searched) == 2 * len(questions)
-    monkeypatch.setattr(reader, "held_languages", held)
+
+    def recorded(terms: Any, *args: Any) -> Any:
+        side = keyword_side(terms, *args)
+        ids = [r["id"] for r in side.rows]
+        found.append((terms, [r["text"] for r in reader.chunk_rows(in_list("id", ids), ["text"])] if ids else []))
+        return side
+
+    monkeypatch.setattr(reader, "keyword_side", recorded)
+    question = "How do I replace the coolant pump?"
+    app.search(question, top_k=4)
+    (own,), (translated,) = ([f for f in found if isinstance(f[0], str) == kind] for kind in (True, False))
+    assert own[1] and translated[1] == []
+    # the same translations, searched among every passage, match English ones (the list used to read them all)
+    assert keyword_side(translated[0], 50, None, ["id"]).rows
     (app.settings.roots[0] / "wartung.md").write_text(PASSAGES["wartung.md"], encoding="utf-8")
     app.sync()
-    searched.clear()
-    hits = app.search("How do I replace the coolant pump?", top_k=6, explain=True).results
-    assert reader.held_languages() == {"en", "de"} and len(searched) == 2
+    found.clear()
+    hits = app.search(question, top_k=6, explain=True).results
+    translated_texts = next(texts for terms, texts in found if not isinstance(terms, str))
+    assert translated_texts and all(language(t) == "de" for t in translated_texts)
     german = next(h for h in hits if h.display_path == "wartung.md")
     assert german.explain.keyword_rank is not None and "translation" in _kinds(german)
 

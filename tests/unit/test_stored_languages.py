@@ -1,0 +1,133 @@
+"""Each chunk's stored language (`lang`) and the translated keyword list searched among the passages in another
+language: the writer stores it, an upgrade derives it from the texts, and a query reads the version it holds,
+also while another process writes."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from appliance.config import replica_budget
+from appliance.languages import language
+from appliance.storage.index import Index
+from appliance.storage.tables import CHUNKS, SourceRow, chunk_schema, stored_language
+
+DIM = 8
+ENGLISH = "The pump sits behind the belt and it must be checked every year."
+GERMAN = "Die Pumpe sitzt hinter dem Zahnriemen und muss jedes Jahr geprüft werden."
+RUSSIAN = "Насос стоит за ремнём, и его надо проверять каждый год."
+TERMS = {"pump": 1.0, "pumpe": 0.5, "насос": 0.5}
+"""Weighted terms, as a translated list's (the keyword column is the text's words here: `_rows`)."""
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _rows(source: str, texts: list[str]) -> list[dict]:
+    rng = np.random.default_rng(len(source))
+    out = []
+    for i, text in enumerate(texts):
+        v = rng.normal(size=DIM).astype("float32")
+        out.append({f.name: None for f in chunk_schema(DIM)} | {
+            "id": f"{source}:{i}", "source_id": source, "parent_id": f"{source}#0", "chunk_index": i,
+            "text": text, "keywords": " ".join(w.lower() for w in text.replace(",", " ").split()),
+            "ingested_at": time.time(), "vector": (v / np.linalg.norm(v)).tolist()})
+    return out
+
+
+def _write(index: Index, source: str, texts: list[str]) -> None:
+    index.writes.replace_sources([SourceRow(source_id=source, source_kind="file")], _rows(source, texts))
+
+
+def _translated(index: Index, question_language: str) -> list[str]:
+    """The texts the translated list finds for a question in `question_language`, over the version read."""
+    with index.reader.query_view():
+        side = index.reader.keyword_side(TERMS, 50, None, ["id"], question_language)
+        ids = [r["id"] for r in side.rows]
+        return sorted(r["text"] for r in index.reader.chunk_rows(f"id IN ({', '.join(repr(i) for i in ids)})",
+                                                                 ["text"])) if ids else []
+
+
+@pytest.mark.parametrize("budget", [None, 0], ids=["replica", "lancedb"])
+def test_the_translated_list_finds_only_the_passages_in_other_languages(tmp_path: Path, budget: int | None) -> None:
+    index = Index(tmp_path, DIM, memory_budget=replica_budget() if budget is None else budget)
+    _write(index, "/docs/a.md", [ENGLISH, "ERR_ZORBLATT_7741 0x7f pump"])  # an identifier reads as no language
+    stored = index.reader.chunk_rows("source_id = '/docs/a.md'", ["text", "lang"])
+    assert [r["lang"] for r in stored] == [stored_language(r["text"]) for r in stored] == ["en", ""]
+    assert _translated(index, "en") == []  # both match "pump", neither is in another language
+    assert _translated(index, "de") == [ENGLISH]
+    _write(index, "/docs/b.md", [GERMAN, RUSSIAN])
+    assert _translated(index, "en") == sorted([GERMAN, RUSSIAN])
+    assert _translated(index, "ru") == sorted([ENGLISH, GERMAN])
+    index.writes.refresh_indexes(fold_now=True)  # the column's bitmap index answers the same
+    assert any(tuple(i.columns) == ("lang",) for i in index.chunks().list_indices())
+    assert _translated(index, "en") == sorted([GERMAN, RUSSIAN])
+    _write(index, "/docs/b.md", [ENGLISH])  # the German and Russian passages replaced
+    assert _translated(index, "en") == []
+    with index.reader.query_view():  # searched among every passage, the same terms find all three
+        assert len(index.reader.keyword_side(TERMS, 50, None, ["id"]).rows) == 3
+
+
+def test_an_upgraded_table_gets_its_languages_and_a_row_without_one_is_still_searched(tmp_path: Path) -> None:
+    """A table written before `lang` existed gets it on open, from its texts (tables._evolve). A row an older
+    version writes afterwards has none: the translated list still searches it, as it searched every row."""
+    full = chunk_schema(DIM)
+    old = pa.schema([f for f in full if f.name != "lang"])
+    texts = [GERMAN, ENGLISH, RUSSIAN, "ERR_7741 42"]
+    rows = [{k: v for k, v in row.items() if k != "lang"} for row in _rows("/docs/old.md", texts)]
+    lancedb.connect(str(tmp_path)).create_table(CHUNKS, data=pa.Table.from_pylist(rows, schema=old))
+    index = Index(tmp_path, DIM, memory_budget=replica_budget())
+    stored = index.reader.chunk_rows("source_id = '/docs/old.md'", ["chunk_index", "lang"])
+    assert [r["lang"] for r in sorted(stored, key=lambda r: r["chunk_index"])] == ["de", "en", "ru", ""]
+    assert Index(tmp_path, DIM, memory_budget=replica_budget()).chunks().count_rows() == 4  # a second open: as is
+    assert _translated(index, "en") == sorted([GERMAN, RUSSIAN])
+    older = _rows("/docs/older.md", [ENGLISH])[0] | {"lang": None}
+    index.chunks().add(pa.Table.from_pylist([older], schema=full))
+    assert _translated(index, "en") == sorted([ENGLISH, GERMAN, RUSSIAN])
+    _write(index, "/docs/older.md", [ENGLISH])  # written again by this version: English, and left out
+    assert _translated(index, "en") == sorted([GERMAN, RUSSIAN])
+
+
+WRITER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    sys.path.insert(0, sys.argv[1])
+    from tests.unit.test_stored_languages import DIM, GERMAN, _write
+    from appliance.storage.index import Index
+    index = Index(Path(sys.argv[2]), DIM, memory_budget=0)
+    for n in range(int(sys.argv[3])):
+        _write(index, f"/docs/de{n}.md", [GERMAN])
+        time.sleep(0.05)
+""")
+
+
+@pytest.mark.parametrize("budget", [None, 0], ids=["replica", "lancedb"])
+def test_each_version_read_while_another_process_writes_gets_its_own_passages(tmp_path: Path,
+                                                                               budget: int | None) -> None:
+    """Another process commits German passages one by one; every query view of this one finds, for an English
+    question, exactly the German passages of the version it reads, and never the English one."""
+    index = Index(tmp_path, DIM, memory_budget=replica_budget() if budget is None else budget)
+    _write(index, "/docs/a.md", [ENGLISH])
+    writes = 12
+    child = subprocess.Popen([sys.executable, "-c", WRITER, str(ROOT), str(tmp_path), str(writes)])
+    seen = set()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with index.reader.query_view():
+                german = [r["text"] for r in index.reader.chunk_rows("source_id != '/docs/a.md'", ["text"])]
+                side = index.reader.keyword_side(TERMS, 50, None, ["id"], "en")
+                assert all(language(t) == "de" for t in german)
+                assert len(side.rows) == len(german) and all(r["id"].startswith("/docs/de") for r in side.rows)
+            seen.add(len(german))
+            if child.poll() is not None and (len(german) == writes or child.returncode):
+                break
+            time.sleep(0.02)
+    finally:
+        child.wait(timeout=60)
+    assert child.returncode == 0 and seen >= {0, writes}
