@@ -194,10 +194,29 @@ def _evolve(table: Table, schema: pa.Schema) -> None:
     """Add fields a newer version introduced to an existing table, in place.
 
     Existing rows keep their vectors; new fields start as null and take their
-    default where one is defined, so an upgrade never re-embeds anything.
+    default where one is defined, so an upgrade never re-embeds anything. Processes
+    that open the table at once (the scheduler and the server, after an upgrade) each
+    try; the ones whose commit loses the race find the fields the winner added.
     """
-    have = set(table.schema.names)
-    missing = [f for f in schema if f.name not in have]
+    for attempt in range(EVOLVE_ATTEMPTS):
+        have = set(table.schema.names)
+        missing = [f for f in schema if f.name not in have]
+        if not missing:
+            return
+        try:
+            _add_fields(table, schema, missing)
+            return
+        except Exception:  # lancedb raises plain errors for a commit another process preempted
+            if attempt == EVOLVE_ATTEMPTS - 1:
+                raise
+            table.checkout_latest()
+
+
+EVOLVE_ATTEMPTS = 3
+"""Tries at adding a newer version's fields: each lost race means another process added some of them."""
+
+
+def _add_fields(table: Table, schema: pa.Schema, missing: list[pa.Field]) -> None:
     if any(f.name == "lang" for f in missing):  # derived from the stored texts, as the writer derives it
         _derive_languages(table, schema.field("lang"))
         missing = [f for f in missing if f.name != "lang"]

@@ -131,3 +131,35 @@ def test_each_version_read_while_another_process_writes_gets_its_own_passages(tm
     finally:
         child.wait(timeout=60)
     assert child.returncode == 0 and seen >= {0, writes}
+
+
+OPENER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    sys.path.insert(0, sys.argv[1])
+    from tests.unit.test_stored_languages import DIM
+    from appliance.storage.index import Index
+    start = float(sys.argv[3])
+    time.sleep(max(0.0, start - time.time()))
+    index = Index(Path(sys.argv[2]), DIM, memory_budget=0)
+    rows = index.reader.chunk_rows("lang = 'de'", ["id"])
+    print(len(rows))
+""")
+
+
+def test_processes_opening_an_old_table_at_once_all_open_it(tmp_path: Path) -> None:
+    """The scheduler and the server start together after an upgrade: each finds the table without `lang`, and
+    each derives it; the ones that lose the race open the table the winner wrote, and none fails."""
+    full = chunk_schema(DIM)
+    old = pa.schema([f for f in full if f.name != "lang"])
+    texts = [GERMAN, ENGLISH, RUSSIAN] * 4000
+    rows = [{k: v for k, v in row.items() if k != "lang"} for row in _rows("/docs/old.md", texts)]
+    lancedb.connect(str(tmp_path)).create_table(CHUNKS, data=pa.Table.from_pylist(rows, schema=old))
+    start = time.time() + 3
+    openers = [subprocess.Popen([sys.executable, "-c", OPENER, str(ROOT), str(tmp_path), str(start)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    results = [p.communicate(timeout=120) for p in openers]
+    assert [p.returncode for p in openers] == [0, 0, 0], [err[-2000:] for _, err in results]
+    assert [out.strip() for out, _ in results] == ["4000"] * 3
+    index = Index(tmp_path, DIM, memory_budget=0)
+    assert [f.name for f in index.chunks().schema].count("lang") == 1
