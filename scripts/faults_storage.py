@@ -13,7 +13,8 @@ Needs root (mounts): the script re-executes itself in a private mount namespace
   named error (no traceback) or succeed, the old index must still answer
   `minirag query` and `status`, and after the filler is removed one `sync` must
   converge to exactly the reference (sources and chunk counts).
-* read-only: the same on a read-only bind mount: `sync` and `ingest` fail with a
+* read-only: the same on a read-only bind mount of an index as an earlier version
+  left it (without each chunk's stored language): `sync` and `ingest` fail with a
   named error, `query` and `status` answer; writable again, `sync` converges.
 * damaged: files inside DB_PATH are damaged (KINDS below); `minirag status`
   must answer with what is wrong and the command that fixes it, `query` must
@@ -176,9 +177,12 @@ def disk_full(lab: Lab, checker: Checker, free_kb: int, quick: bool) -> dict[str
 
 
 def read_only(lab: Lab, checker: Checker, quick: bool) -> dict[str, Any]:
-    """Sync and ingest against a read-only bind mount of the index; then writable again."""
+    """Sync and ingest against a read-only bind mount of an index an earlier version wrote; then writable again."""
+    import lance
+
     db = lab.work / "ro-index"
     shutil.copytree(lab.ref_copy, db)
+    lance.dataset(str(db / "chunks.lance")).drop_columns(["lang"])  # what the field's first open adds
     forget(checker, db, lab, 3)
     env = with_db(lab, db)
     sh("mount", "--bind", str(db), str(db))

@@ -381,7 +381,8 @@ class IndexReader:
         """The `limit` best BM25 matches of `terms` inside `where`, best first (ties by id), with `_score`.
         `terms` is a space-separated OR query, or weighted terms (term -> boost). With `other_than` (a language
         code), only passages whose stored language is another of languages.LANGUAGES are searched (and those
-        without one, written by an older version), and the side's scale is theirs (other_languages).
+        without one, written by an older version), and the side's scale is theirs (other_languages); every
+        passage where the table holds no languages (Tables.languages_stored).
 
         BM25's statistics (document frequencies, average length) are the whole index's,
         whatever the filter: LanceDB's prefilter only hides rows, so a chunk's score is
@@ -392,7 +393,7 @@ class IndexReader:
             return Side([], 0.0, 0.0)
         replica = self._replica  # any version: it serves only the rows it holds as they are (_bm25)
         deadline = self.tables.deadline
-        among = other_languages(other_than) if other_than is not None else None
+        among = other_languages(other_than) if other_than is not None and self.tables.languages_stored else None
         return _masked(lambda w, cols: _bm25(chunks, terms, limit, w, cols, replica, deadline=deadline, among=among),
                        limit, where, columns, "_score", speculate=not self._keeps_everything(where))
 

@@ -39,6 +39,7 @@ from appliance.config import Bucket
 from appliance.errors import (
     CONFLICT_ATTEMPTS,
     IndexCorrupt,
+    IndexUnwritable,
     is_commit_conflict,
     is_vanished_file,
     past_deadline,
@@ -196,24 +197,26 @@ def _evolve(table: Table, schema: pa.Schema) -> None:
     Existing rows keep their vectors; new fields start as null and take their
     default where one is defined, so an upgrade never re-embeds anything. Processes
     that open the table at once (the scheduler and the server, after an upgrade) each
-    try; the ones whose commit loses the race find the fields the winner added.
+    try; the ones whose commit loses the race find the fields the winner added. An
+    index this process may not write (a read-only mount) is opened as it is: queries
+    read what it holds (reads.IndexReader.keyword_side without `lang`), and a sync says why it cannot write.
     """
-    for attempt in range(EVOLVE_ATTEMPTS):
-        have = set(table.schema.names)
-        missing = [f for f in schema if f.name not in have]
+    for attempt in range(CONFLICT_ATTEMPTS):
+        missing = [f for f in schema if f.name not in set(table.schema.names)]
         if not missing:
             return
         try:
             _add_fields(table, schema, missing)
             return
-        except Exception:  # lancedb raises plain errors for a commit another process preempted
-            if attempt == EVOLVE_ATTEMPTS - 1:
-                raise
-            table.checkout_latest()
-
-
-EVOLVE_ATTEMPTS = 3
-"""Tries at adding a newer version's fields: each lost race means another process added some of them."""
+        except Exception as exc:
+            if is_commit_conflict(exc) and attempt < CONFLICT_ATTEMPTS - 1:
+                table.checkout_latest()  # another process added them, or some of them
+                continue
+            if isinstance(storage_error(exc, f"the {table.name} table"), IndexUnwritable):
+                log.warning("The %s table cannot be written, so the fields a newer version adds (%s) are left out "
+                            "until a sync may write it: %s", table.name, ", ".join(f.name for f in missing), exc)
+                return
+            raise
 
 
 def _add_fields(table: Table, schema: pa.Schema, missing: list[pa.Field]) -> None:
@@ -435,6 +438,9 @@ class Tables:
         self._refreshing: _Step | None = None
         """A bucket's refresh still running (past its deadline, perhaps): the next refresh waits for it."""
         self._refresh_guard = threading.Lock()
+        self.languages_stored = False
+        """Whether the chunks table as opened holds each chunk's language (`lang`): one a newer version's field
+        could not be added to (a read-only index written by an earlier version) does not (_evolve)."""
 
     @property
     def tables(self) -> Tables:
@@ -479,6 +485,7 @@ class Tables:
                     self._chunks = _open_or_create(db, CHUNKS, chunk_schema(self.dim))
                 except Exception as exc:  # lancedb raises plain errors for damaged datasets
                     raise _open_error(exc, CHUNKS, self) from exc
+                self.languages_stored = "lang" in self._chunks.schema.names
             return self._chunks
 
     @overload

@@ -163,3 +163,26 @@ def test_processes_opening_an_old_table_at_once_all_open_it(tmp_path: Path) -> N
     assert [out.strip() for out, _ in results] == ["4000"] * 3
     index = Index(tmp_path, DIM, memory_budget=0)
     assert [f.name for f in index.chunks().schema].count("lang") == 1
+
+
+def test_a_read_only_index_from_before_languages_opens_as_it_is_and_its_list_searches_every_passage(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Where the column cannot be added (a read-only mount of an index an earlier version wrote), the table
+    opens as it is, says why, and the translated list searches every passage, as that version did."""
+    import errno
+
+    from appliance.storage import tables
+
+    full = chunk_schema(DIM)
+    old = pa.schema([f for f in full if f.name != "lang"])
+    rows = [{k: v for k, v in row.items() if k != "lang"} for row in _rows("/docs/old.md", [GERMAN, ENGLISH])]
+    lancedb.connect(str(tmp_path)).create_table(CHUNKS, data=pa.Table.from_pylist(rows, schema=old))
+
+    def unwritable(*_: object) -> None:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tables, "_add_fields", unwritable)
+    index = Index(tmp_path, DIM, memory_budget=replica_budget())
+    assert index.chunks().count_rows() == 2 and "lang" not in index.chunks().schema.names
+    assert not index.tables.languages_stored and "cannot be written" in caplog.text
+    assert _translated(index, "en") == sorted([ENGLISH, GERMAN])
