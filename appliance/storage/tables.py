@@ -39,7 +39,6 @@ from appliance.config import Bucket
 from appliance.errors import (
     CONFLICT_ATTEMPTS,
     IndexCorrupt,
-    IndexUnwritable,
     is_commit_conflict,
     is_vanished_file,
     past_deadline,
@@ -198,8 +197,9 @@ def _evolve(table: Table, schema: pa.Schema) -> None:
     default where one is defined, so an upgrade never re-embeds anything. Processes
     that open the table at once (the scheduler and the server, after an upgrade) each
     try; the ones whose commit loses the race find the fields the winner added. An
-    index this process may not write (a read-only mount) is opened as it is: queries
-    read what it holds (reads.IndexReader.keyword_side without `lang`), and a sync says why it cannot write.
+    index this process cannot write (a read-only mount, a bucket's read-only credentials)
+    is opened as it is: queries read what it holds (reads.IndexReader.keyword_side without
+    `lang`), and a sync says why it cannot write.
     """
     for attempt in range(CONFLICT_ATTEMPTS):
         missing = [f for f in schema if f.name not in set(table.schema.names)]
@@ -212,11 +212,15 @@ def _evolve(table: Table, schema: pa.Schema) -> None:
             if is_commit_conflict(exc) and attempt < CONFLICT_ATTEMPTS - 1:
                 table.checkout_latest()  # another process added them, or some of them
                 continue
-            if isinstance(storage_error(exc, f"the {table.name} table"), IndexUnwritable):
-                log.warning("The %s table cannot be written, so the fields a newer version adds (%s) are left out "
-                            "until a sync may write it: %s", table.name, ", ".join(f.name for f in missing), exc)
-                return
-            raise
+            named = storage_error(exc, f"the {table.name} table")
+            if named is None:
+                raise
+            # read-only, a bucket with read-only credentials, a full disk: it reads as it is (every field a query
+            # needs is optional), and the next open that may write adds them
+            log.warning("The %s table cannot be written, so the fields a newer version adds (%s) are left out "
+                        "until a process that may write opens it: %s", table.name,
+                        ", ".join(f.name for f in missing), named)
+            return
 
 
 def _add_fields(table: Table, schema: pa.Schema, missing: list[pa.Field]) -> None:
