@@ -116,8 +116,8 @@ def chunk_schema(dim: int) -> pa.Schema:
 
 def stored_language(text: str | None) -> str:
     """What `lang` holds for a chunk: the language languages.language reads in its text, "" where none is
-    clear. The writer stores it (IndexWriter.replace_sources), so a query can tell which languages the index
-    holds without reading its texts (IndexReader.held_languages)."""
+    clear. The writer stores it (IndexWriter.replace_sources), so a translated keyword list is searched among
+    the passages in other languages alone, without reading their texts (reads.other_languages)."""
     return language(text or "") or ""
 
 
@@ -491,6 +491,15 @@ class Tables:
                     raise _open_error(exc, CHUNKS, self) from exc
                 self.languages_stored = "lang" in self._chunks.schema.names
             return self._chunks
+
+    def evolve_chunks(self) -> None:
+        """Give the chunks table this version's fields where its open could not (_evolve: it was not writable
+        then); a writer asks before it writes, and fails by name if the table still cannot be written."""
+        chunks = self.chunks(create=True)
+        if not self.languages_stored:
+            with self.lock:
+                _evolve(chunks, chunk_schema(self.dim))
+                self.languages_stored = "lang" in chunks.schema.names
 
     @overload
     def sources(self, create: Literal[True]) -> Table: ...

@@ -165,6 +165,7 @@ class IndexWriter:
         """
         if not sources:
             return
+        self.tables.evolve_chunks()
         for row in rows:
             row["lang"] = stored_language(row.get("text"))
         self._replace(sources, rows)

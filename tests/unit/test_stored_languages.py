@@ -186,3 +186,6 @@ def test_a_read_only_index_from_before_languages_opens_as_it_is_and_its_list_sea
     assert index.chunks().count_rows() == 2 and "lang" not in index.chunks().schema.names
     assert not index.tables.languages_stored and "cannot be written" in caplog.text
     assert _translated(index, "en") == sorted([ENGLISH, GERMAN])
+    monkeypatch.undo()  # writable again: the next write gives the table its languages first
+    _write(index, "/docs/new.md", [RUSSIAN])
+    assert index.tables.languages_stored and _translated(index, "en") == sorted([GERMAN, RUSSIAN])
