@@ -128,7 +128,7 @@ def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | 
 def other_languages(language: str) -> str:
     """The rows whose stored language (`lang`, tables.stored_language) is another of LANGUAGES than `language`,
     or unknown (a row an older version wrote): the passages a translated keyword list judges (search.fusion).
-    Named as a positive set, so LanceDB answers it from the column's bitmap index."""
+    Named as a positive set, so LanceDB answers it from the column's B-tree."""
     others = [code for code in LANGUAGES if code != language]
     return f"lang IS NULL OR {in_list('lang', others)}"
 

@@ -64,7 +64,7 @@ def test_the_translated_list_finds_only_the_passages_in_other_languages(tmp_path
     _write(index, "/docs/b.md", [GERMAN, RUSSIAN])
     assert _translated(index, "en") == sorted([GERMAN, RUSSIAN])
     assert _translated(index, "ru") == sorted([ENGLISH, GERMAN])
-    index.writes.refresh_indexes(fold_now=True)  # the column's bitmap index answers the same
+    index.writes.refresh_indexes(fold_now=True)  # the column's B-tree answers the same
     assert any(tuple(i.columns) == ("lang",) for i in index.chunks().list_indices())
     assert _translated(index, "en") == sorted([GERMAN, RUSSIAN])
     _write(index, "/docs/b.md", [ENGLISH])  # the German and Russian passages replaced
