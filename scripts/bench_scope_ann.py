@@ -23,7 +23,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-
 from appliance.assemble.passages import RANK_COLUMNS  # noqa: E402
 from appliance.config import load_settings  # noqa: E402
 from appliance.service import Appliance  # noqa: E402

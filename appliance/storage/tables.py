@@ -178,6 +178,9 @@ class Identity:
 
 FIELD_DEFAULTS = {"doc_class": "'note'", "ocr_engine": "''", "metadata": "'{}'", "error_code": "''", "error": "''"}
 """Values a field added by a newer version takes on rows written before it existed."""
+FIELD_DERIVED: dict[str, tuple[str, Callable[[Any], Any]]] = {"lang": ("text", stored_language)}
+"""Fields a newer version derives from another column, as its writer does: on rows written before the field
+existed they are derived from that column (field -> (column, derivation))."""
 
 
 def _open_or_create(db: lancedb.DBConnection, name: str, schema: pa.Schema) -> Table:
@@ -206,7 +209,7 @@ def _evolve(table: Table, schema: pa.Schema) -> None:
         if not missing:
             return
         try:
-            _add_fields(table, schema, missing)
+            _add_fields(table, missing)
             return
         except Exception as exc:
             if is_commit_conflict(exc) and attempt < CONFLICT_ATTEMPTS - 1:
@@ -223,28 +226,29 @@ def _evolve(table: Table, schema: pa.Schema) -> None:
             return
 
 
-def _add_fields(table: Table, schema: pa.Schema, missing: list[pa.Field]) -> None:
-    if any(f.name == "lang" for f in missing):  # derived from the stored texts, as the writer derives it
-        _derive_languages(table, schema.field("lang"))
-        missing = [f for f in missing if f.name != "lang"]
-    if not missing:
-        return
-    table.add_columns(missing)
+def _add_fields(table: Table, missing: list[pa.Field]) -> None:
     for f in missing:
+        if f.name in FIELD_DERIVED:
+            _derive(table, f, *FIELD_DERIVED[f.name])
+    plain = [f for f in missing if f.name not in FIELD_DERIVED]
+    if not plain:
+        return
+    table.add_columns(plain)
+    for f in plain:
         if f.name in FIELD_DEFAULTS:
             table.update(where=f"{f.name} IS NULL", values_sql={f.name: FIELD_DEFAULTS[f.name]})
 
 
-def _derive_languages(table: Table, lang: pa.Field) -> None:
-    """Give a table written before `lang` existed the column, each row's from its text (stored_language): one
-    read of the texts, at the first open after an upgrade."""
+def _derive(table: Table, target: pa.Field, source: str, value: Callable[[Any], Any]) -> None:
+    """Give a table written before `target` existed the column, each row's `value` of its `source`: one read of
+    that column, at the first open after an upgrade."""
     import lance  # pylance, as a fold uses it (writes.fold); only an upgrade gets here
 
     def derived(batch: pa.RecordBatch) -> pa.RecordBatch:
-        texts = batch.column("text").to_pylist()
-        return pa.record_batch([pa.array([stored_language(t) for t in texts], pa.string())], names=[lang.name])
+        values = [value(v) for v in batch.column(source).to_pylist()]
+        return pa.record_batch([pa.array(values, target.type)], names=[target.name])
 
-    table.to_lance().add_columns(lance.batch_udf(output_schema=pa.schema([lang]))(derived), read_columns=["text"])
+    table.to_lance().add_columns(lance.batch_udf(output_schema=pa.schema([target]))(derived), read_columns=[source])
     table.checkout_latest()
 
 
@@ -442,9 +446,9 @@ class Tables:
         self._refreshing: _Step | None = None
         """A bucket's refresh still running (past its deadline, perhaps): the next refresh waits for it."""
         self._refresh_guard = threading.Lock()
-        self.languages_stored = False
-        """Whether the chunks table as opened holds each chunk's language (`lang`): one a newer version's field
-        could not be added to (a read-only index written by an earlier version) does not (_evolve)."""
+        self.chunk_fields: frozenset[str] = frozenset()
+        """The fields of the chunks table as opened: all of chunk_schema's, unless this version's could not be
+        added (a read-only index an earlier version wrote: _evolve)."""
 
     @property
     def tables(self) -> Tables:
@@ -489,17 +493,23 @@ class Tables:
                     self._chunks = _open_or_create(db, CHUNKS, chunk_schema(self.dim))
                 except Exception as exc:  # lancedb raises plain errors for damaged datasets
                     raise _open_error(exc, CHUNKS, self) from exc
-                self.languages_stored = "lang" in self._chunks.schema.names
+                self.chunk_fields = frozenset(self._chunks.schema.names)
             return self._chunks
+
+    @property
+    def languages_stored(self) -> bool:
+        """Whether the chunks table holds each chunk's language (`lang`, reads.other_languages)."""
+        return "lang" in self.chunk_fields
 
     def evolve_chunks(self) -> None:
         """Give the chunks table this version's fields where its open could not (_evolve: it was not writable
         then); a writer asks before it writes, and fails by name if the table still cannot be written."""
         chunks = self.chunks(create=True)
-        if not self.languages_stored:
+        schema = chunk_schema(self.dim)
+        if not self.chunk_fields.issuperset(schema.names):
             with self.lock:
-                _evolve(chunks, chunk_schema(self.dim))
-                self.languages_stored = "lang" in chunks.schema.names
+                _evolve(chunks, schema)
+                self.chunk_fields = frozenset(chunks.schema.names)
 
     @overload
     def sources(self, create: Literal[True]) -> Table: ...
