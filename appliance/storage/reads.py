@@ -125,6 +125,20 @@ def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | 
     return sorted(rows, key=lambda r: (-r["_score"], r["id"]))[:limit]
 
 
+FOREIGN_VOCABULARY_ROWS = 5000
+"""Up to this many passages outside a query's language, the reader keeps their terms in memory to prune the
+translated keyword list (IndexReader.foreign_vocabulary): stray passages in an index of one language, read in
+a few milliseconds and held in well under a megabyte. A truly mixed index has more, and its lists are searched
+whole."""
+
+
+def _within(terms: str | Mapping[str, float], vocabulary: frozenset[str]) -> str | dict[str, float]:
+    """The terms of a keyword query (a plain string or weighted terms) that `vocabulary` holds."""
+    if isinstance(terms, str):
+        return " ".join(term for term in terms.split() if term in vocabulary)
+    return {term: boost for term, boost in terms.items() if term in vocabulary}
+
+
 def other_languages(language: str) -> str:
     """The rows whose stored language (`lang`, tables.stored_language) is another of LANGUAGES than `language`,
     or unknown (a row an older version wrote): the passages a translated keyword list judges (search.fusion).
@@ -195,7 +209,9 @@ class IndexReader:
         self._too_large: tuple[Table, int] | None = None
         """(the chunks handle, its version) last found too large for the replica."""
         self._pinned = threading.local()
-        """This thread's `query_view`: (the chunks handle, its replica or None), while one is open."""
+        """This thread's `query_view`: (the chunks handle, its version, its replica or None), while one is open."""
+        self._vocabularies: dict[tuple[int, str], frozenset[str] | None] = {}
+        """The terms of the passages outside each query language, for the version read last (foreign_vocabulary)."""
         self.replica_rows_read = 0
         """Rows the replica read in full so far (a refresh reads only the rows it does not hold)."""
 
@@ -221,10 +237,18 @@ class IndexReader:
             self._pinned.view = outer
 
     @guarded
-    def _latest_view(self) -> tuple[Table | None, Replica | None]:
+    def _latest_view(self) -> tuple[Table | None, int, Replica | None]:
         self.tables.refresh_for_read()
         chunks = self.tables.chunks()
-        return chunks, None if chunks is None else self._replica_at(chunks, chunks.version)
+        if chunks is None:
+            return None, 0, None
+        version = chunks.version
+        return chunks, version, self._replica_at(chunks, version)
+
+    def _version(self, chunks: Table) -> int:
+        """The version this thread's query_view holds of `chunks`, else the table's current one."""
+        view = getattr(self._pinned, "view", None)
+        return view[1] if view is not None and view[0] is chunks else chunks.version
 
     @guarded
     def vector_side(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
@@ -335,7 +359,7 @@ class IndexReader:
         """The in-memory replica of the table's current version (refreshed after a commit), or of the version
         this thread's query_view holds; None when too large."""
         view = getattr(self._pinned, "view", None)
-        replica = view[1] if view is not None and view[0] is chunks else self._replica_at(chunks, chunks.version)
+        replica = view[2] if view is not None and view[0] is chunks else self._replica_at(chunks, chunks.version)
         return replica if replica is not None and replica.serves(columns) else None
 
     def _replica_at(self, chunks: Table, version: int) -> Replica | None:
@@ -394,8 +418,34 @@ class IndexReader:
         replica = self._replica  # any version: it serves only the rows it holds as they are (_bm25)
         deadline = self.tables.deadline
         among = other_languages(other_than) if other_than is not None and self.tables.languages_stored else None
+        if among is not None and (vocabulary := self.foreign_vocabulary(chunks, other_than, among)) is not None:
+            terms = _within(terms, vocabulary)
+            if not terms:
+                return Side([], 0.0, 0.0)
         return _masked(lambda w, cols: _bm25(chunks, terms, limit, w, cols, replica, deadline=deadline, among=among),
                        limit, where, columns, "_score", speculate=not self._keeps_everything(where))
+
+    @guarded
+    def foreign_vocabulary(self, chunks: Table, language: str, among: str) -> frozenset[str] | None:
+        """Every term of the passages the SQL `among` selects (those outside `language`, other_languages), while
+        they are at most FOREIGN_VOCABULARY_ROWS, else None; read once a version and language.
+
+        A term none of them holds adds nothing to any of their scores, so a translated list searched without it
+        ranks them the same. LanceDB answers a query of weighted terms (a BooleanQuery) by scoring every
+        posting of every term before its filter, so in an index of one language with a few stray passages in
+        another, the translated list cost as much as the question's own (at 1M chunks, 12 ms p50 and 33 ms p95)
+        to find almost nothing; pruned, most such lists are never searched."""
+        version, known = self._version(chunks), self._vocabularies  # replaced whole, never changed: threads share it
+        key = (version, language)
+        if key in known:
+            return known[key]
+        vocabulary = None
+        if self.tables.count_rows(chunks, among) <= FOREIGN_VOCABULARY_ROWS:
+            found = (chunks.search().where(among).select([FTS_COLUMN]).limit(None)
+                     .to_arrow(timeout=self.tables.deadline).column(FTS_COLUMN).to_pylist())
+            vocabulary = frozenset(term for keywords in found if keywords for term in keywords.split())
+        self._vocabularies = {**{k: v for k, v in known.items() if k[0] == version}, key: vocabulary}
+        return vocabulary
 
     def _keeps_everything(self, where: Filter | None) -> bool:
         """Whether `where` keeps every chunk of the replica last read (whatever its version: a guess that

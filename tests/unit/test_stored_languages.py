@@ -189,3 +189,42 @@ def test_a_read_only_index_from_before_languages_opens_as_it_is_and_its_list_sea
     monkeypatch.undo()  # writable again: the next write gives the table its languages first
     _write(index, "/docs/new.md", [RUSSIAN])
     assert index.tables.languages_stored and _translated(index, "en") == sorted([GERMAN, RUSSIAN])
+
+
+def _scored(index: Index, terms: dict[str, float], question_language: str) -> list[tuple[str, float]]:
+    with index.reader.query_view():
+        return [(r["id"], r["_score"]) for r in index.reader.keyword_side(terms, 50, None, ["id"],
+                                                                          question_language).rows]
+
+
+@pytest.mark.parametrize("budget", [None, 0], ids=["replica", "lancedb"])
+def test_the_translated_list_drops_the_terms_no_passage_in_another_language_holds_and_ranks_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: int | None) -> None:
+    """A term that no passage outside the question's language holds adds nothing to their scores: the list
+    searched without it finds the same passages with the same scores, and a list of only such terms is not
+    searched at all (reads.foreign_vocabulary). Past FOREIGN_VOCABULARY_ROWS such passages it is searched whole."""
+    from appliance.storage import reads
+
+    index = Index(tmp_path, DIM, memory_budget=replica_budget() if budget is None else budget)
+    _write(index, "/docs/en.md", [ENGLISH, "The pump and the belt were replaced.", "Pump pump pump."])
+    _write(index, "/docs/de.md", [GERMAN, "Die Pumpe ist neu."])
+    searched: list[object] = []
+    real = reads._bm25
+
+    def counted(chunks, terms, *args, **kwargs):  # type: ignore[no-untyped-def]
+        searched.append(terms)
+        return real(chunks, terms, *args, **kwargs)
+
+    monkeypatch.setattr(reads, "_bm25", counted)
+    terms = {"pump": 1.0, "pumpe": 0.6, "jahr": 0.3, "zahnriemen": 0.8, "belt": 0.9}
+    pruned = _scored(index, terms, "en")
+    assert searched == [{"pumpe": 0.6, "jahr": 0.3, "zahnriemen": 0.8}]  # only the German passages' terms
+    assert [i for i, _ in pruned] == ["/docs/de.md:0", "/docs/de.md:1"]
+    searched.clear()
+    assert _scored(index, {"pump": 1.0, "belt": 0.9}, "en") == [] and searched == []  # nothing to find there
+    monkeypatch.setattr(reads, "FOREIGN_VOCABULARY_ROWS", 1)  # too many to keep: searched whole
+    index.reader._vocabularies = {}
+    whole = _scored(index, terms, "en")
+    assert searched == [terms]
+    assert [i for i, _ in whole] == [i for i, _ in pruned]
+    assert [s for _, s in whole] == pytest.approx([s for _, s in pruned])
