@@ -418,7 +418,8 @@ class IndexReader:
         replica = self._replica  # any version: it serves only the rows it holds as they are (_bm25)
         deadline = self.tables.deadline
         among = other_languages(other_than) if other_than is not None and self.tables.languages_stored else None
-        if among is not None and (vocabulary := self.foreign_vocabulary(chunks, other_than, among)) is not None:
+        if other_than is not None and among is not None \
+                and (vocabulary := self.foreign_vocabulary(chunks, other_than, among)) is not None:
             terms = _within(terms, vocabulary)
             if not terms:
                 return Side([], 0.0, 0.0)
