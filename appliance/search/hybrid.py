@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import get_args
 
-from appliance.assemble.distinct import COPIES_LISTED, Shingles, distinct, place, shingles
+from appliance.assemble.distinct import COPIES_LISTED, Shingles, distinct, place, shingled
 from appliance.assemble.passages import RANK_COLUMNS, SectionsMode, assemble, within_budget
 from appliance.chunks import RankedChunk
 from appliance.config import TOP_K_CAP
@@ -106,10 +106,10 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
     pool = cap_files(fused, core.settings.max_files)
     width = top_k * 2
     grams: dict[str, Shingles] = {}
+    by_text: dict[str, Shingles] = {}
     while True:
         ranked = pool[:width]
-        bodies = core.index.reader.passage_bodies([h.row for h in ranked if h.id not in grams])
-        grams |= {cid: shingles(body) for cid, body in bodies.items()}
+        grams |= shingled(core.index.reader.passage_bodies([h.row for h in ranked if h.id not in grams]), by_text)
         kept, copies = distinct([h.id for h in ranked if h.id in grams], grams, top_k)
         if len(kept) >= top_k or width >= len(pool):
             break

@@ -1,7 +1,7 @@
 """Near-identical hits collapse into the best-ranked one, which names the others."""
 from __future__ import annotations
 
-from appliance.assemble.distinct import distinct, place, same_passage, shingles
+from appliance.assemble.distinct import distinct, place, same_passage, shingled, shingles
 from tests.fixtures.chunks import stored_chunk
 
 PASSAGE = ("The pump must be primed before the first start: open the bleed valve, fill the housing with "
@@ -26,6 +26,18 @@ def test_limit_counts_distinct_passages_only() -> None:
     kept, copies = distinct([str(i) for i in range(4)], {str(i): shingles(t) for i, t in enumerate(texts)}, limit=2)
     assert kept == ["0", "2"]
     assert copies == {"0": ["1"]}
+
+
+def test_passages_of_one_text_share_their_shingles_and_collapse_as_before() -> None:
+    """Exact copies (one file in two folders) are shingled once for a search, over its rounds, and still collapse
+    into the best-ranked; a short passage copied stays apart, as any short passage does."""
+    other = "Bearings are greased every 500 operating hours with the lithium grease named in the parts list."
+    by_text: dict = {}
+    first = shingled({"a": PASSAGE, "b": other, "c": PASSAGE}, by_text)
+    later = shingled({"d": PASSAGE, "e": "Table 3", "f": "Table 3"}, by_text)
+    assert first["a"] is first["c"] is later["d"] and first["a"] == shingles(PASSAGE) and len(by_text) == 3
+    kept, copies = distinct(list("abcdef"), first | later, limit=10)
+    assert kept == ["a", "b", "e", "f"] and copies == {"a": ["c", "d"]}
 
 
 def test_a_copy_is_placed_by_its_own_document_and_location() -> None:
