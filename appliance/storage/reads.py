@@ -9,8 +9,10 @@ scale each side is fused by comes from the unfiltered candidates (storage.sides.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +39,7 @@ from appliance.storage.tables import (
     VECTOR_INDEX_TYPE,
     VECTOR_PARTITION_ROWS,
     Tables,
+    code_bits,
     filter_sql,
     guarded,
     in_document_order,
@@ -49,18 +52,16 @@ EF_SEARCH = 3200
 """Candidates a search of an HNSW index explores (an index an earlier version built, until a refresh replaces
 it: tables.VECTOR_INDEX_TYPE), shared out over its segments: at 1M chunks 3,200 found 0.97 of the true 10
 nearest in one segment."""
-PROBED_SHARE = 0.2
-"""The share of the vector index's partitions (tables.VECTOR_PARTITION_ROWS) whose codes a search scans, in each
-segment. At 1M chunks (511 partitions) 0.2 and 1.0 found the same share of the true 10 nearest (0.9405 with
-800 re-ranked, scripts/bench_scale.py's vectors): what a one-bit code loses is won back by the re-rank
-(REFINED_MIN), not by scanning more."""
-REFINED_MIN = 1200
-"""An approximate vector search re-ranks at least this many of the index's candidates on the stored vectors
-(`limit` times a whole factor), so every distance it returns is exact and a chunk's score does not depend on
-the filter, and so a coarse code (a bit a dimension) still finds the nearest. At 1M chunks, 10 asked for: 800
-re-ranked found 0.9405 of the true 10 nearest in 25.8 ms p50, 1,200 0.9655 in 25.6 ms, 1,600 0.9785 in
-29.2 ms (a fifth of the partitions scanned; scripts/bench_scale.py's vectors, mixes of real ones with noise:
-harder to tell apart than a real corpus's, so a real index fares no worse)."""
+PROBED_SHARE = 0.3
+"""The share of the vector index's partitions (IndexReader.vector_partitions) whose codes a search scans, in each
+segment. At 1M chunks in 1,000 partitions of four-bit codes, 0.2 / 0.3 / 0.45 found 0.934 / 0.983 / 0.998 of
+the true 10 nearest in 21 / 22 / 25 ms p50 (scripts/bench_scale.py's vectors, mixes of real ones with noise: harder
+to tell apart than a real corpus's, so a real index fares no worse)."""
+ONE_BIT_REFINED = 1200
+"""An index of one-bit codes (an earlier version's, until a refresh builds it anew: tables.VECTOR_CODE_BITS)
+re-ranks at least this many of its candidates on the stored vectors: a bit a dimension ranks too coarsely to
+return its own best (at 1M chunks, 800 re-ranked found 0.94 of the true 10 nearest, 1,200 0.97). Four bits rank
+well enough that a search re-reads only the rows it returns, for their exact distances."""
 TIE_MARGIN = 8
 """Rows a LanceDB search returns beyond the limit, so rows tied at the cut are chosen by id, not by storage order."""
 log = logging.getLogger(__name__)
@@ -72,16 +73,18 @@ def _embedded_by(model_id: str, scheme: str) -> str:
 
 
 def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
-             columns: list[str], index: Any, deadline: timedelta | None) -> list[dict[str, Any]]:
-    """LanceDB's nearest chunks with exact distances (the vector `index`'s candidates re-ranked on the
-    stored vectors), ties by id; the filtered and the unfiltered search use the same index the same way.
-    A search scans PROBED_SHARE of the partitions; a filtered one goes on to further partitions while it
-    has found fewer rows inside the filter than it asks for (a scope of a few chunks lies in a few)."""
+             columns: list[str], index: Any, partitions: int, deadline: timedelta | None) -> list[dict[str, Any]]:
+    """LanceDB's nearest chunks with exact distances (the rows the vector `index` returns measured again on
+    the stored vectors), ties by id, so a chunk's score does not depend on the filter; the filtered and the
+    unfiltered search use the same index the same way. A search scans PROBED_SHARE of the index's `partitions`;
+    a filtered one goes on to further partitions while it has found fewer rows inside the filter than it asks
+    for (a scope of a few chunks lies in a few)."""
     query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine")
-    refine = max(1, -(-REFINED_MIN // (limit + TIE_MARGIN)))
+    refined = ONE_BIT_REFINED if index is not None and code_bits(index) == 1 else 0
+    refine = max(1, -(-refined // (limit + TIE_MARGIN)))
     query = query.refine_factor(refine)
     if index is not None:
-        probes = max(1, math.ceil(PROBED_SHARE * (index.num_indexed_rows or 0) / VECTOR_PARTITION_ROWS))
+        probes = max(1, math.ceil(PROBED_SHARE * partitions))
         query = query.minimum_nprobes(probes).maximum_nprobes(0 if where is not None else probes)
         if index.index_type != VECTOR_INDEX_TYPE:  # an earlier version's HNSW index, until the next refresh
             query = query.ef(max((limit + TIE_MARGIN) * refine, EF_SEARCH // (index.num_segments or 1)))
@@ -191,12 +194,33 @@ class LanceRanker:
     chunks: Table
     deadline: timedelta | None
     """Tables.deadline: what one search may take (in a bucket; None on disk)."""
+    partitions: Callable[[Table, Any], int] = lambda _, index: estimated_partitions(index)
+    """The partitions of a vector index (IndexReader.vector_partitions)."""
 
     def rank(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
              columns: list[str]) -> Side:
         index = vector_index(self.chunks)  # asked once: the filtered and the unfiltered search share it
-        return _masked(lambda w, cols: _nearest(self.chunks, vector, limit, w, cols, index, self.deadline),
+        partitions = self.partitions(self.chunks, index) if index is not None else 0
+        return _masked(lambda w, cols: _nearest(self.chunks, vector, limit, w, cols, index, partitions, self.deadline),
                        limit, where, columns, "_distance")
+
+
+def estimated_partitions(index: Any) -> int:
+    """The partitions an index of its rows has when built whole (writes.VECTOR_INDEX). One that folds have grown
+    has fewer, larger ones (at 1M chunks 511 against 1,000), so a search probing by this estimate scans more."""
+    return max(1, math.ceil((index.num_indexed_rows or 0) / VECTOR_PARTITION_ROWS))
+
+
+def counted_partitions(chunks: Table, index: Any) -> int | None:
+    """The partitions of the vector `index`, the most of its segments', from Lance's statistics of it. These come
+    as JSON with every centroid (16 MB at 1M chunks, ~100 ms to make): only the counts are read out of it, so a
+    reader does not hold the interpreter for the ~170 ms a parse takes."""
+    dataset = chunks.to_lance()
+    native = getattr(dataset, "_ds", None)
+    text = native.index_statistics(index.name) if native is not None and hasattr(native, "index_statistics") \
+        else json.dumps(dataset.stats.index_stats(index.name))
+    counts = [int(n) for n in re.findall(r'"num_partitions":\s*(\d+)', text)]
+    return max(counts) if counts else None
 
 
 class IndexReader:
@@ -211,6 +235,9 @@ class IndexReader:
         self._pinned = threading.local()
         """This thread's `query_view`: (the chunks handle, its version, its replica or None), while one is open."""
         self._vocabularies: dict[tuple[int, str], frozenset[str] | None] = {}
+        self._partitions: dict[str, int] = {}
+        """The partitions of each vector index this process has counted, by its uuid (vector_partitions)."""
+        self._partitions_asked: set[str] = set()
         """The terms of the passages outside each query language, for the version read last (foreign_vocabulary)."""
         self.replica_rows_read = 0
         """Rows the replica read in full so far (a refresh reads only the rows it does not hold)."""
@@ -265,7 +292,32 @@ class IndexReader:
         if chunks is None:
             return None
         replica = self._current_replica(chunks, columns)
-        return replica if replica is not None else LanceRanker(chunks, self.tables.deadline)
+        return replica if replica is not None else LanceRanker(chunks, self.tables.deadline, self.vector_partitions)
+
+    def vector_partitions(self, chunks: Table, index: Any) -> int:
+        """The partitions of the vector `index` (a search probes a share of them: PROBED_SHARE). Counted once an
+        index, beside the queries (counted_partitions): until then, the count of the index this one replaced (a
+        fold changes it little), else the estimate for its rows (estimated_partitions)."""
+        key = str(index.index_uuid)
+        known = self._partitions.get(key)
+        if known is not None:
+            return known
+        with self._replica_lock:
+            first = key not in self._partitions_asked
+            self._partitions_asked = {*list(self._partitions_asked)[-63:], key} if first else self._partitions_asked
+        if first:
+            threading.Thread(target=self._count_partitions, args=(chunks, index, key), daemon=True,
+                             name="vector-partitions").start()
+        return next(reversed(self._partitions.values()), None) or estimated_partitions(index)
+
+    def _count_partitions(self, chunks: Table, index: Any, key: str) -> None:
+        try:
+            counted = counted_partitions(chunks, index)
+        except Exception as exc:  # noqa: BLE001 - a count is an optimisation: the estimate serves meanwhile
+            log.info("could not count the vector index's partitions (%s); its rows' estimate serves", exc)
+            return
+        if counted:  # a few indexes' counts kept: each fold makes another
+            self._partitions = {**dict(list(self._partitions.items())[-7:]), key: counted}
 
     def vector_search(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
                       columns: list[str]) -> list[dict[str, Any]]:

@@ -303,13 +303,20 @@ def in_document_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 VECTOR_INDEX_TYPE = "IvfRq"
+VECTOR_CODE_BITS = 4
 VECTOR_PARTITION_ROWS = 1000
-"""The vector index: IVF over RaBitQ codes of one bit a dimension (48 bytes a 384-dimension vector), in partitions
-of ~1,000 rows (writes.VECTOR_INDEX); a search scans the codes of a share of the partitions (reads.PROBED_SHARE)
-and re-ranks its best candidates on the stored vectors. At 1M chunks it took ~70 MB of a serving process's memory
-where IVF-HNSW-SQ, the index before it (a byte a dimension and a graph), took 624 MB; it found as many of the true
-nearest (0.966 against 0.961) ~8 ms slower, and it builds in under a minute against ~8.5 (docs/BENCHMARKS.md,
-Growth)."""
+"""The vector index: IVF over RaBitQ codes of four bits a dimension (192 bytes a 384-dimension vector), in
+partitions of ~1,000 rows (writes.VECTOR_INDEX); a search scans the codes of a share of the partitions
+(reads.PROBED_SHARE) and gives the exact distance of what it returns. At 1M chunks it found 0.98 of the true 10
+nearest in 22 ms p50, where one bit a dimension, re-ranking 1,200 candidates on the stored vectors, found 0.97 in
+30 ms; it takes ~150 MB more of a serving process's memory (218 MB on disk against 68) and builds as fast
+(docs/BENCHMARKS.md, Growth). An index of one bit, an earlier version's, is built anew at the next refresh."""
+
+
+def code_bits(index: Any) -> int | None:
+    """The bits a dimension of a RaBitQ vector index's codes (LanceDB's IndexConfig); None for another kind."""
+    compression = (getattr(index, "index_details", None) or {}).get("compression") or {}
+    return compression.get("num_bits") if compression.get("type") == "rq" else None
 
 
 def vector_index(chunks: Table, indices: Iterable[Any] | None = None) -> Any:

@@ -28,12 +28,14 @@ from appliance.storage.tables import (
     IN_BATCH,
     SOURCE_SCHEMA,
     SOURCES,
+    VECTOR_CODE_BITS,
     VECTOR_INDEX_TYPE,
     VECTOR_PARTITION_ROWS,
     SourceRow,
     Tables,
     backoff,
     chunk_schema,
+    code_bits,
     guarded,
     in_list,
     stored_language,
@@ -57,7 +59,7 @@ KEYWORD_SEGMENTS_MAX = 1
 """BM25's segments after a refresh outside a long run: a search reads each segment on its own, and at 1M chunks
 the 4 segments a first sync ended with took a BM25 search from 21 to 38 ms p50, twice a query; merging them
 took 11 s (scripts/bench_scale.py's index). Inside a long run BM25 merges only past SEGMENTS_MAX_MID_RUN."""
-VECTOR_INDEX = IvfRq(distance_type="cosine", target_partition_size=VECTOR_PARTITION_ROWS)
+VECTOR_INDEX = IvfRq(distance_type="cosine", target_partition_size=VECTOR_PARTITION_ROWS, num_bits=VECTOR_CODE_BITS)
 """Lance keeps the partitions near that size as folds add rows, splitting the ones that grow
 (tables.VECTOR_INDEX_TYPE)."""
 
@@ -283,8 +285,9 @@ class IndexWriter:
                     chunks.create_index(column, config=BTree())
             dim, budget = self.tables.dim, self.tables.memory_budget
             vectors = vector_index(chunks, indices)
-            if needs_vector_index(rows, dim, budget) and (vectors is None or vectors.index_type != VECTOR_INDEX_TYPE):
-                # none yet, or one an earlier version built of another kind (IVF-HNSW-SQ): built anew once
+            if needs_vector_index(rows, dim, budget) and (vectors is None or vectors.index_type != VECTOR_INDEX_TYPE
+                                                          or code_bits(vectors) != VECTOR_CODE_BITS):
+                # none yet, or one an earlier version built of another kind (IVF-HNSW-SQ, one-bit codes): built anew
                 chunks.create_index("vector", config=VECTOR_INDEX, replace=True)
             elif vectors is not None and not needs_vector_index(rows + rows // 4, dim, budget):
                 # well inside the replica's budget (a margin, so a table near it is not indexed and

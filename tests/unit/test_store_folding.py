@@ -220,6 +220,83 @@ def test_an_earlier_versions_hnsw_index_answers_until_the_next_refresh_replaces_
     assert index.reader.vector_search(probe, 1, None, ["id"])[0]["id"] == "k33:0"
 
 
+def test_an_earlier_versions_one_bit_index_answers_until_the_next_refresh_builds_four(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index of one-bit codes re-ranks its candidates on the stored vectors (reads.ONE_BIT_REFINED) and finds
+    the nearest; the next refresh builds it anew with this version's codes, which find it as well."""
+    from lancedb.index import IvfRq
+
+    from appliance.storage import replica, tables as store_tables
+
+    _small_partitions(monkeypatch)
+    dim = 64
+    index = Index(tmp_path, dim, memory_budget=replica.estimated_bytes(5, dim))
+    _write(index, 0, 200, dim)
+    chunks = index.chunks()
+    assert chunks is not None
+    chunks.create_index("vector", config=IvfRq(distance_type="cosine", target_partition_size=10, num_bits=1))
+
+    def bits() -> int | None:
+        return store_tables.code_bits(store_tables.vector_index(chunks))
+
+    assert bits() == 1
+    probe = chunks.search().where("id = 'k123:0'").select(["vector"]).to_list()[0]["vector"]
+    assert index.reader.vector_search(probe, 1, None, ["id"])[0]["id"] == "k123:0"
+    index.writes.refresh_indexes()
+    assert bits() == store_tables.VECTOR_CODE_BITS == 4
+    assert index.reader.vector_search(probe, 1, None, ["id"])[0]["id"] == "k123:0"
+
+
+def test_a_search_probes_a_share_of_the_partitions_the_index_has(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader counts each vector index's partitions once, beside the queries, and a search probes PROBED_SHARE
+    of them: a fold that splits partitions is followed. Until a count is in, the last index's count serves, or
+    at first the estimate for the index's rows."""
+    import time
+
+    from appliance.storage import reads as store_reads, replica, tables as store_tables
+
+    _small_partitions(monkeypatch)
+    dim = 32
+    index = Index(tmp_path, dim, memory_budget=replica.estimated_bytes(5, dim))
+    _write(index, 0, 60, dim)
+    index.writes.refresh_indexes()
+    chunks = index.chunks()
+    assert chunks is not None
+    probed: list[int] = []
+    real = store_reads._nearest
+
+    def nearest(*args, **kwargs):  # type: ignore[no-untyped-def]
+        probed.append(args[6])  # the partitions it probes a share of
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store_reads, "_nearest", nearest)
+
+    def counted() -> int:
+        return max(s["num_partitions"] for s in chunks.to_lance().stats.index_stats("vector_idx")["indices"])
+
+    def settled() -> int:
+        """The partitions a search probes a share of, once the reader has counted the current index's."""
+        uuid = str(store_tables.vector_index(chunks).index_uuid)
+        deadline = time.monotonic() + 30
+        while uuid not in index.reader._partitions and time.monotonic() < deadline:
+            time.sleep(0.02)
+        probed.clear()
+        index.reader.vector_search([1.0] * dim, 5, None, ["id"])
+        return probed[0]
+
+    vectors = store_tables.vector_index(chunks)
+    assert index.reader.vector_search([1.0] * dim, 5, None, ["id"]) and probed == [6]  # 60 rows: the estimate
+    assert settled() == counted() == store_reads.counted_partitions(chunks, vectors)
+    before = counted()
+    _write(index, 60, 340, dim)
+    index.writes.refresh_indexes(fold_now=True)
+    probed.clear()
+    index.reader.vector_search([1.0] * dim, 5, None, ["id"])
+    assert probed == [before]  # a new index: the last count serves until its own is in
+    assert settled() == counted() > before
+
+
 def _small_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
     """A vector index past 10 rows, with partitions of ~10 rows, searched as a large one is."""
     from lancedb.index import IvfRq
@@ -227,7 +304,8 @@ def _small_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
     from appliance.storage import reads as store_reads
 
     monkeypatch.setattr(store_writes, "VECTOR_INDEX_MIN_ROWS", 10)
-    monkeypatch.setattr(store_writes, "VECTOR_INDEX", IvfRq(distance_type="cosine", target_partition_size=10))
+    monkeypatch.setattr(store_writes, "VECTOR_INDEX", IvfRq(distance_type="cosine", target_partition_size=10,
+                                                           num_bits=store_writes.VECTOR_CODE_BITS))
     monkeypatch.setattr(store_reads, "VECTOR_PARTITION_ROWS", 10)
 
 
