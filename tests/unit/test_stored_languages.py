@@ -228,3 +228,26 @@ def test_the_translated_list_drops_the_terms_no_passage_in_another_language_hold
     assert searched == [terms]
     assert [i for i, _ in whole] == [i for i, _ in pruned]
     assert [s for _, s in whole] == pytest.approx([s for _, s in pruned])
+
+
+def test_weighted_terms_of_one_weight_score_as_the_boolean_query_of_them(tmp_path: Path) -> None:
+    """Terms that share one weight are searched as one match query with that boost (reads._fts_query): the
+    same passages with the same scores as LanceDB's BooleanQuery of one clause a term, which is far slower."""
+    from lancedb.query import BooleanQuery, FullTextOperator, MatchQuery, Occur
+
+    from appliance.storage.reads import _fts_query, other_languages
+    from appliance.storage.tables import FTS_COLUMN
+
+    index = Index(tmp_path, DIM, memory_budget=0)
+    _write(index, "/docs/a.md", [ENGLISH, GERMAN, RUSSIAN, "Pump pump belt.", "The belt broke twice this year."])
+    index.writes.refresh_indexes(fold_now=True)
+    chunks = index.chunks()
+    for terms in ({"pump": 0.4, "belt": 0.4, "year": 0.4}, {"pumpe": 1.0}, {"pump": 0.5, "belt": 0.25}):
+        boolean = BooleanQuery([(Occur.SHOULD, MatchQuery(term, FTS_COLUMN, boost=boost, fuzziness=0,
+                                                          operator=FullTextOperator.OR))
+                                for term, boost in terms.items()])
+        expected = (chunks.search(boolean, query_type="fts", fts_columns=FTS_COLUMN)
+                    .where(other_languages("ru"), prefilter=True).select(["id", "_score"]).to_list())
+        assert isinstance(_fts_query(terms), MatchQuery if len(set(terms.values())) == 1 else BooleanQuery)
+        got = _scored(index, terms, "ru")  # among the passages in English and German
+        assert dict(got) == pytest.approx({r["id"]: r["_score"] for r in expected}) and got
