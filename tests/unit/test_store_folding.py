@@ -220,7 +220,7 @@ def test_an_earlier_versions_hnsw_index_answers_until_the_next_refresh_replaces_
     assert index.reader.vector_search(probe, 1, None, ["id"])[0]["id"] == "k33:0"
 
 
-def test_an_earlier_versions_one_bit_index_answers_until_the_next_refresh_builds_four(
+def test_an_earlier_versions_one_bit_index_answers_until_the_next_refresh_builds_this_versions(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An index of one-bit codes re-ranks its candidates on the stored vectors (reads.ONE_BIT_REFINED) and finds
     the nearest; the next refresh builds it anew with this version's codes, which find it as well."""
@@ -243,7 +243,7 @@ def test_an_earlier_versions_one_bit_index_answers_until_the_next_refresh_builds
     probe = chunks.search().where("id = 'k123:0'").select(["vector"]).to_list()[0]["vector"]
     assert index.reader.vector_search(probe, 1, None, ["id"])[0]["id"] == "k123:0"
     index.writes.refresh_indexes()
-    assert bits() == store_tables.VECTOR_CODE_BITS == 4
+    assert bits() == store_tables.VECTOR_CODE_BITS == 2
     assert index.reader.vector_search(probe, 1, None, ["id"])[0]["id"] == "k123:0"
 
 
