@@ -54,12 +54,12 @@ nearest in one segment."""
 PROBED_SHARE = 0.3
 """The share of the vector index's partitions (IndexReader.vector_partitions) whose codes a search scans, in each
 segment. At 1M chunks in 1,000 partitions of four-bit codes, 0.2 / 0.3 / 0.45 found 0.934 / 0.983 / 0.998 of
-the true 10 nearest in 21 / 22 / 25 ms p50; two-bit codes at 0.3 0.978 (scripts/bench_scale.py's vectors, mixes
-of real ones with noise: harder to tell apart than a real corpus's, so a real index fares no worse)."""
+the true 10 nearest in 21 / 22 / 25 ms p50 (scripts/bench_scale.py's vectors, mixes of real ones with noise:
+harder to tell apart than a real corpus's, so a real index fares no worse)."""
 ONE_BIT_REFINED = 1200
 """An index of one-bit codes (an earlier version's, until a refresh builds it anew: tables.VECTOR_CODE_BITS)
 re-ranks at least this many of its candidates on the stored vectors: a bit a dimension ranks too coarsely to
-return its own best (at 1M chunks, 800 re-ranked found 0.94 of the true 10 nearest, 1,200 0.97). Two bits rank
+return its own best (at 1M chunks, 800 re-ranked found 0.94 of the true 10 nearest, 1,200 0.97). Four bits rank
 well enough that a search re-reads only the rows it returns, for their exact distances."""
 TIE_MARGIN = 8
 """Rows a LanceDB search returns beyond the limit, so rows tied at the cut are chosen by id, not by storage order."""

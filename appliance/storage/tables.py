@@ -303,15 +303,14 @@ def in_document_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 VECTOR_INDEX_TYPE = "IvfRq"
-VECTOR_CODE_BITS = 2
+VECTOR_CODE_BITS = 4
 VECTOR_PARTITION_ROWS = 1000
-"""The vector index: IVF over RaBitQ codes of two bits a dimension (96 bytes a 384-dimension vector), in
+"""The vector index: IVF over RaBitQ codes of four bits a dimension (192 bytes a 384-dimension vector), in
 partitions of ~1,000 rows (writes.VECTOR_INDEX); a search scans the codes of a share of the partitions
-(reads.PROBED_SHARE) and gives the exact distance of what it returns. At 1M chunks, a fresh build scanned at 30 %:
-one bit a dimension found 0.92 of the true 10 nearest re-ranking 1,200 candidates on the stored vectors (0.97
-in 30 ms scanning 40 %), two bits 0.978 in ~24 ms re-reading only what they return, four bits 0.983 in ~22 ms.
-Each fold rewrites the index, and four bits' 218 MB (124 MB for two, 68 for one) made a first sync of 1M chunks
-half as slow again and held ~5 GB more of replaced copies on disk (docs/BENCHMARKS.md, Growth). An index of
+(reads.PROBED_SHARE) and gives the exact distance of what it returns. At 1M chunks in an index grown by folds it
+found 0.976 of the true 10 nearest asked for 10 (0.996 asked for 40), where two bits found 0.728 (0.921); one bit
+needed 1,200 candidates re-ranked on the stored vectors (0.97 in ~30 ms, against ~22 ms). It takes ~170 MB more
+of a serving process's memory than one bit (218 MB on disk against 68; docs/BENCHMARKS.md, Growth). An index of
 other codes, an earlier version's, is built anew at the next refresh."""
 
 

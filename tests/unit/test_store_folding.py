@@ -243,7 +243,7 @@ def test_an_earlier_versions_one_bit_index_answers_until_the_next_refresh_builds
     probe = chunks.search().where("id = 'k123:0'").select(["vector"]).to_list()[0]["vector"]
     assert index.reader.vector_search(probe, 1, None, ["id"])[0]["id"] == "k123:0"
     index.writes.refresh_indexes()
-    assert bits() == store_tables.VECTOR_CODE_BITS == 2
+    assert bits() == store_tables.VECTOR_CODE_BITS == 4
     assert index.reader.vector_search(probe, 1, None, ["id"])[0]["id"] == "k123:0"
 
 
