@@ -3,6 +3,7 @@ tail of rows no index covers (scripts/bench_scale.py --flat measures the sync ra
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -254,15 +255,10 @@ def test_a_search_probes_a_share_of_the_partitions_the_index_has(tmp_path: Path,
     at first the estimate for the index's rows."""
     import time
 
-    from appliance.storage import reads as store_reads, replica, tables as store_tables
+    from appliance.storage import reads as store_reads, tables as store_tables
 
-    _small_partitions(monkeypatch)
     dim = 32
-    index = Index(tmp_path, dim, memory_budget=replica.estimated_bytes(5, dim))
-    _write(index, 0, 60, dim)
-    index.writes.refresh_indexes()
-    chunks = index.chunks()
-    assert chunks is not None
+    index, chunks = _partitioned(tmp_path, monkeypatch, dim)
     probed: list[int] = []
     real = store_reads._nearest
 
@@ -271,9 +267,6 @@ def test_a_search_probes_a_share_of_the_partitions_the_index_has(tmp_path: Path,
         return real(*args, **kwargs)
 
     monkeypatch.setattr(store_reads, "_nearest", nearest)
-
-    def counted() -> int:
-        return max(s["num_partitions"] for s in chunks.to_lance().stats.index_stats("vector_idx")["indices"])
 
     def settled() -> int:
         """The partitions a search probes a share of, once the reader has counted the current index's."""
@@ -287,14 +280,32 @@ def test_a_search_probes_a_share_of_the_partitions_the_index_has(tmp_path: Path,
 
     vectors = store_tables.vector_index(chunks)
     assert index.reader.vector_search([1.0] * dim, 5, None, ["id"]) and probed == [6]  # 60 rows: the estimate
-    assert settled() == counted() == store_reads.counted_partitions(chunks, vectors)
-    before = counted()
+    assert settled() == _partition_count(chunks) == store_reads.counted_partitions(chunks, vectors)
+    before = _partition_count(chunks)
     _write(index, 60, 340, dim)
     index.writes.refresh_indexes(fold_now=True)
     probed.clear()
     index.reader.vector_search([1.0] * dim, 5, None, ["id"])
     assert probed == [before]  # a new index: the last count serves until its own is in
-    assert settled() == counted() > before
+    assert settled() == _partition_count(chunks) > before
+
+
+def _partitioned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dim: int) -> tuple[Index, Any]:
+    """An index of 60 rows past the replica's budget, with its vector index in small partitions, and its table."""
+    from appliance.storage import replica
+
+    _small_partitions(monkeypatch)
+    index = Index(tmp_path, dim, memory_budget=replica.estimated_bytes(5, dim))
+    _write(index, 0, 60, dim)
+    index.writes.refresh_indexes()
+    chunks = index.chunks()
+    assert chunks is not None
+    return index, chunks
+
+
+def _partition_count(chunks: Any) -> int:
+    """The vector index's partitions, the most of its segments', as Lance's statistics give them."""
+    return max(segment["num_partitions"] for segment in chunks.to_lance().stats.index_stats("vector_idx")["indices"])
 
 
 def _small_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -312,25 +323,13 @@ def _small_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_vector_partitions_grow_with_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Folds add rows to the partitions the index was trained with, and Lance splits those that grow past
     the index's partition size: the partitions keep up with the table without the index being built anew."""
-    from appliance.storage import replica
-
-    _small_partitions(monkeypatch)
     dim = 32
-    index = Index(tmp_path, dim, memory_budget=replica.estimated_bytes(5, dim))
-    _write(index, 0, 60, dim)
-    index.writes.refresh_indexes()
-    chunks = index.chunks()
-    assert chunks is not None
-
-    def partitions() -> int:
-        stats = chunks.to_lance().stats.index_stats("vector_idx")
-        return max(segment["num_partitions"] for segment in stats["indices"])
-
-    seen = [partitions()]
+    index, chunks = _partitioned(tmp_path, monkeypatch, dim)
+    seen = [_partition_count(chunks)]
     for first, count in ((60, 140), (200, 200), (400, 400)):
         _write(index, first, count, dim)
         index.writes.refresh_indexes(fold_now=True)
-        seen.append(partitions())
+        seen.append(_partition_count(chunks))
     assert seen[0] >= 3 and seen[-1] >= 4 * seen[0], seen
     assert index.writes.unindexed_rows() == 0
     probe = chunks.search().where("id = 'k650:0'").select(["vector"]).to_list()[0]["vector"]
