@@ -153,6 +153,8 @@ ENVIRON_ALLOWED = {
     ("ingest/ocr.py", "_env"): "the environment of the tesseract child: ours plus OMP_THREAD_LIMIT=1",
     ("adapters/entrypoint.py", "run_daemon"): "MCP_HTTP_ADDRESS for the %(ENV_MCP_HTTP_ADDRESS)s of the "
                                               "supervisord it execs",
+    ("storage/reads.py", "leave_out_centroids"): "Lance's vector index statistics without their centroids, "
+                                                 "set on import (setdefault keeps the operator's)",
 }
 # The composition roots: only they read the environment (read_environment(), load_settings()) and pass it down.
 ROOTS = {
