@@ -260,6 +260,7 @@ class IndexReader:
         self._partitions: dict[str, int] = {}
         """The partitions of each vector index this process has counted, by its uuid (vector_partitions)."""
         self._partitions_asked: set[str] = set()
+        self._partitions_lock = threading.Lock()  # not the replica's: a replica's read holds that one for long
         """The terms of the passages outside each query language, for the version read last (foreign_vocabulary)."""
         self.replica_rows_read = 0
         """Rows the replica read in full so far (a refresh reads only the rows it does not hold)."""
@@ -324,7 +325,7 @@ class IndexReader:
         known = self._partitions.get(key)
         if known is not None:
             return known
-        with self._replica_lock:
+        with self._partitions_lock:
             first = key not in self._partitions_asked
             self._partitions_asked = {*list(self._partitions_asked)[-63:], key} if first else self._partitions_asked
         if first:
