@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 
@@ -245,6 +245,14 @@ def counted_partitions(chunks: Table, index: Any) -> int | None:
     return max((segment.get("num_partitions") or 0 for segment in stats.get("indices", ())), default=0) or None
 
 
+class _View(NamedTuple):
+    """What a query_view holds for its thread: the chunks handle, the version read and that version's replica."""
+
+    chunks: Table | None
+    version: int
+    replica: Replica | None
+
+
 class IndexReader:
     """Every read a query makes, and the sync's reads of stored vectors. Safe to share between threads."""
 
@@ -255,7 +263,7 @@ class IndexReader:
         self._too_large: tuple[Table, int] | None = None
         """(the chunks handle, its version) last found too large for the replica."""
         self._pinned = threading.local()
-        """This thread's `query_view`: (the chunks handle, its version, its replica or None), while one is open."""
+        """This thread's `query_view` (a _View), while one is open."""
         self._vocabularies: dict[tuple[int, str], frozenset[str] | None] = {}
         self._partitions: dict[str, int] = {}
         """The partitions of each vector index this process has counted, by its uuid (vector_partitions)."""
@@ -287,18 +295,23 @@ class IndexReader:
             self._pinned.view = outer
 
     @guarded
-    def _latest_view(self) -> tuple[Table | None, int, Replica | None]:
+    def _latest_view(self) -> _View:
         self.tables.refresh_for_read()
         chunks = self.tables.chunks()
         if chunks is None:
-            return None, 0, None
+            return _View(None, 0, None)
         version = chunks.version
-        return chunks, version, self._replica_at(chunks, version)
+        return _View(chunks, version, self._replica_at(chunks, version))
+
+    def _view_of(self, chunks: Table) -> _View | None:
+        """This thread's query_view, when it holds `chunks`."""
+        view: _View | None = getattr(self._pinned, "view", None)
+        return view if view is not None and view.chunks is chunks else None
 
     def _version(self, chunks: Table) -> int:
         """The version this thread's query_view holds of `chunks`, else the table's current one."""
-        view = getattr(self._pinned, "view", None)
-        return view[1] if view is not None and view[0] is chunks else chunks.version
+        view = self._view_of(chunks)
+        return view.version if view is not None else chunks.version
 
     @guarded
     def vector_side(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
@@ -433,8 +446,8 @@ class IndexReader:
     def _current_replica(self, chunks: Table, columns: list[str]) -> Replica | None:
         """The in-memory replica of the table's current version (refreshed after a commit), or of the version
         this thread's query_view holds; None when too large."""
-        view = getattr(self._pinned, "view", None)
-        replica = view[2] if view is not None and view[0] is chunks else self._replica_at(chunks, chunks.version)
+        view = self._view_of(chunks)
+        replica = view.replica if view is not None else self._replica_at(chunks, chunks.version)
         return replica if replica is not None and replica.serves(columns) else None
 
     def _replica_at(self, chunks: Table, version: int) -> Replica | None:
@@ -492,19 +505,20 @@ class IndexReader:
             return Side([], 0.0, 0.0)
         replica = self._replica  # any version: it serves only the rows it holds as they are (_bm25)
         deadline = self.tables.deadline
-        among = other_languages(other_than) if other_than is not None and self.tables.languages_stored else None
-        if other_than is not None and among is not None \
-                and (vocabulary := self.foreign_vocabulary(chunks, other_than, among)) is not None:
-            terms = _within(terms, vocabulary)
-            if not terms:
-                return Side([], 0.0, 0.0)
+        among = None
+        if other_than is not None and self.tables.languages_stored:
+            among = other_languages(other_than)
+            if (vocabulary := self.foreign_vocabulary(chunks, other_than)) is not None:
+                terms = _within(terms, vocabulary)
+                if not terms:
+                    return Side([], 0.0, 0.0)
         return _masked(lambda w, cols: _bm25(chunks, terms, limit, w, cols, replica, deadline=deadline, among=among),
                        limit, where, columns, "_score", speculate=not self._keeps_everything(where))
 
     @guarded
-    def foreign_vocabulary(self, chunks: Table, language: str, among: str) -> frozenset[str] | None:
-        """Every term of the passages the SQL `among` selects (those outside `language`, other_languages), while
-        they are at most FOREIGN_VOCABULARY_ROWS, else None; read once a version and language.
+    def foreign_vocabulary(self, chunks: Table, language: str) -> frozenset[str] | None:
+        """Every term of the passages outside `language` (other_languages), while they are at most
+        FOREIGN_VOCABULARY_ROWS, else None; read once a version and language.
 
         A term none of them holds adds nothing to any of their scores, so a translated list searched without it
         ranks them the same. LanceDB answers a query of weighted terms (a BooleanQuery) by scoring every
@@ -515,7 +529,7 @@ class IndexReader:
         key = (version, language)
         if key in known:
             return known[key]
-        vocabulary = None
+        vocabulary, among = None, other_languages(language)
         if self.tables.count_rows(chunks, among) <= FOREIGN_VOCABULARY_ROWS:
             found = (chunks.search().where(among).select([FTS_COLUMN]).limit(None)
                      .to_arrow(timeout=self.tables.deadline).column(FTS_COLUMN).to_pylist())
