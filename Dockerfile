@@ -79,14 +79,16 @@ RUN if ls /tmp/extra-ca/*.crt >/dev/null 2>&1; then \
         cp /tmp/extra-ca/*.crt /usr/local/share/ca-certificates/ && update-ca-certificates; \
     fi; rm -rf /tmp/extra-ca
 
-# OCR for scanned PDFs and images. The local debootstrap base already has it
-# (installed with --include); a public base gets it from Debian here.
-RUN if ! command -v tesseract >/dev/null; then \
+# OCR for scanned PDFs and images, and jemalloc (below). The local debootstrap base
+# already has them (installed with --include); a public base gets them from Debian here.
+RUN if ! command -v tesseract >/dev/null || ! ls /usr/lib/*/libjemalloc.so.2 >/dev/null 2>&1; then \
         apt-get update \
         && apt-get install -y --no-install-recommends \
-             tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-rus \
+             tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-rus libjemalloc2 \
         && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* /usr/share/locale/*; \
-    fi
+    fi \
+    && ln -sf "$(ls /usr/lib/*/libjemalloc.so.2 | head -n 1)" /usr/local/lib/libjemalloc.so.2 \
+    && test -e /usr/local/lib/libjemalloc.so.2
 
 # The unprivileged user everything runs as; /index is its only writable place.
 RUN useradd --uid ${UID} --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin minirag \
@@ -97,7 +99,10 @@ COPY --from=wheels /opt/minirag /opt/minirag
 COPY --from=models --chown=root:root /models /models
 COPY docker/supervisord-stdio.conf docker/supervisord-daemon.conf /etc/minirag/
 
+# Every process allocates with jemalloc: at 1M chunks glibc's malloc was a fifth of a query's CPU
+# (appliance/platform/native_memory.py). A sync's rounds start without it and index under glibc.
 ENV PATH=/opt/minirag/bin:$PATH \
+    LD_PRELOAD=/usr/local/lib/libjemalloc.so.2 \
     LANG=C.UTF-8 \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -91,7 +91,7 @@ faults: models ## the fault suite at full size (about an hour): kill -9 trials, 
 .PHONY: base wheelhouse image image-if-stale demo serve sync save load docker-test wheelhouse-cluster image-cluster
 # Debian's docker CLI (/usr/bin/docker) can use the daemon's BuildKit; the v28 one here has no buildx.
 DOCKER ?= $(shell test -x /usr/bin/docker && echo /usr/bin/docker || echo docker)
-BASE_IMAGE ?= local/base:bookworm-2
+BASE_IMAGE ?= local/base:bookworm-3
 BUNDLE ?= dist/minirag-image.tar.gz
 DOCKER_RUN = $(DOCKER) run --rm --pull never
 

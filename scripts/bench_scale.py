@@ -14,8 +14,9 @@ passages is embedded once with the real model (cached under .cache/bench_scale),
 every chunk's vector is a mix of two of those plus noise, normalised; running the model
 over a million chunks would take half a day here.
 
-A fresh process then opens the index and serves warm queries (SciFact and Cranfield
-queries) through `Appliance.search`, hybrid as configured, unscoped and scoped to one
+A fresh process (on jemalloc where it is installed, as in the image) then opens the index and
+serves warm queries (SciFact and Cranfield queries) through `Appliance.search`, hybrid as
+configured, unscoped and scoped to one
 folder of ten; times the BM25 side alone; measures recall@10 of the vector side against
 an exact scan of every vector (kept by this process while it builds); and reports its RSS.
 
@@ -58,6 +59,7 @@ from appliance.assemble.passages import RANK_COLUMNS  # noqa: E402
 from appliance.config import DEFAULT_MODEL, load_settings, replica_budget  # noqa: E402
 from appliance.embed import OnnxEmbedder, load_spec  # noqa: E402
 from appliance.ingest.chunk import SCHEME_VERSION  # noqa: E402
+from appliance.platform import native_memory  # noqa: E402
 from appliance.search.keywords import analyze, query_terms  # noqa: E402
 from appliance.storage.index import Index  # noqa: E402
 from appliance.storage.tables import Identity, SourceRow  # noqa: E402
@@ -276,7 +278,7 @@ def serve(index_path: Path, docs: Path, queries_file: Path, out_file: Path) -> N
     def pct(values: list[float], q: float) -> float:
         return round(float(np.percentile(values, q)), 1)
 
-    out = {"queries": len(texts), "vector_path": path,
+    out = {"queries": len(texts), "vector_path": path, "allocator": native_memory.allocator(),
            "hybrid_p50_ms": pct(hybrid, 50), "hybrid_p95_ms": pct(hybrid, 95),
            "scoped_p50_ms": pct(scoped, 50), "scoped_p95_ms": pct(scoped, 95),
            "bm25_p50_ms": pct(bm25, 50), "bm25_p95_ms": pct(bm25, 95),
@@ -435,8 +437,9 @@ def measure(size: int, work: Path, corpus: Corpus, texts: list[str], sample: np.
         built.write_text(json.dumps({k: v for k, v in out.items() if k != "size"}), encoding="utf-8")
     log(f"{size:,} chunks: serving {len(texts)} queries in a new process")
     result = here / "serve.json"
+    # as the image serves: jemalloc preloaded where it is installed (appliance/platform/native_memory.py)
     subprocess.run([sys.executable, __file__, "--serve", str(index_path), str(docs), str(queries_file), str(result)],
-                   check=True, cwd=ROOT)
+                   check=True, cwd=ROOT, env=native_memory.with_jemalloc(os.environ))
     out |= json.loads(result.read_text(encoding="utf-8"))
     files = min(size, sync_cap)
     if not files:  # --sync-files 0: queries only

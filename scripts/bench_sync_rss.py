@@ -67,6 +67,7 @@ def sample():
 def progress(phase, done_, count, path):
     if phase == "indexing" and count and done_ * 10 >= (len(tenths) + 1) * count:
         now = tree_mb()
+        peak[0] = max(peak[0], now)  # a sample here counts for the peak too
         tenths.append(round(now, 1))
         highs.append(round(max(high[0], now), 1))
         high[0] = 0.0

@@ -1,4 +1,5 @@
-"""glibc's allocator kept from hoarding what a long sync's folds free, so its RSS does not ratchet.
+"""The C allocator: glibc's kept from hoarding what a long sync's folds free, so its RSS does not ratchet; jemalloc
+for the processes that serve queries.
 
 A fold (storage.writes.IndexWriter.refresh_indexes) runs on LanceDB's native threads and allocates blocks of
 megabytes that it frees again; glibc keeps freed blocks in per-thread arenas: over a 20,000-file
@@ -6,10 +7,18 @@ sync its free lists grew from 46 to 255 MB (scripts/bench_sync_rss.py). Two aren
 high-water marks, and the heap is trimmed after each fold. (A fixed 1 MiB mmap threshold also
 bounded them, but cost embedding 15-25% of its chunks/s: onnxruntime's activation buffers were
 then mapped and faulted in afresh for every operator.)
+
+A query past the replica is LanceDB's: at 1M chunks a fifth of the serving process's CPU was glibc's
+malloc and free on LanceDB's threads (arena locks, consolidating free lists). Preloaded, jemalloc takes
+that to a fourteenth (docs/BENCHMARKS.md), so the image preloads it (`LD_PRELOAD`, Dockerfile). A sync's
+rounds index under glibc as above: their fork server starts without it (`without_jemalloc`), since
+jemalloc's retained pages raised a 30,000-file sync's peak.
 """
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Mapping
+from pathlib import Path
 
 M_ARENA_MAX = -8
 ARENAS = 2
@@ -35,3 +44,38 @@ def give_back() -> bool:
         return False
     trim(0)
     return True
+
+
+JEMALLOC = "libjemalloc.so.2"
+"""Debian's libjemalloc2: the image links it as /usr/local/lib/libjemalloc.so.2 (any architecture)."""
+_JEMALLOC_PLACES = (Path("/usr/local/lib"), Path("/usr/lib/x86_64-linux-gnu"), Path("/usr/lib/aarch64-linux-gnu"))
+
+
+def jemalloc_library() -> str | None:
+    """The path of jemalloc's shared library on this machine, None when it is not installed."""
+    return next((str(p / JEMALLOC) for p in _JEMALLOC_PLACES if (p / JEMALLOC).is_file()), None)
+
+
+def allocator() -> str:
+    """"jemalloc" when this process runs on it (preloaded), else "glibc" (or whatever the C library's is)."""
+    try:
+        maps = Path("/proc/self/maps").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "glibc"
+    return "jemalloc" if "libjemalloc" in maps else "glibc"
+
+
+def with_jemalloc(variables: Mapping[str, str]) -> dict[str, str]:
+    """`variables` for a process that serves queries: jemalloc preloaded, when it is installed."""
+    library = jemalloc_library()
+    preload = [p for p in variables.get("LD_PRELOAD", "").split() if p]
+    if library is None or any(JEMALLOC in p for p in preload):
+        return dict(variables)
+    return {**variables, "LD_PRELOAD": " ".join([library, *preload])}
+
+
+def without_jemalloc(variables: Mapping[str, str]) -> dict[str, str]:
+    """`variables` for a process that indexes: glibc's allocator, with the bounds above."""
+    preload = [p for p in variables.get("LD_PRELOAD", "").split() if p and JEMALLOC not in p]
+    rest = {k: v for k, v in variables.items() if k != "LD_PRELOAD"}
+    return {**rest, "LD_PRELOAD": " ".join(preload)} if preload else rest

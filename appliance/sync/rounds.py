@@ -41,7 +41,7 @@ from appliance.embed import Embedder, tokenizer_at
 from appliance.errors import ApplianceError
 from appliance.ingest.discover import FoundFile
 from appliance.ingest.snapshots import Member
-from appliance.platform import stopping
+from appliance.platform import native_memory, stopping
 from appliance.results import FileProblem, Tally
 from appliance.storage.tables import SourceRow
 from appliance.storage.writes import SEGMENTS_MAX_MID_RUN
@@ -63,7 +63,7 @@ threads by default: when a fold still rewrote the whole table, at 100,000 chunks
 process before it, 220 MB with these settings (2.0 s instead of 1.8). A round's process only writes, so
 reading less ahead costs it nothing a query would feel; a variable the user set is kept."""
 TOKENIZER_PRELOAD = "MINIRAG_ROUNDS_TOKENIZER"
-"""The model's tokenizer file, named to the fork server (_tokenizer_named), which parses it as it imports this
+"""The model's tokenizer file, named to the fork server (_fork_server_environment), which parses it as it imports this
 module (_preload_tokenizer)."""
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ class RoundsIndexer:
         # Not daemonic: a daemonic process may not start processes, and the round's converter pool does.
         # The child ends with this process all the same (PR_SET_PDEATHSIG in _child_main).
         child = ctx.Process(target=_child_main, args=(theirs, job), name=f"minirag-sync {name}", daemon=False)
-        with _tokenizer_named(job.embedder):
+        with _fork_server_environment(job.embedder):
             child.start()
         self._children.append(child)
         theirs.close()
@@ -252,7 +252,7 @@ def _context() -> ForkServerContext:
     server never opens a table or runs the model, so no operation is in flight when it forks. It imports pylance
     too (a fold's, storage/writes.py), which starts no thread: the pages its loading wrote are then shared by
     the server and each round, not written again in every round. It also parses the model's tokenizer
-    (_tokenizer_named), which each round would otherwise spend ~1 s on before cutting its first file: a
+    (_fork_server_environment), which each round would otherwise spend ~1 s on before cutting its first file: a
     tokenizer that has not encoded yet has started no thread either."""
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload([__name__, "appliance.core", "lance"])
@@ -260,17 +260,24 @@ def _context() -> ForkServerContext:
 
 
 @contextlib.contextmanager
-def _tokenizer_named(embedder: Embedder | None) -> Iterator[None]:
-    """TOKENIZER_PRELOAD in this process's environment while a round's process starts (and with the first, the
-    fork server, which reads it as it starts): no other process started from here needs it."""
+def _fork_server_environment(embedder: Embedder | None) -> Iterator[None]:
+    """This process's environment while a round's process starts (and with the first, the fork server, which
+    reads it as it starts): TOKENIZER_PRELOAD set, which no other process started from here needs, and jemalloc
+    not preloaded, so the rounds index under glibc's bounded allocator (native_memory)."""
     tokenizer_file = getattr(embedder, "tokenizer_file", None)
     if tokenizer_file is not None:
         with contextlib.suppress(ApplianceError):  # not baked: the round reports it as any sync would
             os.environ[TOKENIZER_PRELOAD] = str(tokenizer_file())
+    preload = os.environ.get("LD_PRELOAD")
+    os.environ.pop("LD_PRELOAD", None)
+    os.environ.update(native_memory.without_jemalloc({"LD_PRELOAD": preload or ""}))
     try:
         yield
     finally:
         os.environ.pop(TOKENIZER_PRELOAD, None)
+        os.environ.pop("LD_PRELOAD", None)
+        if preload is not None:
+            os.environ["LD_PRELOAD"] = preload
 
 
 def _preload_tokenizer() -> None:

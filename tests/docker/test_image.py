@@ -250,6 +250,22 @@ def test_a_sync_in_rounds_runs_in_the_hardened_container(image: str, docs: Path,
     assert "/docs/pelmeni.html" in [hit["filePath"] for hit in json.loads(out.stdout)["results"]]
 
 
+def test_the_server_allocates_with_jemalloc_and_a_syncs_rounds_with_glibc(image: str) -> None:
+    """The image preloads jemalloc (a fifth of a 1M-chunk query's CPU was glibc's malloc); a sync's rounds start
+    their fork server without it and index under glibc's bounded arenas (appliance/platform/native_memory.py)."""
+    probe = ("from appliance.platform.native_memory import allocator\n"
+             "from appliance.sync import rounds\n"
+             "print(allocator())\n"
+             "with rounds._fork_server_environment(None):\n"
+             "    pool = rounds._context().Pool(1)\n"
+             "print(pool.apply(allocator))\n"
+             "pool.close()\n")
+    run = subprocess.run([DOCKER, "run", "--rm", "--pull", "never", *HARDENED, "--entrypoint", "python3", image,
+                          "-c", probe], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["jemalloc", "glibc"], run.stdout + run.stderr[-2000:]
+
+
 BAD_INPUTS = {
     "missing-docs": ([], "no documents are mounted at /docs"),
     "empty-docs": (["{empty}:/docs:ro"], "/docs is empty: nothing to index yet"),

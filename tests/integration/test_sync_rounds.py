@@ -279,6 +279,6 @@ def test_the_fork_server_parses_the_tokenizer_once_for_every_round(real_embedder
     unset = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert unset.stdout.strip() == "[]"  # any other process that imports rounds parses nothing at import
 
-    with rounds._tokenizer_named(real_embedder):  # while a round's process (and the server) starts
+    with rounds._fork_server_environment(real_embedder):  # while a round's process (and the server) starts
         assert os.environ[rounds.TOKENIZER_PRELOAD] == str(path)
     assert rounds.TOKENIZER_PRELOAD not in os.environ  # no other process started from here parses it

@@ -147,8 +147,9 @@ ENVIRON_ALLOWED = {
     ("ingest/isolate.py", "_worker_main"): "OMP thread limits inside a conversion worker (tesseract, onnxruntime)",
     ("sync/rounds.py", "bound_read_ahead"): "LanceDB's read-ahead in a sync round's process, which LanceDB "
                                             "reads when it first opens a table (setdefault keeps the operator's)",
-    ("sync/rounds.py", "_tokenizer_named"): "the model's tokenizer file, named to the fork server of a sync's "
-                                            "rounds while a round's process starts",
+    ("sync/rounds.py", "_fork_server_environment"): "the model's tokenizer file named, and jemalloc left out of "
+                                                    "LD_PRELOAD, for the fork server of a sync's rounds while a "
+                                                    "round's process starts (put back after)",
     ("sync/rounds.py", "_preload_tokenizer"): "the fork server reads that name as it imports the rounds module",
     ("ingest/ocr.py", "_env"): "the environment of the tesseract child: ours plus OMP_THREAD_LIMIT=1",
     ("adapters/entrypoint.py", "run_daemon"): "MCP_HTTP_ADDRESS for the %(ENV_MCP_HTTP_ADDRESS)s of the "
