@@ -47,13 +47,13 @@ def give_back() -> bool:
 
 
 JEMALLOC = "libjemalloc.so.2"
-"""Debian's libjemalloc2: the image links it as /usr/local/lib/libjemalloc.so.2 (any architecture)."""
-_JEMALLOC_PLACES = (Path("/usr/local/lib"), Path("/usr/lib/x86_64-linux-gnu"), Path("/usr/lib/aarch64-linux-gnu"))
+"""Debian's libjemalloc2, under /usr/lib/<architecture>/; the image links it as /usr/local/lib/libjemalloc.so.2."""
 
 
 def jemalloc_library() -> str | None:
     """The path of jemalloc's shared library on this machine, None when it is not installed."""
-    return next((str(p / JEMALLOC) for p in _JEMALLOC_PLACES if (p / JEMALLOC).is_file()), None)
+    found = [Path("/usr/local/lib", JEMALLOC), *sorted(Path("/usr/lib").glob(f"*/{JEMALLOC}"))]
+    return next((str(p) for p in found if p.is_file()), None)
 
 
 def allocator() -> str:

@@ -30,7 +30,7 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
 from appliance.chunks import STORED_CHUNK_COLUMNS, StoredChunk, body_of
 from appliance.languages import LANGUAGES
 from appliance.storage.filters import Filter
-from appliance.storage.replica import KEY_COLUMNS, Replica, fits, unit
+from appliance.storage.replica import KEY_COLUMNS, Replica, fits, unit, unit_rows
 from appliance.storage.sides import Side
 from appliance.storage.tables import (
     FTS_COLUMN,
@@ -265,11 +265,11 @@ class IndexReader:
         self._pinned = threading.local()
         """This thread's `query_view` (a _View), while one is open."""
         self._vocabularies: dict[tuple[int, str], frozenset[str] | None] = {}
+        """The terms of the passages outside each query language, for the version read last (foreign_vocabulary)."""
         self._partitions: dict[str, int] = {}
         """The partitions of each vector index this process has counted, by its uuid (vector_partitions)."""
         self._partitions_asked: set[str] = set()
         self._partitions_lock = threading.Lock()  # not the replica's: a replica's read holds that one for long
-        """The terms of the passages outside each query language, for the version read last (foreign_vocabulary)."""
         self.replica_rows_read = 0
         """Rows the replica read in full so far (a refresh reads only the rows it does not hold)."""
 
@@ -368,9 +368,7 @@ class IndexReader:
         vectors = {i: v for i in ids if (v := carried.get(i)) is not None} if carried else {}
         found: dict[str, float] = {}
         if vectors:  # one product for all of them: one unit() and dot a chunk cost ~20 us, ~3 ms a 1M query
-            matrix = np.stack([np.asarray(v, dtype=np.float32) for v in vectors.values()])
-            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-            matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+            matrix = unit_rows(np.stack([np.asarray(v, dtype=np.float32) for v in vectors.values()]))
             found = dict(zip(vectors, (matrix @ query).tolist(), strict=True))
         missing = [i for i in ids if i not in found]
         chunks = self.tables.chunks()

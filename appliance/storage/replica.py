@@ -124,11 +124,15 @@ def unit(vector: Sequence[float] | np.ndarray) -> np.ndarray:
     return v / norm if norm > 0 else v
 
 
-def _unit_rows(vectors: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
-    vectors = vectors.combine_chunks() if isinstance(vectors, pa.ChunkedArray) else vectors
-    matrix = np.asarray(vectors.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """Each row of `matrix` scaled to length 1 (a zero row stays zero), as `unit` scales one vector."""
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return matrix / np.where(norms > 0, norms, 1.0)
+
+
+def _unit_rows(vectors: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
+    vectors = vectors.combine_chunks() if isinstance(vectors, pa.ChunkedArray) else vectors
+    return unit_rows(np.asarray(vectors.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim))
 
 
 @dataclass(frozen=True)

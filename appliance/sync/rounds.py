@@ -63,8 +63,8 @@ threads by default: when a fold still rewrote the whole table, at 100,000 chunks
 process before it, 220 MB with these settings (2.0 s instead of 1.8). A round's process only writes, so
 reading less ahead costs it nothing a query would feel; a variable the user set is kept."""
 TOKENIZER_PRELOAD = "MINIRAG_ROUNDS_TOKENIZER"
-"""The model's tokenizer file, named to the fork server (_fork_server_environment), which parses it as it imports this
-module (_preload_tokenizer)."""
+"""The model's tokenizer file, named to the fork server (_fork_server_environment), which parses it as it
+imports this module (_preload_tokenizer)."""
 log = logging.getLogger(__name__)
 
 
@@ -268,9 +268,8 @@ def _fork_server_environment(embedder: Embedder | None) -> Iterator[None]:
     if tokenizer_file is not None:
         with contextlib.suppress(ApplianceError):  # not baked: the round reports it as any sync would
             os.environ[TOKENIZER_PRELOAD] = str(tokenizer_file())
-    preload = os.environ.get("LD_PRELOAD")
-    os.environ.pop("LD_PRELOAD", None)
-    os.environ.update(native_memory.without_jemalloc({"LD_PRELOAD": preload or ""}))
+    preload = os.environ.pop("LD_PRELOAD", None)
+    os.environ.update(native_memory.without_jemalloc({"LD_PRELOAD": preload} if preload else {}))
     try:
         yield
     finally:
