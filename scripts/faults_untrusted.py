@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A hostile 16 MB HTML table through `ingest_data` and `ingest_url`, against a live `minirag serve-http`.
 
-Usage: faults_untrusted.py [--size-mb 16] [--timeout S] [--via data,url] [--large-mb 20] [--json]
+Usage: faults_untrusted.py [--size-mb 16] [--timeout S] [--memory-mb M] [--via data,url] [--large-mb 20] [--json]
 
 The server is `minirag serve` over stdio (the HTTP transport caps an MCP message at 4 MB).
 
@@ -171,9 +171,10 @@ def large_notes(size_mb: int) -> str:
 
 
 def run(*, size_mb: int = 16, timeout_s: int = DEFAULT_TIMEOUT_S, via: tuple[str, ...] = ("data", "url"),
-        large_mb: int = 0, log: Any = sys.stderr) -> dict[str, Any]:
+        memory_mb: int | None = None, large_mb: int = 0, log: Any = sys.stderr) -> dict[str, Any]:
     """Start `minirag serve` (stdio: no HTTP message size cap on ingest_data's content), warm it,
-    then send the hostile table through each tool in `via`."""
+    then send the hostile table through each tool in `via`. `memory_mb`: CONVERT_MEMORY_MB for the
+    server (its default when None)."""
     from fastmcp import Client
     from fastmcp.client.transports import StdioTransport
 
@@ -186,6 +187,8 @@ def run(*, size_mb: int = 16, timeout_s: int = DEFAULT_TIMEOUT_S, via: tuple[str
         env |= {"BASE_DIR": str(work / "docs"), "DB_PATH": str(work / "index"), "SYNC_INTERVAL": "86400",
                 "CONVERT_TIMEOUT": str(timeout_s), "MAX_FILE_SIZE": str(4 * max(len(body), large_mb << 20)),
                 "ALLOW_URL_INGEST": "1", "ALLOW_PRIVATE_URLS": "1", "PYTHONUNBUFFERED": "1"}
+        if memory_mb is not None:
+            env["CONVERT_MEMORY_MB"] = str(memory_mb)
 
         async def scenario() -> list[dict[str, Any]]:
             with open(work / "serve.log", "w") as server_log:
@@ -214,20 +217,22 @@ def run(*, size_mb: int = 16, timeout_s: int = DEFAULT_TIMEOUT_S, via: tuple[str
             raise
         finally:
             httpd.shutdown()
-    return {"size_mb": size_mb, "convert_timeout_s": timeout_s, "html_bytes": len(body), "runs": results}
+    return {"size_mb": size_mb, "convert_timeout_s": timeout_s, "convert_memory_mb": memory_mb,
+            "html_bytes": len(body), "runs": results}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mb", type=int, default=16)
     ap.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_S, help="CONVERT_TIMEOUT for the server")
+    ap.add_argument("--memory-mb", type=int, default=None, help="CONVERT_MEMORY_MB for the server (its default)")
     ap.add_argument("--via", default="data,url", help="data, url or both")
     ap.add_argument("--large-mb", type=int, default=0,
                     help="then a harmless ingest_data of this many MB, cancelled after 60 s (issue 28: 20)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     result = run(size_mb=args.size_mb, timeout_s=args.timeout, via=tuple(v for v in args.via.split(",") if v),
-                 large_mb=args.large_mb)
+                 memory_mb=args.memory_mb, large_mb=args.large_mb)
     if args.json:
         print(json.dumps(result))
     else:

@@ -8,7 +8,11 @@ cost one named error, never the server. So:
   threads, which `fork` would copy in a broken state) and import only the ingest
   modules: markitdown, pypdfium2, Pillow - never fastembed or lancedb;
 * each worker limits its own address space with RLIMIT_AS (inherited by the
-  tesseract processes it starts) and runs in its own process group;
+  tesseract processes it starts) and runs in its own process group. A parse that reaches
+  the limit does not always end in a MemoryError: Python can limp along at its edge,
+  every allocation a failed system call, for minutes. So the parent also watches the
+  worker's address space, and one that stays at the limit for LIMIT_HELD_S is killed
+  and reported as over the memory limit;
 * the parent checks names (`~$` lock files, dot-files) and MAX_FILE_SIZE with stat()
   before a worker ever opens the file;
 * plain text (DECODED_HERE) needs no parser and is decoded in the calling process;
@@ -68,6 +72,13 @@ in this process for every format anyway."""
 WORKER_NICE = 10
 """Workers yield the CPU to the process that started them: a hostile document burning a core
 for CONVERT_TIMEOUT must not slow the server's queries (2.3 s at the same priority on 2 cores)."""
+LIMIT_MARGIN = 32 * _MB
+LIMIT_HELD_S = 1.0
+"""A worker whose address space stays within LIMIT_MARGIN of RLIMIT_AS for LIMIT_HELD_S is over its memory
+limit: a 16 MB HTML table's parse held there for minutes in about two runs of three (tests/integration/
+test_isolation.py), where the rest ended in a MemoryError within seconds."""
+WATCH_EVERY_S = 0.25
+"""How often the parent looks at a converting worker's address space."""
 SCAN_TIMEOUT_SPAN = 20
 """The most a file whose pages OCR keeps recognising may take, in CONVERT_TIMEOUTs (an hour by default): OCR
 takes ~1.5-4 s a page, so a single CONVERT_TIMEOUT failed scans of more than ~50-100 pages, while a file of
@@ -83,6 +94,23 @@ def _limit_memory(memory_bytes: int) -> None:
         _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         limit = memory_bytes if hard == resource.RLIM_INFINITY else min(memory_bytes, hard)
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _memory_limit(path: str | Path, memory_bytes: int) -> ConversionMemoryLimit:
+    return ConversionMemoryLimit(
+        f"{path}: conversion exceeded the memory limit of {memory_bytes // _MB} MB (CONVERT_MEMORY_MB)")
+
+
+def _address_space(pid: int | None) -> int:
+    """VmSize of process `pid` in bytes (0 when it cannot be read): what RLIMIT_AS caps."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _failure(path: Path, exc: BaseException) -> ConversionFailed:
@@ -131,21 +159,18 @@ def _worker_main(conn: Connection, ocr: OcrConfig | None, max_file_size: int, me
         if msg is None:
             return
         task, path = msg
-        recycle = False
+        result: tuple[str, object] | None
         try:
-            result: tuple[str, object] = ("ok", _convert_task(task, ocr, max_file_size))
+            result = ("ok", _convert_task(task, ocr, max_file_size))
         except MemoryError:
-            recycle = True
-            result = (
-                "err",
-                ConversionMemoryLimit(
-                    f"{path}: conversion exceeded the memory limit of {memory_bytes // _MB} MB (CONVERT_MEMORY_MB)"
-                ),
-            )
+            result = None  # the error is built below, once the exception lets go of the parse it holds
         except ApplianceError as exc:
             result = ("err", exc)
         except BaseException as exc:  # noqa: BLE001 - anything a parser throws is this file's failure
             result = ("err", _failure(path, exc))
+        recycle = result is None
+        if result is None:
+            result = ("err", _memory_limit(path, memory_bytes))
         try:
             conn.send(result)
         except MemoryError:
@@ -466,13 +491,14 @@ class ConvertPool:
         last_call = started + self.timeout_s * self.scan_span
         deadline = min(started + self.timeout_s, last_call)
         pages = 0
+        at_limit_since: float | None = None
         while True:
             if stopping.requested():
                 self._retire(w, replace=True, kill=True, failure=False)
                 raise stopping.stopped_error()
             left = deadline - time.monotonic()
             try:
-                ready = w.conn.poll(max(0.0, min(left, 1.0))) or not w.proc.is_alive()
+                ready = w.conn.poll(max(0.0, min(left, WATCH_EVERY_S))) or not w.proc.is_alive()
             except (OSError, ValueError):
                 ready = True
             if ready:
@@ -488,6 +514,13 @@ class ConvertPool:
                 pages += 1
                 deadline = min(time.monotonic() + self.timeout_s, last_call)
                 continue
+            if self.memory_bytes and _address_space(w.proc.pid) >= self.memory_bytes - LIMIT_MARGIN:
+                at_limit_since = at_limit_since or time.monotonic()
+                if time.monotonic() - at_limit_since >= LIMIT_HELD_S:
+                    self._retire(w, replace=True, kill=True)
+                    raise _memory_limit(path, self.memory_bytes)
+            else:
+                at_limit_since = None
             if left <= 0:
                 self._retire(w, replace=True, kill=True)
                 if deadline >= last_call and pages:

@@ -156,6 +156,24 @@ def test_crashed_worker_is_named_and_replaced(hostile: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_parse_held_at_the_memory_limit_is_stopped_as_over_it() -> None:
+    """A 16 MB HTML table's DOM needs more than the limit. Its parse either ends in a MemoryError within
+    seconds or, about two runs in three, limps along at the limit for minutes (each allocation a failed
+    system call): both must end promptly as the memory limit, not as CONVERT_TIMEOUT much later."""
+    from scripts.faults_untrusted import hostile_html
+
+    table = hostile_html(16).decode()
+    with ConvertPool(workers=1, timeout_s=300, memory_bytes=MEMORY, ocr=None, max_file_size=64 * MB) as pool:
+        for _ in range(3):
+            t0 = time.monotonic()
+            with pytest.raises(ConversionMemoryLimit, match=r"table\.html.*memory limit of 900 MB"):
+                pool.convert_data(table, "html", title=None, label="table.html")
+            assert time.monotonic() - t0 < 60
+        assert pool.convert_data("<h1>Good</h1><p>text</p>", "html", title=None, label="good").title == "Good"
+        assert pool.restarts == 3
+
+
+@pytest.mark.slow
 def test_concurrent_callers_share_the_pool(hostile: Path) -> None:
     with ConvertPool(workers=2, timeout_s=60, memory_bytes=MEMORY, ocr=None, max_file_size=MB) as pool:
         out: list[object] = []
