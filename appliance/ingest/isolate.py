@@ -9,10 +9,11 @@ cost one named error, never the server. So:
   modules: markitdown, pypdfium2, Pillow - never fastembed or lancedb;
 * each worker limits its own address space with RLIMIT_AS (inherited by the
   tesseract processes it starts) and runs in its own process group. A parse that reaches
-  the limit does not always end in a MemoryError: Python can limp along at its edge,
-  every allocation a failed system call, for minutes. So the parent also watches the
-  worker's address space, and one that stays at the limit for LIMIT_HELD_S is killed
-  and reported as over the memory limit;
+  the limit does not always end in a MemoryError: Python can limp along at its edge for
+  minutes, every allocation a failed system call. So the parent watches the worker, and one
+  held at the limit while spending most of its time in the kernel is killed and reported as
+  over the memory limit; a worker that keeps most of its limit mapped after a file (freed
+  memory an allocator holds on to) is replaced, so the next file does not start at the edge;
 * the parent checks names (`~$` lock files, dot-files) and MAX_FILE_SIZE with stat()
   before a worker ever opens the file;
 * plain text (DECODED_HERE) needs no parser and is decoded in the calling process;
@@ -50,7 +51,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from appliance.chunks import Converted
 from appliance.errors import ApplianceError, ConversionFailed
@@ -74,11 +75,14 @@ WORKER_NICE = 10
 for CONVERT_TIMEOUT must not slow the server's queries (2.3 s at the same priority on 2 cores)."""
 LIMIT_MARGIN = 32 * _MB
 LIMIT_HELD_S = 1.0
-"""A worker whose address space stays within LIMIT_MARGIN of RLIMIT_AS for LIMIT_HELD_S is over its memory
-limit: a 16 MB HTML table's parse held there for minutes in about two runs of three (tests/integration/
-test_isolation.py), where the rest ended in a MemoryError within seconds."""
+"""A worker whose address space stays within LIMIT_MARGIN of RLIMIT_AS for LIMIT_HELD_S, with more system than
+user time meanwhile, is over its memory limit: a 16 MB HTML table's parse held there for minutes in about two runs
+of three (tests/integration/test_isolation.py), at ~3 system ticks to one of user time, where the rest ended in a
+MemoryError within seconds. A healthy process near its cap reuses what it freed and stays in user space."""
 WATCH_EVERY_S = 0.25
-"""How often the parent looks at a converting worker's address space."""
+"""How often the parent looks at a converting worker."""
+KEPT_SHARE = 0.75
+"""A worker whose address space is above this share of its limit after a file is replaced before the next."""
 SCAN_TIMEOUT_SPAN = 20
 """The most a file whose pages OCR keeps recognising may take, in CONVERT_TIMEOUTs (an hour by default): OCR
 takes ~1.5-4 s a page, so a single CONVERT_TIMEOUT failed scans of more than ~50-100 pages, while a file of
@@ -101,16 +105,22 @@ def _memory_limit(path: str | Path, memory_bytes: int) -> ConversionMemoryLimit:
         f"{path}: conversion exceeded the memory limit of {memory_bytes // _MB} MB (CONVERT_MEMORY_MB)")
 
 
-def _address_space(pid: int | None) -> int:
-    """VmSize of process `pid` in bytes (0 when it cannot be read): what RLIMIT_AS caps."""
+class _Usage(NamedTuple):
+    """A process's address space in bytes (what RLIMIT_AS caps) and its user and system CPU time in ticks."""
+
+    space: int
+    user: int
+    system: int
+
+
+def _usage(pid: int | None) -> _Usage:
+    """`pid`'s usage from /proc/PID/stat (zeros when it cannot be read)."""
     try:
-        with open(f"/proc/{pid}/status", "rb") as status:
-            for line in status:
-                if line.startswith(b"VmSize:"):
-                    return int(line.split()[1]) * 1024
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return _Usage(int(fields[20]), int(fields[11]), int(fields[12]))
     except (OSError, ValueError, IndexError):
-        pass
-    return 0
+        return _Usage(0, 0, 0)
 
 
 def _failure(path: Path, exc: BaseException) -> ConversionFailed:
@@ -473,7 +483,8 @@ class ConvertPool:
         if isinstance(payload, ConversionMemoryLimit):
             # the worker exits by itself after a MemoryError
             self._retire(w, replace=True, kill=True)
-        elif w.tasks >= self.max_tasks_per_worker:  # planned recycling bounds slow leaks
+        elif w.tasks >= self.max_tasks_per_worker or _usage(w.proc.pid).space > KEPT_SHARE * self.memory_bytes > 0:
+            # planned recycling bounds slow leaks, and the next file does not start at the memory limit's edge
             self._retire(w, replace=True, kill=False, failure=False)
         else:
             self._turns.put(w)
@@ -491,7 +502,7 @@ class ConvertPool:
         last_call = started + self.timeout_s * self.scan_span
         deadline = min(started + self.timeout_s, last_call)
         pages = 0
-        at_limit_since: float | None = None
+        at_limit: tuple[float, _Usage] | None = None  # since when the worker is at its limit, and its usage then
         while True:
             if stopping.requested():
                 self._retire(w, replace=True, kill=True, failure=False)
@@ -514,13 +525,15 @@ class ConvertPool:
                 pages += 1
                 deadline = min(time.monotonic() + self.timeout_s, last_call)
                 continue
-            if self.memory_bytes and _address_space(w.proc.pid) >= self.memory_bytes - LIMIT_MARGIN:
-                at_limit_since = at_limit_since or time.monotonic()
-                if time.monotonic() - at_limit_since >= LIMIT_HELD_S:
-                    self._retire(w, replace=True, kill=True)
-                    raise _memory_limit(path, self.memory_bytes)
-            else:
-                at_limit_since = None
+            usage = _usage(w.proc.pid) if self.memory_bytes else None
+            if usage is None or usage.space < self.memory_bytes - LIMIT_MARGIN:
+                at_limit = None
+            elif at_limit is None:
+                at_limit = (time.monotonic(), usage)
+            elif time.monotonic() - at_limit[0] >= LIMIT_HELD_S and \
+                    usage.system - at_limit[1].system > usage.user - at_limit[1].user:
+                self._retire(w, replace=True, kill=True)
+                raise _memory_limit(path, self.memory_bytes)
             if left <= 0:
                 self._retire(w, replace=True, kill=True)
                 if deadline >= last_call and pages:

@@ -159,7 +159,8 @@ def test_crashed_worker_is_named_and_replaced(hostile: Path) -> None:
 def test_a_parse_held_at_the_memory_limit_is_stopped_as_over_it() -> None:
     """A 16 MB HTML table's DOM needs more than the limit. Its parse either ends in a MemoryError within
     seconds or, about two runs in three, limps along at the limit for minutes (each allocation a failed
-    system call): both must end promptly as the memory limit, not as CONVERT_TIMEOUT much later."""
+    system call): both must end promptly as the memory limit, not as CONVERT_TIMEOUT much later. A parse that
+    fits leaves its worker holding most of the limit's address space: that worker is replaced."""
     from scripts.faults_untrusted import hostile_html
 
     table = hostile_html(16).decode()
@@ -171,6 +172,10 @@ def test_a_parse_held_at_the_memory_limit_is_stopped_as_over_it() -> None:
             assert time.monotonic() - t0 < 60
         assert pool.convert_data("<h1>Good</h1><p>text</p>", "html", title=None, label="good").title == "Good"
         assert pool.restarts == 3
+        # a table that fits converts, and its worker, which keeps most of the limit mapped, is replaced after it
+        [before] = pool.worker_pids()
+        assert "cell 7 lantern" in pool.convert_data(hostile_html(7).decode(), "html", title=None, label="7").markdown
+        assert pool.worker_pids() != [before] and pool.restarts == 3
 
 
 @pytest.mark.slow
