@@ -79,6 +79,8 @@ LIMIT_HELD_S = 1.0
 user time meanwhile, is over its memory limit: a 16 MB HTML table's parse held there for minutes in about two runs
 of three (tests/integration/test_isolation.py), at ~3 system ticks to one of user time, where the rest ended in a
 MemoryError within seconds. A healthy process near its cap reuses what it freed and stays in user space."""
+MEMORY_EXIT = 86
+"""A worker's exit code when a conversion (or sending its result) ran out of memory under RLIMIT_AS."""
 WATCH_EVERY_S = 0.25
 """How often the parent looks at a converting worker."""
 KEPT_SHARE = 0.75
@@ -121,6 +123,18 @@ def _usage(pid: int | None) -> _Usage:
         return _Usage(int(fields[20]), int(fields[11]), int(fields[12]))
     except (OSError, ValueError, IndexError):
         return _Usage(0, 0, 0)
+
+
+def _out_of_memory(exc: BaseException, memory_bytes: int) -> bool:
+    """Whether a conversion failed of the memory limit: a MemoryError, or any error raised while the worker's
+    address space is at the limit (a C library that cannot allocate its own error raises SystemError, "error
+    return without exception set"; a wrapper may re-raise it as something else). A worker starts each file
+    well below its limit (KEPT_SHARE), so a failure at the limit is the limit's."""
+    try:
+        return isinstance(exc, MemoryError) or \
+            0 < memory_bytes - LIMIT_MARGIN <= _usage(os.getpid()).space
+    except MemoryError:
+        return True
 
 
 def _failure(path: Path, exc: BaseException) -> ConversionFailed:
@@ -169,24 +183,19 @@ def _worker_main(conn: Connection, ocr: OcrConfig | None, max_file_size: int, me
         if msg is None:
             return
         task, path = msg
-        result: tuple[str, object] | None
         try:
-            result = ("ok", _convert_task(task, ocr, max_file_size))
-        except MemoryError:
-            result = None  # the error is built below, once the exception lets go of the parse it holds
-        except ApplianceError as exc:
-            result = ("err", exc)
-        except BaseException as exc:  # noqa: BLE001 - anything a parser throws is this file's failure
-            result = ("err", _failure(path, exc))
-        recycle = result is None
-        if result is None:
-            result = ("err", _memory_limit(path, memory_bytes))
-        try:
+            try:
+                result: tuple[str, object] = ("ok", _convert_task(task, ocr, max_file_size))
+            except BaseException as exc:  # noqa: BLE001 - anything a parser throws is this file's failure
+                if _out_of_memory(exc, memory_bytes):
+                    raise MemoryError from None
+                result = ("err", exc if isinstance(exc, ApplianceError) else _failure(path, exc))
             conn.send(result)
         except MemoryError:
-            conn.send(("err", ConversionMemoryLimit(f"{path}: result too large for the memory limit")))
-        if recycle:
-            return  # a MemoryError can leave C libraries in a bad state: start afresh
+            # Nothing is built to report it: the parse's objects may still fill the limit (a DOM's parent and
+            # child links keep it alive until the collector runs), and a C library may be left in a bad state.
+            # The exit code says it (ConvertPool._wait), and the pool starts a fresh worker.
+            os._exit(MEMORY_EXIT)
 
 
 class _Worker:
@@ -480,10 +489,7 @@ class ConvertPool:
             raise ConversionFailed(f"{path}: could not be handed to a converter: {type(exc).__name__}: {exc}") from exc
         w.tasks += 1
         status, payload = self._wait(w, path)
-        if isinstance(payload, ConversionMemoryLimit):
-            # the worker exits by itself after a MemoryError
-            self._retire(w, replace=True, kill=True)
-        elif w.tasks >= self.max_tasks_per_worker or _usage(w.proc.pid).space > KEPT_SHARE * self.memory_bytes > 0:
+        if w.tasks >= self.max_tasks_per_worker or _usage(w.proc.pid).space > KEPT_SHARE * self.memory_bytes > 0:
             # planned recycling bounds slow leaks, and the next file does not start at the memory limit's edge
             self._retire(w, replace=True, kill=False, failure=False)
         else:
@@ -547,6 +553,8 @@ class ConvertPool:
                 )
 
     def _crash_error(self, path: str, exitcode: int | None) -> ConversionFailed:
+        if exitcode == MEMORY_EXIT:
+            return _memory_limit(path, self.memory_bytes)
         limit = f"{self.memory_bytes // _MB} MB" if self.memory_bytes else "none"
         if exitcode is not None and exitcode < 0:
             try:

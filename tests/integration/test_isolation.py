@@ -22,6 +22,7 @@ from appliance.ingest.failures import (
 )
 from appliance.ingest.isolate import ConvertPool
 from appliance.ingest.ocr import OcrConfig
+from appliance.platform import native_memory
 
 MB = 1 << 20
 MEMORY = 900 * MB  # address space per worker: ~480 MB is mapped by the imports alone
@@ -156,15 +157,28 @@ def test_crashed_worker_is_named_and_replaced(hostile: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_parse_held_at_the_memory_limit_is_stopped_as_over_it() -> None:
+@pytest.mark.parametrize("allocator", ["glibc", "jemalloc"])
+def test_a_parse_held_at_the_memory_limit_is_stopped_as_over_it(allocator: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """A 16 MB HTML table's DOM needs more than the limit. Its parse either ends in a MemoryError within
     seconds or, about two runs in three, limps along at the limit for minutes (each allocation a failed
     system call): both must end promptly as the memory limit, not as CONVERT_TIMEOUT much later. A parse that
-    fits leaves its worker holding most of the limit's address space: that worker is replaced."""
+    fits leaves its worker holding most of the limit's address space: that worker is replaced. On jemalloc too,
+    which the image preloads: there the worker could not even build its error, and its exit says it instead."""
     from scripts.faults_untrusted import hostile_html
 
+    library = native_memory.jemalloc_library()
+    if allocator == "jemalloc":
+        if library is None:
+            pytest.skip("jemalloc is not installed (apt-get install libjemalloc2)")
+        monkeypatch.setenv("LD_PRELOAD", library)  # the workers the pool spawns preload it
+    else:
+        monkeypatch.delenv("LD_PRELOAD", raising=False)
     table = hostile_html(16).decode()
     with ConvertPool(workers=1, timeout_s=300, memory_bytes=MEMORY, ocr=None, max_file_size=64 * MB) as pool:
+        pool.convert_data("<h1>Warm</h1>", "html", title=None, label="warm")
+        [pid] = pool.worker_pids()
+        assert ("libjemalloc" in Path(f"/proc/{pid}/maps").read_text()) == (allocator == "jemalloc")
         for _ in range(3):
             t0 = time.monotonic()
             with pytest.raises(ConversionMemoryLimit, match=r"table\.html.*memory limit of 900 MB"):
