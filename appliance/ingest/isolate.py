@@ -489,7 +489,8 @@ class ConvertPool:
             raise ConversionFailed(f"{path}: could not be handed to a converter: {type(exc).__name__}: {exc}") from exc
         w.tasks += 1
         status, payload = self._wait(w, path)
-        if w.tasks >= self.max_tasks_per_worker or _usage(w.proc.pid).space > KEPT_SHARE * self.memory_bytes > 0:
+        if w.tasks >= self.max_tasks_per_worker or \
+                (self.memory_bytes and _usage(w.proc.pid).space > KEPT_SHARE * self.memory_bytes):
             # planned recycling bounds slow leaks, and the next file does not start at the memory limit's edge
             self._retire(w, replace=True, kill=False, failure=False)
         else:
