@@ -60,6 +60,7 @@ from appliance.ingest.failures import ConversionMemoryLimit, ConversionTimeout, 
 from appliance.ingest.formats import TEXT_EXTENSIONS
 from appliance.ingest.ocr import OcrConfig, report_pages_to
 from appliance.platform import stopping
+from appliance.platform.proc_stat import stat_fields
 
 if TYPE_CHECKING:
     from appliance.ingest.fetch import FetchedPage
@@ -116,13 +117,8 @@ class _Usage(NamedTuple):
 
 
 def _usage(pid: int | None) -> _Usage:
-    """`pid`'s usage from /proc/PID/stat (zeros when it cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-        return _Usage(int(fields[20]), int(fields[11]), int(fields[12]))
-    except (OSError, ValueError, IndexError):
-        return _Usage(0, 0, 0)
+    """`pid`'s usage (zeros when it cannot be read)."""
+    return _Usage(*(stat_fields(pid, 23, 14, 15) or (0, 0, 0)))
 
 
 def _out_of_memory(exc: BaseException, memory_bytes: int) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from appliance.assemble.quoting import label
 from appliance.errors import restored, storage_error
+from appliance.platform.proc_stat import stat_fields
 from appliance.results import SyncRunning
 from appliance.storage.locking import lock_holder
 
@@ -339,12 +340,9 @@ def _pid_namespace() -> int | None:
 
 
 def _start_ticks(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat (start time in clock ticks since boot), None when no such process."""
-    stat = _read(f"/proc/{pid}/stat")
-    try:
-        return int(stat.rsplit(")", 1)[1].split()[19]) if stat else None
-    except (IndexError, ValueError):
-        return None
+    """When process `pid` started, in clock ticks since boot; None when there is no such process."""
+    found = stat_fields(pid, 22)
+    return found[0] if found else None
 
 
 def process_started_at(pid: int) -> float | None:
