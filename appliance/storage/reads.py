@@ -9,11 +9,12 @@ scale each side is fused by comes from the unfiltered candidates (storage.sides.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -33,6 +34,8 @@ from appliance.storage.filters import Filter
 from appliance.storage.replica import KEY_COLUMNS, Replica, fits, unit, unit_rows
 from appliance.storage.sides import Side
 from appliance.storage.tables import (
+    CARD,
+    CARD_FIELDS,
     FTS_COLUMN,
     IN_BATCH,
     VECTOR_INDEX_TYPE,
@@ -82,8 +85,46 @@ def _embedded_by(model_id: str, scheme: str) -> str:
     return f"model_id = {sql_str(model_id)} AND scheme = {sql_str(scheme)}"
 
 
+_CARD_AT = {name: at for at, name in enumerate(CARD_FIELDS)}
+
+
+def carded(columns: Iterable[str], cards: bool) -> tuple[list[str], tuple[str, ...]]:
+    """What a read of `columns` selects, and which of them it takes from the card (tables.CARD): the card in place
+    of the CARD_FIELDS among them, where the table holds cards and two or more would be read (one column is read
+    as cheaply as the card); with the card, the row's id too."""
+    wanted = sorted(set(columns))
+    held = tuple(name for name in wanted if name in _CARD_AT)
+    if not cards or len(held) < 2:
+        return wanted, ()
+    return [CARD, *sorted({"id", *wanted} - set(held))], held  # the id names a row that has no card
+
+
+def _uncarded(chunks, rows: list[dict[str, Any]], held: tuple[str, ...],  # type: ignore[no-untyped-def]
+              deadline: timedelta | None) -> list[dict[str, Any]]:
+    """`rows` read by `carded`, with the columns `held` taken from each row's card; the few rows without a card (an
+    older version wrote them beside this one) have those columns read by id."""
+    if not held:
+        return rows
+    bare: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        card = row.pop(CARD)
+        if card is None:
+            bare[row["id"]] = row
+            continue
+        values = json.loads(card)
+        for name in held:
+            row[name] = values[_CARD_AT[name]]
+    for start in range(0, len(bare), IN_BATCH):
+        ids = list(bare)[start:start + IN_BATCH]
+        for read in chunks.search().where(in_list("id", ids)).select(["id", *held]).limit(None).to_list(
+                timeout=deadline):
+            bare[read["id"]].update(read)
+    return rows
+
+
 def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
-             columns: list[str], index: Any, partitions: int, deadline: timedelta | None) -> list[dict[str, Any]]:
+             columns: list[str], index: Any, partitions: int, deadline: timedelta | None,
+             cards: bool = False) -> list[dict[str, Any]]:
     """LanceDB's nearest chunks with exact distances (the rows the vector `index` returns measured again on
     the stored vectors), ties by id, so a chunk's score does not depend on the filter; the filtered and the
     unfiltered search use the same index the same way. A search scans PROBED_SHARE of the index's `partitions`.
@@ -93,6 +134,7 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
     refined = ONE_BIT_REFINED if index is not None and code_bits(index) == 1 else 0
     refine = max(1, -(-refined // (limit + TIE_MARGIN)))
     probes = max(1, math.ceil(PROBED_SHARE * partitions))
+    selected, held = carded([*columns, "id"], cards)
 
     def search(most_probes: int) -> list[dict[str, Any]]:
         query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine").refine_factor(refine)
@@ -102,9 +144,9 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
                 query = query.ef(max((limit + TIE_MARGIN) * refine, EF_SEARCH // (index.num_segments or 1)))
         if where is not None:
             query = query.where(filter_sql(where), prefilter=True)
-        found: list[dict[str, Any]] = (query.select(sorted(set(columns) | {"id", "_distance"}))
+        found: list[dict[str, Any]] = (query.select([*selected, "_distance"])
                                        .limit(limit + TIE_MARGIN).to_list(timeout=deadline))
-        return found
+        return _uncarded(chunks, found, held, deadline)
 
     rows = search(probes)
     if where is not None and index is not None and len(rows) < limit + TIE_MARGIN:
@@ -132,7 +174,7 @@ def _fts_query(terms: str | Mapping[str, float]) -> str | MatchQuery | BooleanQu
 
 def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
           columns: list[str], replica: Replica | None = None, *, deadline: timedelta | None,
-          among: str | None = None) -> list[dict[str, Any]]:
+          among: str | None = None, cards: bool = False) -> list[dict[str, Any]]:
     """LanceDB's best BM25 matches, ties by id, among the rows the SQL `among` selects (all without it). With a
     `replica` that serves `columns`, the search returns only each match's address and score and the replica
     gives the rest (at 100,000 chunks BM25 takes half the time it takes when it reads the matches' columns off
@@ -148,8 +190,9 @@ def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | 
         found = search().select(["_score"]).with_row_id(True).limit(limit + TIE_MARGIN).to_arrow(timeout=deadline)
         rows = replica.rows_at_addresses(found, columns)
     if rows is None:
-        rows = (search().select([*sorted(set(columns) | {"id"}), "_score"]).limit(limit + TIE_MARGIN)
-                .to_list(timeout=deadline))
+        selected, held = carded([*columns, "id"], cards)
+        rows = _uncarded(chunks, search().select([*selected, "_score"]).limit(limit + TIE_MARGIN)
+                         .to_list(timeout=deadline), held, deadline)
     return sorted(rows, key=lambda r: (-r["_score"], r["id"]))[:limit]
 
 
@@ -223,13 +266,15 @@ class LanceRanker:
     """Tables.deadline: what one search may take (in a bucket; None on disk)."""
     partitions: Callable[[Table, Any], int] = lambda _, index: estimated_partitions(index)
     """The partitions of a vector index (IndexReader.vector_partitions)."""
+    cards: bool = False
+    """Tables.cards_stored: whether the rows' columns may be read from their cards (carded)."""
 
     def rank(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
              columns: list[str]) -> Side:
         index = vector_index(self.chunks)  # asked once: the filtered and the unfiltered search share it
         partitions = self.partitions(self.chunks, index) if index is not None else 0
-        return _masked(lambda w, cols: _nearest(self.chunks, vector, limit, w, cols, index, partitions, self.deadline),
-                       limit, where, columns, "_distance")
+        return _masked(lambda w, cols: _nearest(self.chunks, vector, limit, w, cols, index, partitions, self.deadline,
+                                                self.cards), limit, where, columns, "_distance")
 
 
 def estimated_partitions(index: Any) -> int:
@@ -328,7 +373,8 @@ class IndexReader:
         if chunks is None:
             return None
         replica = self._current_replica(chunks, columns)
-        return replica if replica is not None else LanceRanker(chunks, self.tables.deadline, self.vector_partitions)
+        return replica if replica is not None else LanceRanker(chunks, self.tables.deadline, self.vector_partitions,
+                                                               self.tables.cards_stored)
 
     def vector_partitions(self, chunks: Table, index: Any) -> int:
         """The partitions of the vector `index` (a search probes a share of them: PROBED_SHARE). Counted once an
@@ -516,7 +562,9 @@ class IndexReader:
                 terms = _within(terms, vocabulary)
                 if not terms:
                     return Side([], 0.0, 0.0)
-        return _masked(lambda w, cols: _bm25(chunks, terms, limit, w, cols, replica, deadline=deadline, among=among),
+        cards = self.tables.cards_stored
+        return _masked(lambda w, cols: _bm25(chunks, terms, limit, w, cols, replica, deadline=deadline, among=among,
+                                             cards=cards),
                        limit, where, columns, "_score", speculate=not self._keeps_everything(where))
 
     @guarded
@@ -556,9 +604,11 @@ class IndexReader:
         chunks = self.tables.chunks()
         if chunks is None:
             return []
-        query = chunks.search().where(where).select(columns)
+        selected, held = carded(columns, self.tables.cards_stored)
+        query = chunks.search().where(where).select(selected)
         query = query.limit(limit) if limit else query.limit(None)
-        return in_document_order(query.to_list(timeout=self.tables.deadline))
+        return in_document_order(_uncarded(chunks, query.to_list(timeout=self.tables.deadline), held,
+                                           self.tables.deadline))
 
     @guarded
     def vectors_by_key(self, keys: Sequence[str], model_id: str, scheme: str) -> dict[str, Any]:

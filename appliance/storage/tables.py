@@ -21,7 +21,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -34,7 +34,7 @@ with pandas_hidden():  # pyarrow.dataset probes for pandas on import; nothing he
     import pyarrow as pa
     from lancedb.table import Table
 
-from appliance.chunks import Chunk
+from appliance.chunks import STORED_CHUNK_COLUMNS, Chunk
 from appliance.config import Bucket
 from appliance.errors import (
     CONFLICT_ATTEMPTS,
@@ -111,7 +111,23 @@ def chunk_schema(dim: int) -> pa.Schema:
         pa.field("vector", pa.list_(pa.float32(), dim)),
         pa.field("embed_key", pa.string()),          # reuse.embed_key of the text the vector is of
         pa.field("lang", pa.string()),               # stored_language of the text; null: written before it
+        pa.field(CARD, pa.string()),                 # card_of the row: its CARD_FIELDS in one cell
     ])
+
+
+CARD = "card"
+CARD_FIELDS = tuple(name for name in STORED_CHUNK_COLUMNS if name != "id")
+"""What a chunk's card holds, in this order: the columns a StoredChunk is read from but its id, which is read
+as a column beside the card, so a row is named even where it has none (an older version wrote it). LanceDB
+reads a row a column at a time, and cells of rows far apart cost about the same whatever their size (at 1M
+chunks 36 rows of one column ~1 ms, of StoredChunk's 21 columns ~21 ms): from the card, the hits' sections and
+the ranked lists' passages are read as two columns (docs/BENCHMARKS.md, Growth). A version that changes these
+fields names the column anew, so a card is never read by another layout than the one that wrote it."""
+
+
+def card_of(row: Mapping[str, Any]) -> str:
+    """What `card` holds for a chunk row: its CARD_FIELDS' values, a JSON array."""
+    return json.dumps([row.get(name) for name in CARD_FIELDS], ensure_ascii=False, separators=(",", ":"))
 
 
 def stored_language(text: str | None) -> str:
@@ -178,9 +194,12 @@ class Identity:
 
 FIELD_DEFAULTS = {"doc_class": "'note'", "ocr_engine": "''", "metadata": "'{}'", "error_code": "''", "error": "''"}
 """Values a field added by a newer version takes on rows written before it existed."""
-FIELD_DERIVED: dict[str, tuple[str, Callable[[Any], Any]]] = {"lang": ("text", stored_language)}
-"""Fields a newer version derives from another column, as its writer does: on rows written before the field
-existed they are derived from that column (field -> (column, derivation))."""
+FIELD_DERIVED: dict[str, tuple[tuple[str, ...], Callable[..., Any]]] = {
+    "lang": (("text",), stored_language),
+    CARD: (CARD_FIELDS, lambda *values: card_of(dict(zip(CARD_FIELDS, values, strict=True)))),
+}
+"""Fields a newer version derives from other columns, as its writer does: on rows written before the field
+existed they are derived from those columns (field -> (columns, derivation of their values))."""
 
 
 def _open_or_create(db: lancedb.DBConnection, name: str, schema: pa.Schema) -> Table:
@@ -227,28 +246,29 @@ def _evolve(table: Table, schema: pa.Schema) -> None:
 
 
 def _add_fields(table: Table, missing: list[pa.Field]) -> None:
-    for f in missing:
-        if f.name in FIELD_DERIVED:
-            _derive(table, f, *FIELD_DERIVED[f.name])
+    """The plain fields first, with their defaults, then the derived ones (a card holds some of the plain)."""
     plain = [f for f in missing if f.name not in FIELD_DERIVED]
-    if not plain:
-        return
-    table.add_columns(plain)
+    if plain:
+        table.add_columns(plain)
     for f in plain:
         if f.name in FIELD_DEFAULTS:
             table.update(where=f"{f.name} IS NULL", values_sql={f.name: FIELD_DEFAULTS[f.name]})
+    for f in missing:
+        if f.name in FIELD_DERIVED:
+            _derive(table, f, *FIELD_DERIVED[f.name])
 
 
-def _derive(table: Table, target: pa.Field, source: str, value: Callable[[Any], Any]) -> None:
-    """Give a table written before `target` existed the column, each row's `value` of its `source`: one read of
-    that column, at the first open after an upgrade."""
+def _derive(table: Table, target: pa.Field, sources: tuple[str, ...], value: Callable[..., Any]) -> None:
+    """Give a table written before `target` existed the column, each row's `value` of its `sources`: one read of
+    those columns, at the first open after an upgrade."""
     import lance  # pylance, as a fold uses it (writes.fold); only an upgrade gets here
 
     def derived(batch: pa.RecordBatch) -> pa.RecordBatch:
-        values = [value(v) for v in batch.column(source).to_pylist()]
+        values = [value(*row) for row in zip(*(batch.column(name).to_pylist() for name in sources), strict=True)]
         return pa.record_batch([pa.array(values, target.type)], names=[target.name])
 
-    table.to_lance().add_columns(lance.batch_udf(output_schema=pa.schema([target]))(derived), read_columns=[source])
+    table.to_lance().add_columns(lance.batch_udf(output_schema=pa.schema([target]))(derived),
+                                 read_columns=list(sources))
     table.checkout_latest()
 
 
@@ -508,6 +528,11 @@ class Tables:
     def languages_stored(self) -> bool:
         """Whether the chunks table holds each chunk's language (`lang`, reads.other_languages)."""
         return "lang" in self.chunk_fields
+
+    @property
+    def cards_stored(self) -> bool:
+        """Whether the chunks table holds each chunk's card (CARD), which reads.carded reads for its columns."""
+        return CARD in self.chunk_fields
 
     def evolve_chunks(self) -> None:
         """Give the chunks table this version's fields where its open could not (_evolve: it was not writable

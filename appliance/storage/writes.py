@@ -23,6 +23,7 @@ from appliance.platform import native_memory, stopping
 from appliance.storage.replica import fits
 from appliance.storage.swap import replace_chunks
 from appliance.storage.tables import (
+    CARD,
     CHUNKS,
     FTS_COLUMN,
     IN_BATCH,
@@ -34,6 +35,7 @@ from appliance.storage.tables import (
     SourceRow,
     Tables,
     backoff,
+    card_of,
     chunk_schema,
     code_bits,
     guarded,
@@ -163,13 +165,14 @@ class IndexWriter:
         after FOLD_DUE_ROWS rows: until then each write's delete and key lookup scan every
         row written (a first sync's first round wrote ~5,500 rows that way, and the round
         after it, which built every index under the write lock, ran slowest:
-        scripts/bench_scale.py --flat). Each row's `lang` is derived here from its text, whoever built it.
+        scripts/bench_scale.py --flat). Each row's `lang` (from its text) and card are derived here, whoever built it.
         """
         if not sources:
             return
         self.tables.evolve_chunks()
         for row in rows:
             row["lang"] = stored_language(row.get("text"))
+            row[CARD] = card_of(row)
         self._replace(sources, rows)
         self.rows_unfolded += len(rows)
         if stopping.requested():  # a stop leaves the folding to the next sync, as it does at the end
