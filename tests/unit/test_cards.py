@@ -4,8 +4,6 @@ process writes."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -20,6 +18,7 @@ from appliance.storage import reads
 from appliance.storage.filters import Filter
 from appliance.storage.index import Index
 from appliance.storage.tables import CARD, CARD_FIELDS, CHUNKS, SourceRow, card_of, chunk_schema
+from tests.fixtures.writers import looks_while_writing
 
 DIM = 8
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,22 +138,16 @@ def test_reads_through_cards_while_another_process_writes_give_the_columns_of_th
     index = Index(tmp_path, DIM, memory_budget=0)
     _write(index, "/docs/a.md", 6)
     writes = 10
-    child = subprocess.Popen([sys.executable, "-c", WRITER, str(ROOT), str(tmp_path), str(writes)])
-    seen = set()
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            with index.reader.query_view():
-                fields = index.tables.chunk_fields
-                carded = index.reader.chunk_rows("chunk_index >= 0", STORED_CHUNK_COLUMNS)
-                index.tables.chunk_fields = fields - {CARD}
-                plain = index.reader.chunk_rows("chunk_index >= 0", STORED_CHUNK_COLUMNS)
-                index.tables.chunk_fields = fields
-            assert _same(carded, plain)
-            seen.add(len(carded))
-            if child.poll() is not None and (len(carded) == 6 + 3 * writes or child.returncode):
-                break
-            time.sleep(0.02)
-    finally:
-        child.wait(timeout=60)
-    assert child.returncode == 0 and {6, 6 + 3 * writes} <= seen
+
+    def look() -> int:
+        with index.reader.query_view():
+            fields = index.tables.chunk_fields
+            carded = index.reader.chunk_rows("chunk_index >= 0", STORED_CHUNK_COLUMNS)
+            index.tables.chunk_fields = fields - {CARD}
+            plain = index.reader.chunk_rows("chunk_index >= 0", STORED_CHUNK_COLUMNS)
+            index.tables.chunk_fields = fields
+        assert _same(carded, plain)
+        return len(carded)
+
+    seen = looks_while_writing(WRITER, [str(ROOT), str(tmp_path), str(writes)], look, 6 + 3 * writes)
+    assert {6, 6 + 3 * writes} <= seen

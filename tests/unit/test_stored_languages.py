@@ -18,6 +18,7 @@ from appliance.config import replica_budget
 from appliance.languages import language
 from appliance.storage.index import Index
 from appliance.storage.tables import CHUNKS, SourceRow, chunk_schema, stored_language
+from tests.fixtures.writers import looks_while_writing
 
 DIM = 8
 ENGLISH = "The pump sits behind the belt and it must be checked every year."
@@ -114,23 +115,16 @@ def test_each_version_read_while_another_process_writes_gets_its_own_passages(tm
     index = Index(tmp_path, DIM, memory_budget=replica_budget() if budget is None else budget)
     _write(index, "/docs/a.md", [ENGLISH])
     writes = 12
-    child = subprocess.Popen([sys.executable, "-c", WRITER, str(ROOT), str(tmp_path), str(writes)])
-    seen = set()
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            with index.reader.query_view():
-                german = [r["text"] for r in index.reader.chunk_rows("source_id != '/docs/a.md'", ["text"])]
-                side = index.reader.keyword_side(TERMS, 50, None, ["id"], "en")
-                assert all(language(t) == "de" for t in german)
-                assert len(side.rows) == len(german) and all(r["id"].startswith("/docs/de") for r in side.rows)
-            seen.add(len(german))
-            if child.poll() is not None and (len(german) == writes or child.returncode):
-                break
-            time.sleep(0.02)
-    finally:
-        child.wait(timeout=60)
-    assert child.returncode == 0 and seen >= {0, writes}
+
+    def look() -> int:
+        with index.reader.query_view():
+            german = [r["text"] for r in index.reader.chunk_rows("source_id != '/docs/a.md'", ["text"])]
+            side = index.reader.keyword_side(TERMS, 50, None, ["id"], "en")
+            assert all(language(t) == "de" for t in german)
+            assert len(side.rows) == len(german) and all(r["id"].startswith("/docs/de") for r in side.rows)
+        return len(german)
+
+    assert looks_while_writing(WRITER, [str(ROOT), str(tmp_path), str(writes)], look, writes) >= {0, writes}
 
 
 OPENER = textwrap.dedent("""
