@@ -134,7 +134,7 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
     refined = ONE_BIT_REFINED if index is not None and code_bits(index) == 1 else 0
     refine = max(1, -(-refined // (limit + TIE_MARGIN)))
     probes = max(1, math.ceil(PROBED_SHARE * partitions))
-    selected, held = carded([*columns, "id"], cards)
+    selected, held = carded({*columns, "id"} - {"_distance"}, cards)  # LanceDB adds the distance itself
 
     def search(most_probes: int) -> list[dict[str, Any]]:
         query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine").refine_factor(refine)

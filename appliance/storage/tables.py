@@ -120,7 +120,7 @@ CARD_FIELDS = tuple(name for name in STORED_CHUNK_COLUMNS if name != "id")
 """What a chunk's card holds, in this order: the columns a StoredChunk is read from but its id, which is read
 as a column beside the card, so a row is named even where it has none (an older version wrote it). LanceDB
 reads a row a column at a time, and cells of rows far apart cost about the same whatever their size (at 1M
-chunks 36 rows of one column ~1 ms, of StoredChunk's 21 columns ~21 ms): from the card, the hits' sections and
+chunks 36 rows of one column ~2 ms, of StoredChunk's 21 columns ~21 ms): from the card, the hits' sections and
 the ranked lists' passages are read as two columns (docs/BENCHMARKS.md, Growth). A version that changes these
 fields names the column anew, so a card is never read by another layout than the one that wrote it."""
 
