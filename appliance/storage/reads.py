@@ -122,6 +122,14 @@ def _uncarded(chunks, rows: list[dict[str, Any]], held: tuple[str, ...],  # type
     return rows
 
 
+def _listed(chunks, query, columns: Iterable[str], cards: bool,  # type: ignore[no-untyped-def]
+            deadline: timedelta | None, computed: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """`query`'s rows with `columns` and the `computed` ones LanceDB adds (`_distance`, `_score`), each once; the
+    fields a card holds are read from it where that pays (carded)."""
+    selected, held = carded(set(columns) - set(computed), cards)
+    return _uncarded(chunks, query.select([*selected, *computed]).to_list(timeout=deadline), held, deadline)
+
+
 def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
              columns: list[str], index: Any, partitions: int, deadline: timedelta | None,
              cards: bool = False) -> list[dict[str, Any]]:
@@ -134,7 +142,6 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
     refined = ONE_BIT_REFINED if index is not None and code_bits(index) == 1 else 0
     refine = max(1, -(-refined // (limit + TIE_MARGIN)))
     probes = max(1, math.ceil(PROBED_SHARE * partitions))
-    selected, held = carded({*columns, "id"} - {"_distance"}, cards)  # LanceDB adds the distance itself
 
     def search(most_probes: int) -> list[dict[str, Any]]:
         query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine").refine_factor(refine)
@@ -144,9 +151,7 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
                 query = query.ef(max((limit + TIE_MARGIN) * refine, EF_SEARCH // (index.num_segments or 1)))
         if where is not None:
             query = query.where(filter_sql(where), prefilter=True)
-        found: list[dict[str, Any]] = (query.select([*selected, "_distance"])
-                                       .limit(limit + TIE_MARGIN).to_list(timeout=deadline))
-        return _uncarded(chunks, found, held, deadline)
+        return _listed(chunks, query.limit(limit + TIE_MARGIN), [*columns, "id"], cards, deadline, ("_distance",))
 
     rows = search(probes)
     if where is not None and index is not None and len(rows) < limit + TIE_MARGIN:
@@ -190,9 +195,7 @@ def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | 
         found = search().select(["_score"]).with_row_id(True).limit(limit + TIE_MARGIN).to_arrow(timeout=deadline)
         rows = replica.rows_at_addresses(found, columns)
     if rows is None:
-        selected, held = carded([*columns, "id"], cards)
-        rows = _uncarded(chunks, search().select([*selected, "_score"]).limit(limit + TIE_MARGIN)
-                         .to_list(timeout=deadline), held, deadline)
+        rows = _listed(chunks, search().limit(limit + TIE_MARGIN), [*columns, "id"], cards, deadline, ("_score",))
     return sorted(rows, key=lambda r: (-r["_score"], r["id"]))[:limit]
 
 
@@ -604,11 +607,9 @@ class IndexReader:
         chunks = self.tables.chunks()
         if chunks is None:
             return []
-        selected, held = carded(columns, self.tables.cards_stored)
-        query = chunks.search().where(where).select(selected)
+        query = chunks.search().where(where)
         query = query.limit(limit) if limit else query.limit(None)
-        return in_document_order(_uncarded(chunks, query.to_list(timeout=self.tables.deadline), held,
-                                           self.tables.deadline))
+        return in_document_order(_listed(chunks, query, columns, self.tables.cards_stored, self.tables.deadline))
 
     @guarded
     def vectors_by_key(self, keys: Sequence[str], model_id: str, scheme: str) -> dict[str, Any]:
