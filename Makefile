@@ -35,12 +35,19 @@ models: install ## bake the embedding models into models/baked (cached; verified
 # Markers (pyproject.toml): `slow` (subprocess servers, process kills and stops, the OCR corpus,
 # the full-corpus sync), `faults` (tests/faults), `docker` (tests/docker, needs an engine and the image).
 FAST_TESTS := not slow and not faults and not docker and not ray
+# The tests run in TEST_WORKERS processes (pytest-xdist), each test file in one of them; 0 runs them in
+# pytest's own process. Half of a serial run's time the machine waited on subprocesses and timers: two
+# workers took the slow and fault tests from 32 to 21 min on 2 cores (docs/BENCHMARKS.md, "The test suite").
+# The Ray tests run after the others, alone: each starts a Ray cluster of its own.
+TEST_WORKERS ?= 2
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
-test: models ## the fast tests (~4 min on 2 cores): unit, adapters (in-memory MCP), a few real-model end-to-end tests
-	$(PY) -m pytest -m "$(FAST_TESTS)"
+test: models ## the fast tests (~3 min on 2 cores): unit, adapters (in-memory MCP), a few real-model end-to-end tests
+	$(PY) -m pytest -m "$(FAST_TESTS)" $(PARALLEL)
 
 test-all: models cluster-install ## every test: `test` plus slow, faults (CI size), `sync --ray` (installs the [cluster] extra) and, when a Docker engine answers, `image`, `image-cluster` and the image tests
-	$(PY) -m pytest -m "not docker"
+	$(PY) -m pytest -m "not docker and not ray" $(PARALLEL)
+	$(PY) -m pytest -m "ray and not docker"
 	@if $(DOCKER) info >/dev/null 2>&1; then $(MAKE) --no-print-directory image image-cluster docker-test; \
 	else echo "test-all: no Docker engine ($(DOCKER) info failed): the image tests (tests/docker) did not run"; fi
 
@@ -56,7 +63,7 @@ $(VENV)/.cluster: requirements-cluster.lock | install
 cluster-install: $(VENV)/.cluster ## add the [cluster] extra to .venv: Ray, from requirements-cluster.lock (hash-checked)
 
 test-ray: models cluster-install ## the `sync --ray` tests (marker `ray`) on a local Ray cluster of 2 CPUs the tests start
-	$(PY) -m pytest -m ray
+	$(PY) -m pytest -m "ray and not docker"
 
 lock-cluster: ## re-pin requirements-cluster.lock: the runtime lock plus the [cluster] extra, with hashes
 	$(VENV)/bin/uv pip compile pyproject.toml --extra cluster --generate-hashes -c requirements-runtime.lock \

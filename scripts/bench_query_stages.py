@@ -2,7 +2,7 @@
 """Where a hybrid query's time goes: the wall time of each read a query makes, over an index that
 `scripts/bench_scale.py --work DIR --keep` built and kept.
 
-Usage: bench_query_stages.py DIR/index-SIZE [--queries 100] [--one-at-a-time] [--json]
+Usage: bench_query_stages.py DIR/index-SIZE [--queries 100] [--one-at-a-time] [--scoped] [--json]
 
 The queries are the ones bench_scale.py served over that index (its queries.json). Each read of the
 index's `IndexReader` (the two BM25 sides, the vector side, the passages read for telling copies apart,
@@ -10,6 +10,7 @@ the sections, the vectors read for ties) and the query's embedding are timed whe
 the figures are those of a real `Appliance.search`; what the reads leave of a query's time is fusion
 and assembly in Python. `--one-at-a-time` runs the BM25 sides in the calling thread instead of beside
 the vector side, so each read's time is its own rather than shared with the others on a busy machine.
+`--scoped` scopes each query to the first of the index's folders, as bench_scale.py's scoped queries are.
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def _timed(times: dict[str, list[float]], name: str, call: Callable[..., Any]) -
     return timed
 
 
-def measure(index_dir: Path, queries: int, one_at_a_time: bool) -> dict[str, Any]:
+def measure(index_dir: Path, queries: int, one_at_a_time: bool, scoped: bool = False) -> dict[str, Any]:
     texts = json.loads((index_dir / "queries.json").read_text(encoding="utf-8"))["texts"][:queries]
     app = Appliance(bench_scale.load_settings({
         "BASE_DIR": str(index_dir / "docs"), "DB_PATH": str(index_dir / "index"),
@@ -70,16 +71,17 @@ def measure(index_dir: Path, queries: int, one_at_a_time: bool) -> dict[str, Any
         setattr(reader, name, _timed(times, name, getattr(reader, name)))
     embedder = app.resources.embedder
     embedder.embed_query = _timed(times, "embed_query", embedder.embed_query)  # type: ignore[method-assign]
+    scope = str(index_dir / "docs" / "f0") if scoped else None
     total = []
     for text in texts:
         started = time.perf_counter()
-        app.search(text, top_k=10)
+        app.search(text, top_k=10, scope=scope)
         total.append(1000 * (time.perf_counter() - started))
 
     def pct(values: list[float], q: float) -> float:
         return round(float(np.percentile(values, q)), 1)
 
-    return {"queries": len(texts), "one_at_a_time": one_at_a_time,
+    return {"queries": len(texts), "one_at_a_time": one_at_a_time, "scoped": scoped,
             "hybrid_p50_ms": pct(total, 50), "hybrid_p95_ms": pct(total, 95),
             "reads": {name: {"calls_per_query": round(len(v) / len(texts), 2), "p50_ms": pct(v, 50),
                              "p95_ms": pct(v, 95), "ms_per_query": round(sum(v) / len(texts), 1)}
@@ -91,13 +93,16 @@ def main() -> None:
     parser.add_argument("index_dir", type=Path, help="an index folder bench_scale.py --keep left (DIR/index-SIZE)")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--one-at-a-time", action="store_true", help="the BM25 sides in the calling thread")
+    parser.add_argument("--scoped", action="store_true",
+                        help="each query scoped to the first of the index's folders, as bench_scale.py's scoped ones")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    out = measure(args.index_dir, args.queries, args.one_at_a_time)
+    out = measure(args.index_dir, args.queries, args.one_at_a_time, args.scoped)
     if args.json:
         print(json.dumps(out, indent=1))
         return
-    print(f"{out['queries']} queries, hybrid p50 / p95 {out['hybrid_p50_ms']} / {out['hybrid_p95_ms']} ms")
+    kind = "scoped queries" if out["scoped"] else "queries"
+    print(f"{out['queries']} {kind}, hybrid p50 / p95 {out['hybrid_p50_ms']} / {out['hybrid_p95_ms']} ms")
     for name, read in out["reads"].items():
         print(f"  {name:18s} {read['calls_per_query']:4.1f} a query, p50 {read['p50_ms']:6.1f} ms, "
               f"p95 {read['p95_ms']:6.1f} ms, {read['ms_per_query']:6.1f} ms a query")

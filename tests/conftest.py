@@ -37,7 +37,7 @@ def shared_missing() -> str | None:
             "(README, 'Test data')")
 
 
-_SKIPPED_FOR_SHARED = pytest.StashKey[int]()
+SHARED_SKIP = "needs the shared test data"
 
 
 @pytest.hookimpl(trylast=True)  # after -m has deselected, so the count is of tests that would run
@@ -50,12 +50,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     needing = [item for item in items if item.get_closest_marker("shared")
                or "shared" in getattr(item, "fixturenames", ())]
     for item in needing:
-        item.add_marker(pytest.mark.skip(reason="needs the shared test data"))
-    config.stash[_SKIPPED_FOR_SHARED] = len(needing)
+        item.add_marker(pytest.mark.skip(reason=SHARED_SKIP))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    skipped = config.stash.get(_SKIPPED_FOR_SHARED, 0)
+    """One line saying how to get the shared data, after the skips it caused; counted from the reports, so
+    it holds when xdist's workers collected and ran the tests."""
+    skipped = sum(SHARED_SKIP in str(report.longrepr) for report in terminalreporter.stats.get("skipped", ()))
     if skipped:
         terminalreporter.write_line(f"{skipped} tests skipped: {shared_missing()}", yellow=True)
 

@@ -210,16 +210,19 @@ def test_a_scan_longer_than_the_conversion_timeout_is_read_while_its_pages_keep_
     each page recognised now restarts the clock (isolate.SCAN_TIMEOUT_SPAN bounds the whole)."""
     from appliance.ingest.isolate import ConvertPool
 
-    scan = _long_scan(tmp_path, copies=4)
-    with ConvertPool(workers=1, timeout_s=15, memory_bytes=2048 << 20, ocr=CFG, max_file_size=MAX) as pool:
+    # a page takes 1.5-3.9 s on an idle core; 30 s leaves room for one on a machine busy with other tests
+    timeout, copies = 30, 8  # 24 pages: 36 s at the fastest page measured, past the timeout
+    scan = _long_scan(tmp_path, copies=copies)
+    with ConvertPool(workers=1, timeout_s=timeout, memory_bytes=2048 << 20, ocr=CFG, max_file_size=MAX) as pool:
         started = time.monotonic()
         converted = pool.convert(scan)
         took = time.monotonic() - started
-    print(f"12 scanned pages in {took:.1f} s under a timeout of 15 s")
-    assert took > 15, "the scan did not outlast the timeout, so this proves nothing"
-    assert converted.metadata["ocr_pages"] == ",".join(str(n) for n in range(1, 13))
-    assert converted.markdown.count("Stellungnahme Archivgesetz") == 4
-    assert PAGE_MARKER.format(n=12) in converted.markdown
+    pages = 3 * copies
+    print(f"{pages} scanned pages in {took:.1f} s under a timeout of {timeout} s")
+    assert took > timeout, "the scan did not outlast the timeout, so this proves nothing"
+    assert converted.metadata["ocr_pages"] == ",".join(str(n) for n in range(1, pages + 1))
+    assert converted.markdown.count("Stellungnahme Archivgesetz") == copies
+    assert PAGE_MARKER.format(n=pages) in converted.markdown
 
 
 @SLOW
@@ -227,8 +230,8 @@ def test_a_scan_that_outlasts_its_whole_span_fails_by_name_with_the_pages_it_rea
     from appliance.ingest.failures import ConversionTimeout
     from appliance.ingest.isolate import ConvertPool
 
-    timeout, span = 15, 2  # a page takes 1.5-3.9 s on an idle core: room for a loaded one within the timeout
-    scan = _long_scan(tmp_path, copies=10)  # 30 pages: 45 s at the fastest page measured, past the span's 30 s
+    timeout, span = 30, 2  # a page takes 1.5-3.9 s on an idle core: room for one on a busy machine within the timeout
+    scan = _long_scan(tmp_path, copies=16)  # 48 pages: 72 s at the fastest page measured, past the span's 60 s
     with ConvertPool(workers=1, timeout_s=timeout, memory_bytes=2048 << 20, ocr=CFG, max_file_size=MAX,
                      scan_span=span) as pool:
         started = time.monotonic()
