@@ -85,6 +85,21 @@ def first_sync(core: Resources, scheduler: dict[str, object] | None, now: float 
                                   "start a sync with {}", SYNC))
 
 
+def unfilled(core: Resources) -> FirstSync | None:
+    """Why a query found nothing when the index holds no chunks yet, and when a sync fills it; None when it
+    holds some (the query itself matched nothing) or cannot be read (the query would have said so)."""
+    try:
+        if core.index.registry.count_chunks():
+            return None
+    except ApplianceError:
+        return None
+    db_path = core.settings.db_path
+    if running_sync(db_path) is not None:
+        return FirstSync(message=Hint("the index holds nothing yet; a sync is filling it now (progress: {})",
+                                      NextAction("status")))
+    return first_sync(core, read_scheduler_state(db_path))
+
+
 def _text(value: object) -> str:
     """A text of another process's record: a Hint as it was read back, anything else as text."""
     return value if isinstance(value, str) else str(value)

@@ -521,6 +521,9 @@ class SearchResults(Record):
     trimmed: Annotated[Trimmed | None, Field(description=
         "Set when the reply was cut to its text budget: how many parent sections and hits were left out.")] \
         = None
+    empty_index: Annotated[FirstSync | None, Field(description=
+        "Set when there are no hits because the index holds nothing yet: when a sync fills it, or how to "
+        "start one (status's firstSync).")] = Field(default=None, exclude_if=is_none)
 
 
 class GrepMatch(Record):
@@ -579,6 +582,8 @@ class SearchMarkdown(Record):
     query: str
     result_count: int
     markdown: Annotated[str, Field(description="Numbered hits with their citations and surrounding lines.")]
+    empty_index: Annotated[FirstSync | None, Field(description=SearchResults.model_fields["empty_index"].description)] \
+        = Field(default=None, exclude_if=is_none)
 
 
 MISSING_REASON = (

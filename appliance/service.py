@@ -124,15 +124,21 @@ class Appliance:
         """Hybrid search: vector and BM25 in parallel, fused by normalised scores (search.fusion.fuse); `sections`:
         each hit's section around the hits ("excerpt"), whole ("full") or left out ("none"); `explain` adds
         each hit's rank on each side and the query terms it matched."""
-        return searching.search(self.resources, query, top_k=top_k, scope=scope, doc_class=doc_class, sections=sections,
-                                explain=explain)
+        found = searching.search(self.resources, query, top_k=top_k, scope=scope, doc_class=doc_class,
+                                 sections=sections, explain=explain)
+        if not found.results and (why := health.unfilled(self.resources)) is not None:
+            return found.model_copy(update={"empty_index": why})
+        return found
 
     def gather(self, query: str, *, top_k: int = 10, scope: str | None = None, doc_class: str | None = None,
                context_lines: int = 3) -> SearchMarkdown:
         """`search`'s answer as one Markdown block (query.gather): numbered hits with their citations and, for text
         files, `context_lines` lines of the file around each passage."""
-        return searching.gather(self.resources, query, top_k=top_k, scope=scope, doc_class=doc_class,
-                                context_lines=context_lines)
+        gathered = searching.gather(self.resources, query, top_k=top_k, scope=scope, doc_class=doc_class,
+                                    context_lines=context_lines)
+        if not gathered.result_count and (why := health.unfilled(self.resources)) is not None:
+            return gathered.model_copy(update={"empty_index": why})
+        return gathered
 
     def read(self, target: str, is_source: bool = False, *, require_absolute: bool = False,
              offset: int = 0, max_chars: int | None = None, revision: str | None = None,

@@ -276,7 +276,8 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
         with _reported(as_json):
             gathered = _appliance(ctx, base_dir, db_path, models_dir, model_name).gather(
                 text, top_k=top_k, scope=scope, doc_class=doc_class, context_lines=context_lines)
-        _emit(gathered.wire(), as_json, gathered.markdown)
+        why = f"\n{gathered.empty_index.message}\n" if gathered.empty_index else ""
+        _emit(gathered.wire(), as_json, gathered.markdown + why)
         return
     with _reported(as_json):
         result = _appliance(ctx, base_dir, db_path, models_dir, model_name).search(
@@ -291,7 +292,8 @@ def query(ctx: typer.Context, text: Annotated[str, typer.Argument(help="What to 
         lines.append("    " + label(" ".join(hit.text.split())[:300]))
         if hit.explain:
             lines.append("    " + explain_line(hit.explain))
-    _emit(result.wire(), as_json, "\n".join(lines) or "no results")
+    nothing = f"no results: {result.empty_index.message}" if result.empty_index else "no results"
+    _emit(result.wire(), as_json, "\n".join(lines) or nothing)
 
 
 def explain_line(explain: Explanation) -> str:

@@ -317,8 +317,10 @@ def create_server(runtime: Runtime) -> FastMCP:
         if format == "markdown":
             answer = await call(lambda app: app.gather(
                 query, top_k=topK, scope=scope, doc_class=docClass, context_lines=contextLines))
-            if not answer.is_error:  # the block itself as the text a client shows
-                answer.content = [TextContent(type="text", text=(answer.structured_content or {})["markdown"])]
+            if not answer.is_error:  # the block itself as the text a client shows, and why it is empty if it is
+                block = answer.structured_content or {}
+                why = (block.get("emptyIndex") or {}).get("message")
+                answer.content = [TextContent(type="text", text=block["markdown"] + (f"\n{why}\n" if why else ""))]
             return answer
         return await call(lambda app: app.search(query, top_k=topK, scope=scope, doc_class=docClass,
                                                                    sections=sections, explain=explain))

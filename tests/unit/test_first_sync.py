@@ -88,3 +88,37 @@ def test_mcp_status_reports_the_pending_first_sync_for_an_agent(tmp_path: Path) 
     assert data["index"]["chunkCount"] == 0 and data["scheduler"] is None  # type: ignore[index]
     first = data["firstSync"]
     assert isinstance(first, dict) and first["startsAt"] is None and "sync_start" in first["message"]
+
+
+def test_a_query_of_an_empty_index_says_why_it_found_nothing_and_how_to_fill_it(tmp_path: Path) -> None:
+    """An agent (or a user) asking before the first sync gets no hits with the reason beside them, worded for
+    its reader; once the index holds chunks, a query that matches nothing gets no such note."""
+    server, docs = serve(tmp_path)
+
+    async def query(text: str) -> dict[str, object]:
+        async with Client(server) as client:
+            return (await client.call_tool("query_documents", {"query": text})).structured_content or {}
+
+    empty = asyncio.run(query("harbour lantern"))
+    note = empty["emptyIndex"]
+    assert empty["results"] == [] and isinstance(note, dict) and "sync_start" in note["message"]
+    app = _app(tmp_path, docs)
+    cli_note = app.search("harbour lantern").empty_index
+    assert cli_note is not None and "`minirag sync`" in cli_note.message
+    (docs / "a.md").write_text("# Harbour\n\nThe lantern by the harbour.\n")
+    app.sync()
+    filled = app.search("harbour lantern", scope=str(docs / "nowhere"))
+    assert filled.results == [] and filled.empty_index is None
+    assert "emptyIndex" not in asyncio.run(query("harbour lantern"))
+
+
+def test_the_markdown_answer_of_an_empty_index_says_why_too(tmp_path: Path) -> None:
+    server, _docs = serve(tmp_path)
+
+    async def query() -> tuple[str, dict[str, object]]:
+        async with Client(server) as client:
+            got = await client.call_tool("query_documents", {"query": "harbour", "format": "markdown"})
+            return got.content[0].text, got.structured_content or {}  # type: ignore[union-attr]
+
+    text, data = asyncio.run(query())
+    assert data["resultCount"] == 0 and "sync_start" in text and "`minirag sync`" not in text
