@@ -1,6 +1,7 @@
 """How the configuration and the index are doing: `status`, and the roots with their file counts."""
 from __future__ import annotations
 
+import os
 import time
 
 from appliance import __version__
@@ -74,7 +75,9 @@ def first_sync(core: Resources, scheduler: dict[str, object] | None, now: float 
         if isinstance(at, int | float):
             return _at(at, now, "the index is empty or was never synced whole; the scheduler's sync starts")
     interval = core.settings.sync_interval_s
-    if core.settings.container and interval > 0:
+    # PID 1 itself is a one-off command (`docker run IMAGE status`: the entrypoint exec'd it), in a container where
+    # neither a server nor a scheduler runs
+    if core.settings.container and interval > 0 and os.getpid() != 1:
         started = process_started_at(1)
         bound = started + SCHEDULER_START_LIMIT_S if started is not None else None
         return _at(bound if bound is not None and bound > now else None, now,

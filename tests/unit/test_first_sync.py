@@ -77,6 +77,19 @@ def test_status_in_the_container_before_the_scheduler_starts(tmp_path: Path) -> 
         assert first.starts_at == started + 20
 
 
+def test_a_one_off_command_in_the_container_promises_no_scheduler(tmp_path: Path, monkeypatch) -> None:
+    """`docker run IMAGE status` (or `query`) runs as PID 1 in a container of its own: no server loads a model
+    there and no scheduler starts, so it says how to sync instead of a start time that never comes."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    monkeypatch.setattr("appliance.health.os.getpid", lambda: 1)
+    app = _app(tmp_path, docs, MINIRAG_CONTAINER="1")
+    first = app.status().first_sync
+    assert first is not None and first.starts_at is None and "no scheduler runs here" in first.message
+    why = app.search("anything").empty_index
+    assert why is not None and "`minirag sync`" in why.message
+
+
 def test_mcp_status_reports_the_pending_first_sync_for_an_agent(tmp_path: Path) -> None:
     server, _docs = serve(tmp_path)
 
