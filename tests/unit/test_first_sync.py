@@ -11,6 +11,7 @@ from pathlib import Path
 from fastmcp import Client
 
 from appliance.adapters.scheduler import first_run_at
+from appliance.storage.locking import sync_lock
 from appliance.sync.state import (
     LAST_SYNC_FILE,
     SCHEDULER_FILE,
@@ -118,6 +119,9 @@ def test_a_query_of_an_empty_index_says_why_it_found_nothing_and_how_to_fill_it(
     app = _app(tmp_path, docs)
     cli_note = app.search("harbour lantern").empty_index
     assert cli_note is not None and "`minirag sync`" in cli_note.message
+    with sync_lock(app.settings.db_path):  # a sync holds the index: the note says it is being filled
+        filling = app.search("harbour lantern").empty_index
+    assert filling is not None and "a sync is filling it now" in filling.message
     (docs / "a.md").write_text("# Harbour\n\nThe lantern by the harbour.\n")
     app.sync()
     filled = app.search("harbour lantern", scope=str(docs / "nowhere"))
