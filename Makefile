@@ -47,7 +47,7 @@ test: models ## the fast tests (~3 min on 2 cores): unit, adapters (in-memory MC
 
 test-all: models cluster-install ## every test: `test` plus slow, faults (CI size), `sync --ray` (installs the [cluster] extra) and, when a Docker engine answers, `image`, `image-cluster` and the image tests
 	$(PY) -m pytest -m "not docker and not ray" $(PARALLEL)
-	$(PY) -m pytest -m "ray and not docker"
+	$(MAKE) --no-print-directory test-ray
 	@if $(DOCKER) info >/dev/null 2>&1; then $(MAKE) --no-print-directory image image-cluster docker-test; \
 	else echo "test-all: no Docker engine ($(DOCKER) info failed): the image tests (tests/docker) did not run"; fi
 

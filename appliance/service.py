@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from appliance import health
 from appliance.assemble import reading
@@ -51,6 +51,9 @@ if TYPE_CHECKING:
     from appliance.sync.jobs import SyncJobs
 
 __all__ = ["Appliance", "Progress", "RunReport"]
+
+Answered = TypeVar("Answered", SearchResults, SearchMarkdown)
+"""A search answer that can say why it has no hits (its `empty_index`)."""
 
 CANCEL_WAIT_S = 30.0
 """How long a deletion waits for the ingest jobs it cancelled to stop (a batch of the model in flight)."""
@@ -126,9 +129,7 @@ class Appliance:
         each hit's rank on each side and the query terms it matched."""
         found = searching.search(self.resources, query, top_k=top_k, scope=scope, doc_class=doc_class,
                                  sections=sections, explain=explain)
-        if not found.results and (why := health.unfilled(self.resources)) is not None:
-            return found.model_copy(update={"empty_index": why})
-        return found
+        return self._said_why_empty(found, len(found.results))
 
     def gather(self, query: str, *, top_k: int = 10, scope: str | None = None, doc_class: str | None = None,
                context_lines: int = 3) -> SearchMarkdown:
@@ -136,9 +137,13 @@ class Appliance:
         files, `context_lines` lines of the file around each passage."""
         gathered = searching.gather(self.resources, query, top_k=top_k, scope=scope, doc_class=doc_class,
                                     context_lines=context_lines)
-        if not gathered.result_count and (why := health.unfilled(self.resources)) is not None:
-            return gathered.model_copy(update={"empty_index": why})
-        return gathered
+        return self._said_why_empty(gathered, gathered.result_count)
+
+    def _said_why_empty(self, answer: Answered, hits: int) -> Answered:
+        """`answer` with `empty_index` set when it has no hits because the index holds nothing yet (health.unfilled);
+        asked only of an answer without hits."""
+        why = None if hits else health.unfilled(self.resources)
+        return answer if why is None else answer.model_copy(update={"empty_index": why})
 
     def read(self, target: str, is_source: bool = False, *, require_absolute: bool = False,
              offset: int = 0, max_chars: int | None = None, revision: str | None = None,

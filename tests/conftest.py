@@ -40,7 +40,7 @@ def shared_missing() -> str | None:
 SHARED_SKIP = "needs the shared test data"
 
 
-@pytest.hookimpl(trylast=True)  # after -m has deselected, so the count is of tests that would run
+@pytest.hookimpl(trylast=True)  # after -m has deselected: only tests that would run are marked
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without the shared data, the tests that need it (marker `shared` or the `shared` fixture) are
     skipped on a developer's machine; under CI they run and fail, naming what is missing."""
