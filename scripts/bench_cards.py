@@ -26,8 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_scale
 
-from appliance.config import load_settings
-from appliance.service import Appliance
 from appliance.storage.tables import CARD
 
 
@@ -40,15 +38,13 @@ def main() -> None:
     args = parser.parse_args()
     root: Path = args.index_dir
     texts: list[str] = json.loads((root / "queries.json").read_text(encoding="utf-8"))["texts"][:args.queries]
-    app = Appliance(load_settings({"BASE_DIR": str(root / "docs"), "DB_PATH": str(root / "index"),
-                                   "MODELS_DIR": str(bench_scale.models_dir()),
-                                   "CHUNK_TOKEN_BUDGET": str(bench_scale.BUDGET)}))
+    app = bench_scale.serving_app(root / "index", root / "docs")
     tables = app.index.reader.tables
     tables.chunks()
     if not tables.cards_stored:
         sys.exit(f"{root / 'index'} holds no cards: open it once with a process that may write")
     fields = tables.chunk_fields
-    scope = str(root / "docs" / "f0")
+    scope = bench_scale.scoped_folder(root / "docs")
     for text in texts[:5]:  # load the model, open the tables and their indexes
         app.search(text)
         app.search(text, scope=scope)

@@ -32,7 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_scale
 
 from appliance.search import hybrid
-from appliance.service import Appliance
 
 READS = ("keyword_side", "vector_side", "similarities", "passage_bodies", "passage_languages", "section_chunks")
 
@@ -58,9 +57,7 @@ def _timed(times: dict[str, list[float]], name: str, call: Callable[..., Any]) -
 
 def measure(index_dir: Path, queries: int, one_at_a_time: bool, scoped: bool = False) -> dict[str, Any]:
     texts = json.loads((index_dir / "queries.json").read_text(encoding="utf-8"))["texts"][:queries]
-    app = Appliance(bench_scale.load_settings({
-        "BASE_DIR": str(index_dir / "docs"), "DB_PATH": str(index_dir / "index"),
-        "MODELS_DIR": str(bench_scale.models_dir()), "CHUNK_TOKEN_BUDGET": str(bench_scale.BUDGET)}))
+    app = bench_scale.serving_app(index_dir / "index", index_dir / "docs")
     for text in texts[:5]:  # load the model, open the tables and their indexes
         app.search(text)
     if one_at_a_time:
@@ -71,7 +68,7 @@ def measure(index_dir: Path, queries: int, one_at_a_time: bool, scoped: bool = F
         setattr(reader, name, _timed(times, name, getattr(reader, name)))
     embedder = app.resources.embedder
     embedder.embed_query = _timed(times, "embed_query", embedder.embed_query)  # type: ignore[method-assign]
-    scope = str(index_dir / "docs" / "f0") if scoped else None
+    scope = bench_scale.scoped_folder(index_dir / "docs") if scoped else None
     total = []
     for text in texts:
         started = time.perf_counter()

@@ -235,18 +235,29 @@ def build_index(size: int, index_path: Path, docs: Path, corpus: Corpus, sample:
 
 
 # ---- serving: a fresh process over a built index ---------------------------------------------
+def serving_app(index_path: Path, docs: Path) -> Any:
+    """An Appliance over a built index as `serve` queries it (also scripts/bench_cards.py, bench_query_stages.py)."""
+    from appliance.service import Appliance
+
+    return Appliance(load_settings({"BASE_DIR": str(docs), "DB_PATH": str(index_path), "MODELS_DIR": str(models_dir()),
+                                    "CHUNK_TOKEN_BUDGET": str(BUDGET)}))
+
+
+def scoped_folder(docs: Path) -> str:
+    """What the scoped queries ask for: the first of the FOLDERS."""
+    return str(docs / "f0")
+
+
 def serve(index_path: Path, docs: Path, queries_file: Path, out_file: Path) -> None:
     """Warm queries through Appliance.search in this process; writes figures as JSON to out_file."""
-    from appliance.service import Appliance
     from appliance.storage.filters import Filter
 
     data = json.loads(queries_file.read_text(encoding="utf-8"))
     texts: list[str] = data["texts"]
     exact: list[list[str]] = data["exact"]
     vectors = np.load(queries_file.with_suffix(".npy"))
-    app = Appliance(load_settings({"BASE_DIR": str(docs), "DB_PATH": str(index_path), "MODELS_DIR": str(models_dir()),
-                                   "CHUNK_TOKEN_BUDGET": str(BUDGET)}))
-    scope = str(docs / "f0")
+    app = serving_app(index_path, docs)
+    scope = scoped_folder(docs)
     for text in texts[:5]:  # load the model, open the tables and their indexes
         app.search(text)
         app.search(text, scope=scope)
