@@ -123,11 +123,22 @@ def _uncarded(chunks, rows: list[dict[str, Any]], held: tuple[str, ...],  # type
 
 
 def _listed(chunks, query, columns: Iterable[str], cards: bool,  # type: ignore[no-untyped-def]
-            deadline: timedelta | None, computed: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+            deadline: timedelta | None, computed: tuple[str, ...] = (), ranked: bool = False) -> list[dict[str, Any]]:
     """`query`'s rows with `columns` and the `computed` ones LanceDB adds (`_distance`, `_score`), each once; the
-    fields a card holds are read from it where that pays (carded)."""
+    fields a card holds are read from it where that pays (carded). Row ids are declined in so many words: asked
+    nothing, LanceDB fetches the table's schema and walks it for blob columns at every query (~0.7 ms of Python).
+    A `ranked` list's vectors are numpy rows: as Python lists, ~160 of them cost ~3 ms a query to make and as much
+    to make arrays of again (IndexReader.similarities)."""
     selected, held = carded(set(columns) - set(computed), cards)
-    return _uncarded(chunks, query.select([*selected, *computed]).to_list(timeout=deadline), held, deadline)
+    table = query.select([*selected, *computed]).with_row_id(False).to_arrow(timeout=deadline)
+    vectors = table.column("vector").combine_chunks() if ranked and "vector" in table.column_names else None
+    if vectors is None or vectors.null_count:
+        return _uncarded(chunks, table.to_pylist(), held, deadline)
+    rows = table.drop_columns(["vector"]).to_pylist()
+    matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(len(rows), vectors.type.list_size)
+    for row, vector in zip(rows, matrix, strict=True):
+        row["vector"] = vector
+    return _uncarded(chunks, rows, held, deadline)
 
 
 def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
@@ -138,7 +149,8 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
     unfiltered search use the same index the same way. A search scans PROBED_SHARE of the index's `partitions`.
     A filtered one that finds fewer rows inside the filter there than it asks for searches again through every
     partition (a scope of a few chunks lies in a few). Asked to go on at once, LanceDB probed far past what
-    it needed: at 1M chunks a search inside a tenth of them took 54 ms p50 where the bounded one took 15."""
+    it needed: at 1M chunks a search inside a tenth of them took 54 ms p50 where the bounded one took 15. With no
+    `columns` the rows hold their distances alone (a scale: _masked)."""
     refined = ONE_BIT_REFINED if index is not None and code_bits(index) == 1 else 0
     refine = max(1, -(-refined // (limit + TIE_MARGIN)))
     probes = max(1, math.ceil(PROBED_SHARE * partitions))
@@ -151,12 +163,13 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
                 query = query.ef(max((limit + TIE_MARGIN) * refine, EF_SEARCH // (index.num_segments or 1)))
         if where is not None:
             query = query.where(filter_sql(where), prefilter=True)
-        return _listed(chunks, query.limit(limit + TIE_MARGIN), [*columns, "id"], cards, deadline, ("_distance",))
+        return _listed(chunks, query.limit(limit + TIE_MARGIN), [*columns, "id"] if columns else [], cards, deadline,
+                       ("_distance",), ranked=True)
 
     rows = search(probes)
     if where is not None and index is not None and len(rows) < limit + TIE_MARGIN:
         rows = search(0)  # 0: no bound
-    return sorted(rows, key=lambda r: (r["_distance"], r["id"]))[:limit]
+    return sorted(rows, key=lambda r: (r["_distance"], r.get("id", "")))[:limit]
 
 
 def _fts_query(terms: str | Mapping[str, float]) -> str | MatchQuery | BooleanQuery:
@@ -184,19 +197,20 @@ def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | 
     `replica` that serves `columns`, the search returns only each match's address and score and the replica
     gives the rest (at 100,000 chunks BM25 takes half the time it takes when it reads the matches' columns off
     disk), unless it does not hold some match's address (a row written or moved since it was read): then as
-    without."""
+    without. With no `columns` the rows hold their scores alone (a scale: _masked)."""
     def search() -> Any:
         query = chunks.search(_fts_query(terms), query_type="fts", fts_columns=FTS_COLUMN)
         clauses = [f"({c})" for c in (among, filter_sql(where) if where is not None else None) if c]
         return query.where(" AND ".join(clauses), prefilter=True) if clauses else query
 
     rows = None
-    if replica is not None and replica.serves(columns):
+    if replica is not None and columns and replica.serves(columns):
         found = search().select(["_score"]).with_row_id(True).limit(limit + TIE_MARGIN).to_arrow(timeout=deadline)
         rows = replica.rows_at_addresses(found, columns)
     if rows is None:
-        rows = _listed(chunks, search().limit(limit + TIE_MARGIN), [*columns, "id"], cards, deadline, ("_score",))
-    return sorted(rows, key=lambda r: (-r["_score"], r["id"]))[:limit]
+        rows = _listed(chunks, search().limit(limit + TIE_MARGIN), [*columns, "id"] if columns else [], cards,
+                       deadline, ("_score",), ranked=True)
+    return sorted(rows, key=lambda r: (-r["_score"], r.get("id", "")))[:limit]
 
 
 FOREIGN_VOCABULARY_ROWS = 5000
@@ -239,9 +253,9 @@ def _masked(search, limit: int, where: Filter | None, columns: list[str], key: s
     chunks the vector side's texts were ~8 ms of it)."""
     if where is None:
         return Side.whole(search(None, columns), key)
-    if speculate:  # the whole search gives the scale alone: its rows' columns are not read
+    if speculate:  # the whole search gives the scale alone: its values, not even its rows' ids, are read
         filtered = _PREFILTERED.submit(search, where, columns)
-        side = Side.whole(search(None, ["id"]), key)
+        side = Side.whole(search(None, []), key)
         return Side(filtered.result(), side.best, side.floor)
     whole = search(None, sorted(set(columns) | set(Filter.COLUMNS)))
     side = Side.whole(whole, key)
@@ -432,28 +446,37 @@ class IndexReader:
     @guarded
     def rank_columns(self, columns: list[str]) -> list[str]:
         """What a query's ranked lists read: `columns` where the replica serves (it knows each row's language,
-        passage_languages, and its passage, passage_bodies), with the passage (text, body_start) where LanceDB
-        ranks: there it comes with the ranking, and reading the candidates' texts again by id would be one more
-        filtered scan at every query."""
+        passage_languages, and its passage, passage_bodies), with the passage (text, body_start) and the stored
+        language where LanceDB ranks: there they come with the ranking, and reading the candidates' texts again by
+        id would be one more filtered scan at every query."""
         chunks = self.tables.chunks()
         if chunks is None or self._current_replica(chunks, columns) is not None:
             return columns
-        return [*columns, "text", "body_start"]
+        return [*columns, "text", "body_start", *(["lang"] if self.tables.languages_stored else [])]
 
-    def passage_languages(self, ids: Sequence[str], detect: Callable[[str], str | None]) -> dict[str, str | None]:
-        """The language `detect` reads in each chunk's text, by id (chunks that are gone are left out): from the
-        replica, which detects each row's once (Replica.languages_of), else from the texts read by id. The
-        ranked lists carry no text (assemble.RANK_COLUMNS): 150 passages a side, read and sent through Python
-        at every query, for fusion's one look at each passage's language."""
+    def passage_languages(self, rows: Sequence[Mapping[str, Any]],
+                          detect: Callable[[str], str | None]) -> dict[str, str | None]:
+        """The language of each ranked row's passage, by id (chunks that are gone are left out): the one stored with
+        the row where it carries it (`lang`, what `detect` read when it was written: tables.stored_language), else
+        what `detect` reads in the text it carries, else in the replica's (which detects each row's once:
+        Replica.languages_of) or in the text read by id. Stored, ~300 candidates' languages cost no Python at a
+        query; detected, ~5 ms at 1M chunks."""
+        found: dict[str, str | None] = {}
+        for row in rows:
+            if row.get("lang") is not None:
+                found[row["id"]] = row["lang"] or None
+            elif row.get("text") is not None:
+                found[row["id"]] = detect(row["text"])
+        missing = [row["id"] for row in rows if row["id"] not in found]
         chunks = self.tables.chunks()
-        if chunks is None or not ids:
-            return {}
+        if chunks is None or not missing:
+            return found
         replica = self._current_replica(chunks, ["id", "text"])
-        found = replica.languages_of(ids, detect) if replica is not None else {}
-        missing = [i for i in ids if i not in found]
+        found |= replica.languages_of(missing, detect) if replica is not None else {}
+        missing = [i for i in missing if i not in found]
         for start in range(0, len(missing), IN_BATCH):
-            rows = self.chunk_rows(in_list("id", missing[start:start + IN_BATCH]), ["id", "text"])
-            found.update({row["id"]: detect(row["text"] or "") for row in rows})
+            read = self.chunk_rows(in_list("id", missing[start:start + IN_BATCH]), ["id", "text"])
+            found.update({row["id"]: detect(row["text"] or "") for row in read})
         return found
 
     def section_chunks(self, parent_ids: Sequence[str], also: Sequence[str] = ()) -> list[StoredChunk]:

@@ -182,10 +182,13 @@ def test_the_ranked_lists_without_their_texts_rank_as_with_them(fused_app: Any,
 
 def test_where_lancedb_ranks_the_lists_carry_their_texts_and_nothing_is_read_again_by_id(
         fused_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Past the replica's budget the ranked lists come from LanceDB with their texts, and fusion reads each
-    candidate's language and the search each passage's copies from them: no second read of the texts by id
-    (IndexReader.rank_columns); the one read by filter a search makes is of its hits' sections."""
+    """Past the replica's budget the ranked lists come from LanceDB with their texts and stored languages, and
+    fusion takes each candidate's language and the search each passage's copies from them: no second read of the
+    texts by id (IndexReader.rank_columns), and no language detected again; the one read by filter a search makes
+    is of its hits' sections."""
     from appliance.assemble.passages import RANK_COLUMNS
+    from appliance.languages import language
+    from appliance.search import hybrid
 
     reader = fused_app.index.reader
     questions = ["Wie tauscht man die Kühlmittelpumpe aus?", "How do I replace the coolant pump?"]
@@ -194,17 +197,16 @@ def test_where_lancedb_ranks_the_lists_carry_their_texts_and_nothing_is_read_aga
     monkeypatch.setattr(reader.tables, "memory_budget", 0)
     monkeypatch.setattr(reader, "_replica", None)
 
-    def read_by_id(*_: Any) -> dict[str, str | None]:
-        raise AssertionError("the texts were read again by id")
-
-    monkeypatch.setattr(reader, "passage_languages", read_by_id)
-    assert reader.rank_columns(RANK_COLUMNS) == [*RANK_COLUMNS, "text", "body_start"]
+    detected: list[str] = []
+    monkeypatch.setattr(hybrid, "language", lambda text: detected.append(text) or language(text))
+    assert reader.rank_columns(RANK_COLUMNS) == [*RANK_COLUMNS, "text", "body_start", "lang"]
     reads: list[str] = []
     chunk_rows = reader.chunk_rows
     monkeypatch.setattr(reader, "chunk_rows", lambda where, *a, **k: reads.append(where) or chunk_rows(where, *a, **k))
     from_lancedb = {q: [h.source for h in fused_app.search(q, top_k=3).results] for q in questions}
     # copies are told apart by the carried passages: the one read by filter is of the hits' sections
     assert len(reads) == len(questions) and all(w.startswith("(parent_id IN") for w in reads), reads
+    assert len(detected) == len(questions)  # the questions' languages; every passage's came stored
     assert {q: hits[0] for q, hits in from_lancedb.items()} == {q: hits[0] for q, hits in with_replica.items()}
 
 

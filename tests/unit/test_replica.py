@@ -210,9 +210,10 @@ def test_a_small_scan_leaves_blas_running_in_the_callers_thread(monkeypatch: pyt
 
 
 def test_a_passages_language_is_detected_once_and_again_after_its_row_changes(tmp_path: Path) -> None:
-    """The ranked lists carry no text: fusion asks each candidate's language by id, which the replica
-    detects once per row and keeps through refreshes while the row is unchanged; without a replica
-    the texts are read by id. Either way the answer is the detector's over the stored text."""
+    """Rows that carry neither their stored language nor their text (the replica's ranked lists): the replica
+    detects each row's once and keeps it through refreshes while the row is unchanged; without a replica the texts
+    are read by id. Rows that carry their language give it, and rows that carry only their text are detected from
+    it, with nothing read. Either way the answer is the detector's over the stored text."""
     asked: list[str] = []
 
     def detect(text: str) -> str | None:
@@ -224,17 +225,25 @@ def test_a_passages_language_is_detected_once_and_again_after_its_row_changes(tm
         row["text"] = f"passage {i} en"
     index = _index(tmp_path, kept + changed)
     ids = [r["id"] for r in kept + changed] + ["/docs/gone.md:0"]
+    bare = [{"id": i} for i in ids]
     expected = {r["id"]: "en" for r in kept + changed}
-    assert index.reader.passage_languages(ids, detect) == expected
-    assert index.reader.passage_languages(ids, detect) == expected
+    assert index.reader.passage_languages(bare, detect) == expected
+    assert index.reader.passage_languages(bare, detect) == expected
     assert len(asked) == 9  # each row once
 
     rewritten = [row | {"text": f"Absatz {i} de", "ingested_at": 2000.0} for i, row in enumerate(changed)]
     index.writes.replace_sources([store.SourceRow(source_id="/docs/b.md", source_kind="file", content_hash="h2")],
                                  rewritten)
     expected |= {r["id"]: "de" for r in rewritten}
-    assert index.reader.passage_languages(ids, detect) == expected
+    assert index.reader.passage_languages(bare, detect) == expected
     assert len(asked) == 13  # only the four rewritten rows again
     without_replica = Index(tmp_path, DIM, memory_budget=0)
-    assert without_replica.reader.passage_languages(ids, detect) == expected
+    assert without_replica.reader.passage_languages(bare, detect) == expected
     assert index.reader.passage_languages([], detect) == {}
+
+    asked.clear()
+    carrying = [{"id": "x:0", "lang": "ru"}, {"id": "x:1", "lang": ""}, {"id": "x:2", "text": "Satz de"},
+                {"id": "x:3", "lang": None, "text": "sentence en"}]
+    assert without_replica.reader.passage_languages(carrying, detect) == {"x:0": "ru", "x:1": None, "x:2": "de",
+                                                                          "x:3": "en"}
+    assert asked == ["Satz de", "sentence en"]  # the stored languages are not detected again
