@@ -70,16 +70,18 @@ def measure(index_dir: Path, queries: int, one_at_a_time: bool, scoped: bool = F
     embedder.embed_query = _timed(times, "embed_query", embedder.embed_query)  # type: ignore[method-assign]
     scope = bench_scale.scoped_folder(index_dir / "docs") if scoped else None
     total = []
+    before = bench_scale.cpu_ms()
     for text in texts:
         started = time.perf_counter()
         app.search(text, top_k=10, scope=scope)
         total.append(1000 * (time.perf_counter() - started))
+    cpu = round((bench_scale.cpu_ms() - before) / len(texts), 1)
 
     def pct(values: list[float], q: float) -> float:
         return round(float(np.percentile(values, q)), 1)
 
     return {"queries": len(texts), "one_at_a_time": one_at_a_time, "scoped": scoped,
-            "hybrid_p50_ms": pct(total, 50), "hybrid_p95_ms": pct(total, 95),
+            "hybrid_p50_ms": pct(total, 50), "hybrid_p95_ms": pct(total, 95), "cpu_ms_per_query": cpu,
             "reads": {name: {"calls_per_query": round(len(v) / len(texts), 2), "p50_ms": pct(v, 50),
                              "p95_ms": pct(v, 95), "ms_per_query": round(sum(v) / len(texts), 1)}
                       for name, v in times.items()}}
@@ -99,7 +101,8 @@ def main() -> None:
         print(json.dumps(out, indent=1))
         return
     kind = "scoped queries" if out["scoped"] else "queries"
-    print(f"{out['queries']} {kind}, hybrid p50 / p95 {out['hybrid_p50_ms']} / {out['hybrid_p95_ms']} ms")
+    print(f"{out['queries']} {kind}, hybrid p50 / p95 {out['hybrid_p50_ms']} / {out['hybrid_p95_ms']} ms, "
+          f"CPU {out['cpu_ms_per_query']} ms a query")
     for name, read in out["reads"].items():
         print(f"  {name:18s} {read['calls_per_query']:4.1f} a query, p50 {read['p50_ms']:6.1f} ms, "
               f"p95 {read['p95_ms']:6.1f} ms, {read['ms_per_query']:6.1f} ms a query")

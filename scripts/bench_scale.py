@@ -18,7 +18,8 @@ A fresh process (on jemalloc where it is installed, as in the image) then opens 
 serves warm queries (SciFact and Cranfield queries) through `Appliance.search`, hybrid as
 configured, unscoped and scoped to one
 folder of ten; times the BM25 side alone; measures recall@10 of the vector side against
-an exact scan of every vector (kept by this process while it builds); and reports its RSS.
+an exact scan of every vector (kept by this process while it builds); and reports its RSS and the CPU a
+query took (every thread's, user and system: on a machine of few cores latency follows it and the load).
 
 The no-change sync is measured on a second index built by the real sync over as many
 small files as the size (at most `--sync-files`), with vectors from the text's hash (the
@@ -94,6 +95,13 @@ def rss_mb(field: str = "VmRSS") -> float:
         if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def cpu_ms() -> float:
+    """This process's CPU time so far, every thread's, user and system. On a machine of few cores a warm query is
+    bound by it: its latency moves with the machine's load, its CPU much less (docs/BENCHMARKS.md, Growth)."""
+    times = os.times()
+    return 1000 * (times.user + times.system)
 
 
 def disk_bytes(path: Path) -> int:
@@ -262,16 +270,20 @@ def serve(index_path: Path, docs: Path, queries_file: Path, out_file: Path) -> N
         app.search(text)
         app.search(text, scope=scope)
 
-    def timed(call: Any) -> list[float]:
+    cpu: dict[str, float] = {}
+
+    def timed(call: Any, name: str = "") -> list[float]:
         times = []
+        before = cpu_ms()
         for text in texts:
             started = time.perf_counter()
             call(text)
             times.append(1000 * (time.perf_counter() - started))
+        cpu[name] = round((cpu_ms() - before) / len(texts), 1)
         return times
 
-    hybrid = timed(lambda t: app.search(t, top_k=10))
-    scoped = timed(lambda t: app.search(t, top_k=10, scope=scope))
+    hybrid = timed(lambda t: app.search(t, top_k=10), "hybrid")
+    scoped = timed(lambda t: app.search(t, top_k=10, scope=scope), "scoped")
     embed = timed(app.resources.embedder.embed_query)
     bm25 = timed(lambda t: app.index.reader.keyword_side(query_terms(t), 40, None, RANK_COLUMNS))
     bm25_scoped = timed(lambda t: app.index.reader.keyword_side(query_terms(t), 40, Filter(scope), RANK_COLUMNS))
@@ -292,6 +304,7 @@ def serve(index_path: Path, docs: Path, queries_file: Path, out_file: Path) -> N
     out = {"queries": len(texts), "vector_path": path, "allocator": native_memory.allocator(),
            "hybrid_p50_ms": pct(hybrid, 50), "hybrid_p95_ms": pct(hybrid, 95),
            "scoped_p50_ms": pct(scoped, 50), "scoped_p95_ms": pct(scoped, 95),
+           "hybrid_cpu_ms": cpu["hybrid"], "scoped_cpu_ms": cpu["scoped"],
            "bm25_p50_ms": pct(bm25, 50), "bm25_p95_ms": pct(bm25, 95),
            "bm25_scoped_p95_ms": pct(bm25_scoped, 95),
            "embed_p50_ms": pct(embed, 50), "embed_p95_ms": pct(embed, 95),
@@ -492,8 +505,9 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
 
 def table(results: list[dict[str, Any]]) -> str:
     cols = [("size", "chunks"), ("hybrid_p50_ms", "p50 ms"), ("hybrid_p95_ms", "p95 ms"),
-            ("scoped_p95_ms", "scoped p95"), ("bm25_p95_ms", "BM25 p95"), ("recall_at_10", "recall@10"),
-            ("rss_mb", "RSS MB"), ("disk_mb", "disk MB"), ("write_s", "write s"), ("optimize_s", "optimize s"),
+            ("scoped_p95_ms", "scoped p95"), ("hybrid_cpu_ms", "CPU ms"), ("scoped_cpu_ms", "scoped CPU ms"),
+            ("bm25_p95_ms", "BM25 p95"), ("recall_at_10", "recall@10"), ("rss_mb", "RSS MB"), ("disk_mb", "disk MB"),
+            ("write_s", "write s"), ("optimize_s", "optimize s"),
             ("sync_files", "files"), ("nochange_sync_s", "no-change s"), ("nochange_cli_s", "CLI s")]
     lines = ["| " + " | ".join(c[1] for c in cols) + " |", "|" + "---:|" * len(cols)]
     lines += ["| " + " | ".join(f"{r.get(k, ''):,}" if isinstance(r.get(k), int) else str(r.get(k, ""))
