@@ -219,3 +219,26 @@ def test_similarities_use_carried_vectors_and_read_the_rest(written: Path, embed
     assert mixed == pytest.approx(read) and set(mixed) == set(ids)
     nothing = Index(written.parent / "nowhere", embedder.spec.dim, memory_budget=0)  # no table: only the carried
     assert nothing.reader.similarities(query, ids, carried) == pytest.approx({ids[0]: read[ids[0]]})
+
+
+def test_bm25s_rows_carry_their_stored_vectors_and_languages_where_lancedb_ranks(written: Path,
+                                                                                  embedder: HashEmbedder) -> None:
+    """Where LanceDB ranks, the BM25 side's rows bring their vectors (as numpy rows, for fusion's tie-break) and
+    their stored language (for fusion's judgement); a search matching nothing, or nothing inside a filter, is an
+    empty side, never an error; and a filtered side is scaled like the unfiltered one, whose rows it does not read."""
+    index = _index(written, embedder.spec.dim, "lancedb")
+    reader = index.reader
+    columns = [*reader.rank_columns(COLUMNS), "vector"]
+    assert "lang" in columns
+    stored = {r["id"]: np.asarray(r["vector"], dtype=np.float32)
+              for r in reader.chunk_rows("chunk_index >= 0", ["id", "vector"])}
+    side = reader.keyword_side("pump oil", 5, None, columns)
+    assert side.rows
+    for row in side.rows:
+        assert isinstance(row["vector"], np.ndarray) and np.array_equal(row["vector"], stored[row["id"]])
+        assert row["lang"] is not None
+    assert reader.keyword_side("zorblatt", 5, None, columns) == Side([], 0.0, 0.0)
+    assert reader.keyword_side("pump oil", 5, Filter("/elsewhere"), columns).rows == []
+    scoped = reader.keyword_side("pump oil", 5, Filter("/docs/b"), columns)
+    assert scoped.rows and all(r["source_id"].startswith("/docs/b/") for r in scoped.rows)
+    assert (scoped.best, scoped.floor) == (side.best, side.floor)
