@@ -279,7 +279,8 @@ def serve(index_path: Path, docs: Path, queries_file: Path, out_file: Path) -> N
             started = time.perf_counter()
             call(text)
             times.append(1000 * (time.perf_counter() - started))
-        cpu[name] = round((cpu_ms() - before) / len(texts), 1)
+        if name:
+            cpu[name] = round((cpu_ms() - before) / len(texts), 1)
         return times
 
     hybrid = timed(lambda t: app.search(t, top_k=10), "hybrid")

@@ -41,6 +41,9 @@ same-language 0.89 / 0.89 / 0.89 / 0.86; on XQuAD-R multi 1.0 took nDCG@10 from 
 
 Similarity = Mapping[str, float] | Callable[[Sequence[str]], Mapping[str, float]]
 """Cosine similarity to the query by chunk id, or what reads it for the ids asked."""
+Languages = Callable[[Sequence[Mapping[str, Any]]], Mapping[str, str | None]]
+"""The language of each candidate's passage by id, from the candidates' rows (IndexReader.passage_languages: the
+one stored with a row, or read in its text, the replica's or the text read by id)."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ class Candidate:
 
 def fuse(vector: Side, keyword: Side, weight: float, query_language: str | None = None,
          similarity: Similarity | None = None, translated: Side | None = None,
-         languages: Callable[[Sequence[str]], Mapping[str, str | None]] | None = None) -> list[Candidate]:
+         languages: Languages | None = None) -> list[Candidate]:
     """score = (1 - w) * v + w * b (see the module docstring), each side scaled by its Side.
 
     Both sides are scaled by the whole index's candidates, never by the filtered ones,
@@ -66,8 +69,8 @@ def fuse(vector: Side, keyword: Side, weight: float, query_language: str | None 
     chunk found by one side only scores 0 on the other: it lies below that side's
     whole-index candidates (it is not among the filtered ones, which are at least as deep).
     When `query_language` is given and a passage is clearly in another language
-    (languages.language of its text: `languages` gives them by id, asked once for every
-    candidate; without it each row's `text` is read), its score is v alone. w = 0 is the
+    (languages.language of its text: `languages` gives them from the candidates' rows, asked once
+    for all of them; without it each row's `text` is read), its score is v alone. w = 0 is the
     vector order, w = 1 the keyword order (no abstaining there). Ties go to the more similar chunk (`similarity`
     by id, for chunks only BM25 found; the vector side's own value otherwise), then by id. A callable
     `similarity` is asked only for the chunks only BM25 found that tie with another candidate: outside the
@@ -112,12 +115,12 @@ def fuse(vector: Side, keyword: Side, weight: float, query_language: str | None 
 
 
 def _foreign(merged: Mapping[str, Candidate], translated: Side | None, query_language: str | None,
-             languages: Callable[[Sequence[str]], Mapping[str, str | None]] | None) -> set[str]:
+             languages: Languages | None) -> set[str]:
     """The ids of the candidates (of either side or the translated list) whose passage is clearly in another
     language than `query_language`."""
     rows = {**{row["id"]: row for row in (translated.rows if translated is not None else ())},
             **{cid: c.row for cid, c in merged.items()}}
-    known = languages(sorted(rows)) if languages is not None else \
+    known = languages([rows[cid] for cid in sorted(rows)]) if languages is not None else \
         {cid: language(row.get("text") or "") for cid, row in rows.items()}
     return {cid for cid in rows if (lang := known.get(cid)) is not None and lang != query_language}
 

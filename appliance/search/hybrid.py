@@ -92,10 +92,9 @@ def _search(core: Resources, query: str, top_k: int, scope: str | None, doc_clas
         translated = Side(found_translated.rows, found_translated.best, 0.0)
     carried = {r["id"]: r["vector"] for r in [*keyword_side.rows, *(translated.rows if translated else ())]
                if r.get("vector") is not None}
-    ranked_rows = {r["id"]: r for side in (vector_side, keyword_side, translated) if side for r in side.rows}
     fused = fuse(vector_side, keyword_side, weight, query_language,
                  lambda ids: core.index.reader.similarities(vector, ids, carried), translated,
-                 lambda ids: core.index.reader.passage_languages([ranked_rows[i] for i in ids], language))
+                 lambda rows: core.index.reader.passage_languages(rows, language))
     fused = cap_distance(fused, core.settings.max_distance)
     fused = group_cut(fused, core.settings.grouping)
     # Twice the hits asked for, so near-identical passages can collapse and still leave top_k distinct ones;
