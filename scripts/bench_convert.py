@@ -41,15 +41,24 @@ OCR_PAGES = [
 ]
 
 
-def _rss_kb(pid: int) -> int:
+def _status(pid: int | str, field: str) -> int:
+    """A number from /proc/PID/status (VmRSS, VmHWM in KB; PPid); 0 once the process is gone.
+
+    VmHWM, a process's own peak, counts from its exec. getrusage's ru_maxrss does not: Linux carries the
+    high-water mark of the memory image an exec replaces into it, so a child started from a large process (a
+    pytest worker that ran other tests) reports the parent's peak as its own."""
     try:
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1])
     except OSError:
         pass
     return 0
+
+
+def _rss_kb(pid: int) -> int:
+    return _status(pid, "VmRSS")
 
 
 def _tree(pid: int) -> list[int]:

@@ -23,7 +23,6 @@ import argparse
 import itertools
 import json
 import os
-import resource
 import shutil
 import sys
 import tempfile
@@ -36,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from appliance.config import load_settings  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
-from scripts.bench_convert import _rss_kb, _tree  # noqa: E402
+from scripts.bench_convert import _rss_kb, _status, _tree  # noqa: E402
 
 SCAN_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp"}
 
@@ -58,11 +57,12 @@ def copy_corpus(src: Path, dest: Path, with_scans: bool) -> int:
 
 
 class RssSampler:
-    """Peak RSS during the sync, of this process and of this process plus its conversion workers."""
+    """Peak RSS during the sync, of this process and of this process plus its conversion workers, and the largest
+    worker's own peak (VmHWM: getrusage's would start at this process's peak, bench_convert._status)."""
 
     def __init__(self, interval: float = 0.2) -> None:
         self.interval = interval
-        self.peak_self_mb = self.peak_tree_mb = 0
+        self.peak_self_mb = self.peak_tree_mb = self.peak_worker_mb = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -70,7 +70,9 @@ class RssSampler:
         me = os.getpid()
         while not self._stop.is_set():
             self.peak_self_mb = max(self.peak_self_mb, _rss_kb(me) // 1024)
-            self.peak_tree_mb = max(self.peak_tree_mb, sum(_rss_kb(p) for p in _tree(me)) // 1024)
+            tree = _tree(me)
+            self.peak_tree_mb = max(self.peak_tree_mb, sum(_rss_kb(p) for p in tree) // 1024)
+            self.peak_worker_mb = max([self.peak_worker_mb, *(_status(p, "VmHWM") // 1024 for p in tree if p != me)])
             self._stop.wait(self.interval)
 
     def __enter__(self) -> RssSampler:
@@ -147,7 +149,7 @@ def main() -> None:
             "embeddingBusyShareBeforeIndexBuild": round(busy / (wall - build[0]), 3),
             "modelIdle": idle_report(calls, started, started + wall),
             "peakRssMb": sampler.peak_self_mb, "peakTreeRssMb": sampler.peak_tree_mb,
-            "peakWorkerRssMb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
+            "peakWorkerRssMb": sampler.peak_worker_mb,
             "cpus": os.cpu_count(), "loadAverage": round(os.getloadavg()[0], 1),
         }
     finally:

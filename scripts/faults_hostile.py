@@ -9,8 +9,9 @@ sampler adds up the RSS of the child's whole process tree (the sync, its
 conversion workers and their tesseract runs) every 50 ms. Afterwards `minirag list
 --json` gives each file's state. Prints files tried / handled (a named error, a
 skip entry or an index entry, as the generator expects), each file's outcome, the
-peak RSS (sampled tree sum, and the largest single process from
-getrusage(RUSAGE_CHILDREN)), and the slowest conversion.
+peak RSS (the sampled sum over the tree, and each process's own peak, VmHWM), and the slowest
+conversion. Peaks come from VmHWM, not getrusage: a child's ru_maxrss starts at its parent's peak
+(bench_convert._status), and under pytest the parent is a worker that ran other tests.
 
 Per-file times: the child is `minirag sync` with `ConvertPool._run` wrapped by a
 timer (from the moment a ready worker takes the file until its answer or the
@@ -24,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scripts.bench_convert import _rss_kb, _tree  # noqa: E402
+from scripts.bench_convert import _rss_kb, _status, _tree  # noqa: E402
 from scripts.hostile_files import Case, generate, max_file_size  # noqa: E402
 
 DEFAULT_TIMEOUT_S = 30
@@ -78,9 +78,8 @@ from appliance.adapters.cli import app
 try:
     app(["sync", "--json"], prog_name="minirag")
 finally:
-    import resource
-    usage = {"self_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-             "children_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}
+    with open("/proc/self/status") as fh:  # the peak since this process's exec (bench_convert._status)
+        usage = {"self_kb": next((int(line.split()[1]) for line in fh if line.startswith("VmHWM:")), 0)}
     with open(os.environ["HOSTILE_TIMES"], "w") as fh:
         json.dump({"times": times, "usage": usage}, fh)
 """
@@ -109,11 +108,11 @@ class RunResult:
     peak_tree_rss_mb: float
     """The largest sum over the sync's process tree seen by the sampler (every 20 ms)."""
     peak_process_rss_mb: float
-    """The largest single process (getrusage(RUSAGE_CHILDREN): the sync or one of its workers)."""
+    """The largest single process's own peak (VmHWM): the sync or one of its workers or their tesseract runs."""
     sync_rss_mb: float
-    """The sync process itself (its own RUSAGE_SELF)."""
+    """The sync process's own peak (its VmHWM as it ends)."""
     worker_rss_mb: float
-    """The largest of the sync's children (workers, tesseract runs; RUSAGE_CHILDREN inside the sync)."""
+    """The largest worker's own peak plus its largest tesseract run's (TreeSampler.worker_peak_kb)."""
     slowest: str
     slowest_seconds: float
     timeout_s: float
@@ -126,8 +125,8 @@ class RunResult:
 
     @property
     def rss_upper_bound_mb(self) -> float:
-        """Peaks of the sync and of its largest worker added: no sample can miss this bound
-        (one worker runs at a time; a worker's tesseract child is counted in its own peak)."""
+        """Peaks of the sync and of its largest worker (with its largest tesseract run) added: no sample can miss
+        this bound (one worker runs at a time)."""
         return round(self.sync_rss_mb + self.worker_rss_mb, 1)
 
     def to_dict(self) -> dict[str, Any]:
@@ -140,17 +139,42 @@ def tree_rss_kb(pid: int) -> int:
 
 
 class TreeSampler(threading.Thread):
-    """Samples the RSS of a process tree until stopped; keeps the peak."""
+    """Samples a process tree until stopped: the peak of its RSS summed, and each process's own peak (VmHWM,
+    which a sample cannot miss, but for the last interval of a process killed in it) with its parent."""
 
     def __init__(self, pid: int, interval: float = 0.02) -> None:
         super().__init__(daemon=True)
         self.pid, self.interval, self.peak_kb = pid, interval, 0
+        self.own_peak_kb: dict[int, int] = {}
+        self.parent: dict[int, int] = {}
         self._halt = threading.Event()
 
     def run(self) -> None:
         while not self._halt.is_set():
-            self.peak_kb = max(self.peak_kb, tree_rss_kb(self.pid))
+            total = 0
+            for p in _tree(self.pid):
+                total += _rss_kb(p)
+                if hwm := _status(p, "VmHWM"):
+                    self.own_peak_kb[p] = max(self.own_peak_kb.get(p, 0), hwm)
+                    self.parent[p] = _status(p, "PPid")
+            self.peak_kb = max(self.peak_kb, total)
             self._halt.wait(self.interval)
+
+    def worker_peak_kb(self) -> int:
+        """The largest child of the root (a conversion worker) at its own peak, plus the largest process
+        it started (tesseract runs one page at a time): no two of its processes held more at once."""
+        def child_of_root(p: int) -> int | None:
+            while p in self.parent and self.parent[p] != self.pid:
+                p = self.parent[p]
+            return p if self.parent.get(p) == self.pid else None
+
+        started: dict[int, int] = {}
+        for p, kb in self.own_peak_kb.items():
+            top = child_of_root(p)
+            if top is not None and top != p:
+                started[top] = max(started.get(top, 0), kb)
+        return max((kb + started.get(p, 0) for p, kb in self.own_peak_kb.items()
+                    if self.parent.get(p) == self.pid), default=0)
 
     def stop(self) -> None:
         self._halt.set()
@@ -211,7 +235,6 @@ def run(*, big: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S, memory_mb: i
                 "CONVERT_TIMEOUT": str(int(timeout_s)), "CONVERT_MEMORY_MB": str(memory_mb),
                 "HOSTILE_TIMES": str(workdir / "times.json"),
                 **(env_extra or {})}
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         t1 = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-c", CHILD], env=env, cwd=str(ROOT),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -220,7 +243,6 @@ def run(*, big: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S, memory_mb: i
         stdout, stderr = proc.communicate()
         sampler.stop()
         wall = time.monotonic() - t1
-        child_max_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         problems = []
         try:
             report = json.loads(stdout)
@@ -248,9 +270,9 @@ def run(*, big: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S, memory_mb: i
             tried=len(cases), handled=sum(o.ok for o in outcomes), exit_code=proc.returncode,
             report={k: v for k, v in report.items() if k not in ("failed", "skipped")}, outcomes=outcomes,
             peak_tree_rss_mb=round(sampler.peak_kb / 1024, 1),
-            peak_process_rss_mb=round(max(child_max_kb, before) / 1024, 1),
+            peak_process_rss_mb=round(max([usage.get("self_kb", 0), *sampler.own_peak_kb.values()]) / 1024, 1),
             sync_rss_mb=round(usage.get("self_kb", 0) / 1024, 1),
-            worker_rss_mb=round(usage.get("children_kb", 0) / 1024, 1),
+            worker_rss_mb=round(sampler.worker_peak_kb() / 1024, 1),
             slowest=slowest.name, slowest_seconds=slowest.seconds, timeout_s=timeout_s, max_file_size=limit,
             memory_mb=memory_mb,
             wall_seconds=round(wall, 1), generate_seconds=round(generated, 1), problems=problems)
@@ -282,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{result.report.get('added')} indexed, {result.report.get('failedCount')} failed, "
               f"{result.report.get('skippedCount')} skipped")
         print(f"peak RSS: process tree {result.peak_tree_rss_mb} MB (sampled every 20 ms), largest process "
-              f"{result.peak_process_rss_mb} MB (RUSAGE_CHILDREN); sync {result.sync_rss_mb} MB + largest worker "
+              f"{result.peak_process_rss_mb} MB (its own VmHWM); sync {result.sync_rss_mb} MB + largest worker "
               f"{result.worker_rss_mb} MB = {result.rss_upper_bound_mb} MB at most at once; "
               f"bound {result.rss_bound_mb} MB")
         print(f"slowest file: {result.slowest!r} {result.slowest_seconds} s (CONVERT_TIMEOUT {result.timeout_s:g} s); "

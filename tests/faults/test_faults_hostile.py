@@ -10,6 +10,8 @@ CONVERT_MEMORY_MB=1024), and no conversion outlives CONVERT_TIMEOUT (plus the ti
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from appliance.ingest.convert import to_markdown
 from appliance.ingest.convert_markitdown import _html_charset
 from appliance.ingest.failures import BinaryContent
 from appliance.ingest.ocr import OcrConfig
-from scripts.faults_hostile import KILL_SLACK_S, RSS_BOUND_MB, run
+from scripts.faults_hostile import KILL_SLACK_S, RSS_BOUND_MB, TreeSampler, run
 from scripts.hostile_files import generate
 
 pytestmark = pytest.mark.faults  # the whole file, its regression tests too: `make test-all`
@@ -44,6 +46,27 @@ def test_every_hostile_file_is_handled_by_name(tmp_path: Path) -> None:
     assert result.slowest_seconds <= CI_TIMEOUT_S + KILL_SLACK_S, (result.slowest, result.slowest_seconds)
     failed = result.report["failedCount"]
     assert failed == sum(o.outcome == "failed" for o in result.outcomes)
+
+
+def test_each_process_is_measured_from_its_own_start() -> None:
+    """A child's getrusage peak starts at its parent's: Linux keeps the high-water mark across the exec. Under CI the
+    sync's figure was once its pytest worker's (2.4 GB, against 0.8 GB of its own). The sampler reads each
+    process's own peak (VmHWM), and a worker's counts from its start too."""
+    held_mb = 400
+    script = ("import resource, subprocess, sys\n"
+              f"b = bytearray({held_mb} << 20)\n"
+              "for i in range(0, len(b), 4096): b[i] = 1\n"
+              "del b\n"
+              "subprocess.run([sys.executable, '-c', 'import time; time.sleep(1)'], check=True)\n"
+              "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    sampler = TreeSampler(proc.pid)
+    sampler.start()
+    out, _ = proc.communicate(timeout=120)
+    sampler.stop()
+    assert int(out) >= held_mb << 10  # what getrusage says of the child: its parent's peak
+    assert sampler.own_peak_kb[proc.pid] >= held_mb << 10
+    assert 0 < sampler.worker_peak_kb() < 100 << 10
 
 
 def test_generator_names_every_file_it_writes(tmp_path: Path) -> None:
