@@ -41,7 +41,6 @@ import hashlib
 import json
 import os
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -427,7 +426,7 @@ def flat(count: int, work: Path, corpus: Corpus, profile: Path | None, log: Any)
             "files_per_s": round(count / seconds, 1), "tenths_files_per_s": tenths,
             "last_over_first": round(tenths[-1] / tenths[0], 3),
             "lowest_over_first": round(min(tenths) / tenths[0], 3), "writes": len(clock.marks),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+            "peak_rss_mb": round(rss_mb("VmHWM"), 1)}  # from exec on: bench_convert._status
 
 
 # ---- the whole run ---------------------------------------------------------------------------

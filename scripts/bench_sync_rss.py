@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 
 CHILD = """
-import json, os, resource, sys, threading, time
+import json, os, sys, threading, time
 sys.path[:0] = [{scripts!r}, {root!r}]
 from pathlib import Path
 from bench_scale import sync_app
@@ -81,7 +81,7 @@ print(json.dumps({{"files": report.seen, "added": report.added, "seconds": round
                   "rss_mb_per_tenth": tenths, "peak_rss_mb_per_tenth": highs,
                   "own_rss_mb_per_tenth": own, "rss_mb_end": round(rss_mb(), 1),
                   "peak_rss_mb": round(peak[0], 1),
-                  "own_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}}))
+                  "own_peak_rss_mb": round(proc_mb("self", "status", "VmHWM:"), 1)}}))  # from exec on: bench_convert._status
 """
 
 
