@@ -81,7 +81,7 @@ print(json.dumps({{"files": report.seen, "added": report.added, "seconds": round
                   "rss_mb_per_tenth": tenths, "peak_rss_mb_per_tenth": highs,
                   "own_rss_mb_per_tenth": own, "rss_mb_end": round(rss_mb(), 1),
                   "peak_rss_mb": round(peak[0], 1),
-                  "own_peak_rss_mb": round(proc_mb("self", "status", "VmHWM:"), 1)}}))  # from exec on: bench_convert._status
+                  "own_peak_rss_mb": round(proc_mb("self", "status", "VmHWM:"), 1)}}))  # since exec
 """
 
 
