@@ -91,54 +91,55 @@ _CARD_AT = {name: at for at, name in enumerate(CARD_FIELDS)}
 def carded(columns: Iterable[str], cards: bool) -> tuple[list[str], tuple[str, ...]]:
     """What a read of `columns` selects, and which of them it takes from the card (tables.CARD): the card in place
     of the CARD_FIELDS among them, where the table holds cards and two or more would be read (one column is read
-    as cheaply as the card); with the card, the row's id too."""
+    as cheaply as the card)."""
     wanted = sorted(set(columns))
     held = tuple(name for name in wanted if name in _CARD_AT)
     if not cards or len(held) < 2:
         return wanted, ()
-    return [CARD, *sorted({"id", *wanted} - set(held))], held  # the id names a row that has no card
+    return [CARD, *sorted(set(wanted) - set(held))], held
 
 
-def _uncarded(chunks, rows: list[dict[str, Any]], held: tuple[str, ...],  # type: ignore[no-untyped-def]
-              deadline: timedelta | None) -> list[dict[str, Any]]:
-    """`rows` read by `carded`, with the columns `held` taken from each row's card; the few rows without a card (an
-    older version wrote them beside this one) have those columns read by id."""
+def _uncarded(rows: list[dict[str, Any]], held: tuple[str, ...]) -> list[dict[str, Any]] | None:
+    """`rows` read by `carded`, with the columns `held` taken from each row's card; None when a row has none (an
+    earlier version wrote it beside this one: tables.OLD_CARD), to be read again column by column."""
     if not held:
         return rows
-    bare: dict[str, dict[str, Any]] = {}
     for row in rows:
         card = row.pop(CARD)
         if card is None:
-            bare[row["id"]] = row
-            continue
+            return None
         values = json.loads(card)
         for name in held:
             row[name] = values[_CARD_AT[name]]
-    for start in range(0, len(bare), IN_BATCH):
-        ids = list(bare)[start:start + IN_BATCH]
-        for read in chunks.search().where(in_list("id", ids)).select(["id", *held]).limit(None).to_list(
-                timeout=deadline):
-            bare[read["id"]].update(read)
     return rows
 
 
-def _listed(chunks, query, columns: Iterable[str], cards: bool,  # type: ignore[no-untyped-def]
+def _listed(query, columns: Iterable[str], cards: bool,  # type: ignore[no-untyped-def]
             deadline: timedelta | None, computed: tuple[str, ...] = (), ranked: bool = False) -> list[dict[str, Any]]:
     """`query`'s rows with `columns` and the `computed` ones LanceDB adds (`_distance`, `_score`), each once; the
-    fields a card holds are read from it where that pays (carded). Row ids are declined in so many words: asked
-    nothing, LanceDB fetches the table's schema and walks it for blob columns at every read (~0.5 ms of Python).
-    A `ranked` list's vectors are numpy rows: made Python lists of floats and then arrays again
-    (IndexReader.similarities), 166 of them took 4.7 ms, against 0.3 straight from Arrow."""
-    selected, held = carded(set(columns) - set(computed), cards)
-    table = query.select([*selected, *computed]).with_row_id(False).to_arrow(timeout=deadline)
+    fields a card holds are read from it where that pays (carded), and the whole read again column by column where
+    a row has no card (an earlier version wrote it). Row ids are declined in so many words: asked nothing, LanceDB
+    fetches the table's schema and walks it for blob columns at every read (~0.5 ms of Python). A `ranked` list's
+    vectors are numpy rows: made Python lists of floats and then arrays again (IndexReader.similarities), 166 of
+    them took 4.7 ms, against 0.3 straight from Arrow."""
+    wanted = set(columns) - set(computed)
+    selected, held = carded(wanted, cards)
+    rows = _uncarded(_read(query, [*selected, *computed], deadline, ranked), held)
+    return rows if rows is not None else _read(query, [*sorted(wanted), *computed], deadline, ranked)
+
+
+def _read(query, columns: list[str], deadline: timedelta | None,  # type: ignore[no-untyped-def]
+          ranked: bool) -> list[dict[str, Any]]:
+    """`query`'s rows with `columns` as LanceDB gives them (a `ranked` list's vectors as numpy rows: _listed)."""
+    table = query.select(columns).with_row_id(False).to_arrow(timeout=deadline)
     vectors = table.column("vector").combine_chunks() if ranked and "vector" in table.column_names else None
     if vectors is None or vectors.null_count:
-        return _uncarded(chunks, table.to_pylist(), held, deadline)
+        return table.to_pylist()  # type: ignore[no-any-return]
     rows = table.drop_columns(["vector"]).to_pylist()
     matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(len(rows), vectors.type.list_size)
     for row, vector in zip(rows, matrix, strict=True):
         row["vector"] = vector
-    return _uncarded(chunks, rows, held, deadline)
+    return rows  # type: ignore[no-any-return]
 
 
 def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
@@ -163,7 +164,7 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
                 query = query.ef(max((limit + TIE_MARGIN) * refine, EF_SEARCH // (index.num_segments or 1)))
         if where is not None:
             query = query.where(filter_sql(where), prefilter=True)
-        return _listed(chunks, query.limit(limit + TIE_MARGIN), [*columns, "id"] if columns else [], cards, deadline,
+        return _listed(query.limit(limit + TIE_MARGIN), [*columns, "id"] if columns else [], cards, deadline,
                        ("_distance",), ranked=True)
 
     rows = search(probes)
@@ -208,7 +209,7 @@ def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | 
         found = search().select(["_score"]).with_row_id(True).limit(limit + TIE_MARGIN).to_arrow(timeout=deadline)
         rows = replica.rows_at_addresses(found, columns)
     if rows is None:
-        rows = _listed(chunks, search().limit(limit + TIE_MARGIN), [*columns, "id"] if columns else [], cards,
+        rows = _listed(search().limit(limit + TIE_MARGIN), [*columns, "id"] if columns else [], cards,
                        deadline, ("_score",), ranked=True)
     return sorted(rows, key=lambda r: (-r["_score"], r.get("id", "")))[:limit]
 
@@ -632,7 +633,7 @@ class IndexReader:
             return []
         query = chunks.search().where(where)
         query = query.limit(limit) if limit else query.limit(None)
-        return in_document_order(_listed(chunks, query, columns, self.tables.cards_stored, self.tables.deadline))
+        return in_document_order(_listed(query, columns, self.tables.cards_stored, self.tables.deadline))
 
     @guarded
     def vectors_by_key(self, keys: Sequence[str], model_id: str, scheme: str) -> dict[str, Any]:

@@ -115,19 +115,32 @@ def chunk_schema(dim: int) -> pa.Schema:
     ])
 
 
-CARD = "card"
-CARD_FIELDS = tuple(name for name in STORED_CHUNK_COLUMNS if name != "id")
-"""What a chunk's card holds, in this order: the columns a StoredChunk is read from but its id, which is read
-as a column beside the card, so a row is named even where it has none (an older version wrote it). LanceDB
-reads a row a column at a time, and cells of rows far apart cost about the same whatever their size (at 1M
-chunks 36 rows of one column ~2 ms, of StoredChunk's 21 columns ~21 ms): from the card, the hits' sections and
-the ranked lists' passages are read as two columns (docs/BENCHMARKS.md, Growth). A version that changes these
-fields names the column anew, so a card is never read by another layout than the one that wrote it."""
+def chunk_write_schema(dim: int, fields: frozenset[str]) -> pa.Schema:
+    """What the writer writes to a chunks table holding `fields`: chunk_schema, and the earlier layout's card
+    where the table has it (OLD_CARD)."""
+    schema = chunk_schema(dim)
+    return schema.append(pa.field(OLD_CARD, pa.string())) if OLD_CARD in fields else schema
 
 
-def card_of(row: Mapping[str, Any]) -> str:
-    """What `card` holds for a chunk row: its CARD_FIELDS' values, a JSON array."""
-    return json.dumps([row.get(name) for name in CARD_FIELDS], ensure_ascii=False, separators=(",", ":"))
+CARD = "card2"
+CARD_FIELDS = (*STORED_CHUNK_COLUMNS, "lang")
+"""What a chunk's card holds, in this order: the columns a StoredChunk is read from, its id among them, and its
+stored language. LanceDB reads a row a column at a time, and cells of rows far apart cost about the same whatever
+their size (at 1M chunks 36 rows of one column ~2 ms, of StoredChunk's 21 columns ~21 ms): from the card, the hits'
+sections are read as one column, and a ranked list's passages, ids and languages with its ranking (a BM25 list of
+160 rows at 1M chunks: 19 ms of CPU, against 30 with the id and the language read beside the card; docs/
+BENCHMARKS.md, Growth). A version that changes these fields names the column anew, so a card is never read by
+another layout than the one that wrote it."""
+OLD_CARD = "card"
+OLD_CARD_FIELDS = tuple(name for name in STORED_CHUNK_COLUMNS if name != "id")
+"""The card's earlier layout (without the id, read beside it, and the language). A table an earlier version wrote
+keeps that column, and this version's writer fills it too, so an earlier version reading beside it (a second
+container not yet upgraded) reads what the row holds; a new table has none."""
+
+
+def card_of(row: Mapping[str, Any], fields: tuple[str, ...] = CARD_FIELDS) -> str:
+    """What a card holds for a chunk row: its `fields`' values, a JSON array."""
+    return json.dumps([row.get(name) for name in fields], ensure_ascii=False, separators=(",", ":"))
 
 
 def stored_language(text: str | None) -> str:

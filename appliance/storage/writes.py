@@ -27,6 +27,8 @@ from appliance.storage.tables import (
     CHUNKS,
     FTS_COLUMN,
     IN_BATCH,
+    OLD_CARD,
+    OLD_CARD_FIELDS,
     SOURCE_SCHEMA,
     SOURCES,
     VECTOR_CODE_BITS,
@@ -37,6 +39,7 @@ from appliance.storage.tables import (
     backoff,
     card_of,
     chunk_schema,
+    chunk_write_schema,
     code_bits,
     guarded,
     in_list,
@@ -165,14 +168,18 @@ class IndexWriter:
         after FOLD_DUE_ROWS rows: until then each write's delete and key lookup scan every
         row written (a first sync's first round wrote ~5,500 rows that way, and the round
         after it, which built every index under the write lock, ran slowest:
-        scripts/bench_scale.py --flat). Each row's `lang` (from its text) and card are derived here, whoever built it.
+        scripts/bench_scale.py --flat). Each row's `lang` (from its text) and card (the earlier layout's too, where the
+        table has it: tables.OLD_CARD) are derived here, whoever built it.
         """
         if not sources:
             return
         self.tables.evolve_chunks()
+        old_cards = OLD_CARD in self.tables.chunk_fields
         for row in rows:
             row["lang"] = stored_language(row.get("text"))
             row[CARD] = card_of(row)
+            if old_cards:
+                row[OLD_CARD] = card_of(row, OLD_CARD_FIELDS)
         self._replace(sources, rows)
         self.rows_unfolded += len(rows)
         if stopping.requested():  # a stop leaves the folding to the next sync, as it does at the end
@@ -187,7 +194,7 @@ class IndexWriter:
     def _replace(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
         ids = [s.source_id for s in sources]
         with self.tables.lock:
-            replace_chunks(self.tables, ids, rows, chunk_schema(self.tables.dim),
+            replace_chunks(self.tables, ids, rows, chunk_write_schema(self.tables.dim, self.tables.chunk_fields),
                            lambda group: in_list("source_id", group))
             self._upsert_sources(sources)
 

@@ -17,7 +17,16 @@ from appliance.chunks import STORED_CHUNK_COLUMNS
 from appliance.storage import reads
 from appliance.storage.filters import Filter
 from appliance.storage.index import Index
-from appliance.storage.tables import CARD, CARD_FIELDS, CHUNKS, SourceRow, card_of, chunk_schema
+from appliance.storage.tables import (
+    CARD,
+    CARD_FIELDS,
+    CHUNKS,
+    OLD_CARD,
+    OLD_CARD_FIELDS,
+    SourceRow,
+    card_of,
+    chunk_schema,
+)
 from tests.fixtures.writers import looks_while_writing
 
 DIM = 8
@@ -77,9 +86,11 @@ def test_the_writer_stores_each_rows_card_and_reads_through_it_equal_the_columns
     for source in ("/docs/a.md", "/docs/b.md", "/docs/c.md"):
         _write(index, source, 6)
     index.writes.refresh_indexes(fold_now=True)
-    stored = index.chunks().search().select([*STORED_CHUNK_COLUMNS, CARD]).limit(None).to_list()
+    stored = index.chunks().search().select([*STORED_CHUNK_COLUMNS, "lang", CARD]).limit(None).to_list()
     assert len(stored) == 18 and all(r[CARD] == card_of(r) for r in stored)
     assert json.loads(stored[0][CARD]) == [stored[0][name] for name in CARD_FIELDS]
+    assert CARD_FIELDS[0] == "id" and "lang" in CARD_FIELDS  # a ranked row is named and its language read with it
+    assert OLD_CARD not in index.chunks().schema.names  # a new table has no earlier layout to keep
     selected = []
     carded = reads.carded
     monkeypatch.setattr(reads, "carded", lambda columns, cards: selected.append(out := carded(columns, cards)) or out)
@@ -87,6 +98,7 @@ def test_the_writer_stores_each_rows_card_and_reads_through_it_equal_the_columns
     with_cards = _reads(index, vector)
     assert selected and all(CARD in s for s, held in selected if len(held) >= 2)
     assert sum(CARD in s for s, _ in selected) >= 6  # each read above took its columns from the card
+    assert all("id" not in s and "lang" not in s for s, held in selected if CARD in s)  # with them, too
     _without_cards(index)
     selected.clear()
     without = _reads(index, vector)
@@ -105,7 +117,7 @@ def test_an_upgraded_table_gets_its_cards_and_a_row_without_one_is_read_by_id(tm
     index = Index(tmp_path, DIM, memory_budget=0)
     index.chunks()
     assert index.tables.cards_stored
-    stored = index.chunks().search().select([*STORED_CHUNK_COLUMNS, CARD]).limit(None).to_list()
+    stored = index.chunks().search().select([*STORED_CHUNK_COLUMNS, "lang", CARD]).limit(None).to_list()
     assert len(stored) == 6 and all(r[CARD] == card_of(r) and r["doc_class"] == "note" for r in stored)
     older = _rows("/docs/older.md", 4)
     index.chunks().add(pa.Table.from_pylist([r | {CARD: None} for r in older], schema=full))
@@ -115,6 +127,31 @@ def test_an_upgraded_table_gets_its_cards_and_a_row_without_one_is_read_by_id(tm
     by_id = {r["id"]: r for r in older}
     for chunk in sections[2:]:
         assert chunk.text == by_id[chunk.id]["text"] and chunk.sheet == by_id[chunk.id]["sheet"]
+
+
+def test_a_table_with_the_earlier_cards_gets_the_new_ones_and_keeps_both_true(tmp_path: Path) -> None:
+    """A table the previous version wrote (its card without the id and the language: OLD_CARD) gets this version's
+    cards on open; every write fills both, so an earlier version reading beside reads a rewritten source's new
+    text from its card, not the one the row held before (a merge keeps a column it is not given)."""
+    full = chunk_schema(DIM)
+    earlier = pa.schema([*(f for f in full if f.name != CARD), pa.field(OLD_CARD, pa.string())])
+    rows = [r | {"lang": "", OLD_CARD: card_of(r, OLD_CARD_FIELDS)} for r in _rows("/docs/a.md", 6)]
+    lancedb.connect(str(tmp_path)).create_table(CHUNKS, data=pa.Table.from_pylist(rows, schema=earlier))
+    index = Index(tmp_path, DIM, memory_budget=0)
+    index.chunks()
+    assert index.tables.cards_stored
+    rewritten = [r | {"text": f"rewritten {r['id']}"} for r in _rows("/docs/a.md", 6)]  # the same ids: a merge
+    index.writes.replace_sources([SourceRow(source_id="/docs/a.md", source_kind="file")], rewritten)
+    _write(index, "/docs/b.md", 3)
+    stored = index.chunks().search().select([*STORED_CHUNK_COLUMNS, "lang", CARD, OLD_CARD]).limit(None).to_list()
+    assert len(stored) == 9
+    for row in stored:
+        assert row[CARD] == card_of(row) and row[OLD_CARD] == card_of(row, OLD_CARD_FIELDS), row["id"]
+    written = {r["id"]: f"rewritten {r['id']}" for r in rewritten}
+    assert {r["id"]: json.loads(r[OLD_CARD])[OLD_CARD_FIELDS.index("text")] for r in stored
+            if r["source_id"] == "/docs/a.md"} == written
+    assert [c.text for c in index.reader.section_chunks(["/docs/a.md:s0"])] == [written["/docs/a.md:0"],
+                                                                               written["/docs/a.md:1"]]
 
 
 WRITER = textwrap.dedent("""
