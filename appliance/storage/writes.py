@@ -174,13 +174,14 @@ class IndexWriter:
         if not sources:
             return
         self.tables.evolve_chunks()
-        old_cards = OLD_CARD in self.tables.chunk_fields
+        fields = frozenset(self.tables.chunks(create=True).schema.names)  # as it is now: a clean rebuild drops OLD_CARD
+        old_cards = OLD_CARD in fields
         for row in rows:
             row["lang"] = stored_language(row.get("text"))
             row[CARD] = card_of(row)
             if old_cards:
                 row[OLD_CARD] = card_of(row, OLD_CARD_FIELDS)
-        self._replace(sources, rows)
+        self._replace(sources, rows, fields)
         self.rows_unfolded += len(rows)
         if stopping.requested():  # a stop leaves the folding to the next sync, as it does at the end
             return
@@ -191,10 +192,10 @@ class IndexWriter:
             self.refresh_indexes(fold_now=True, segments_max=SEGMENTS_MAX_MID_RUN)
 
     @writes
-    def _replace(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]]) -> None:
+    def _replace(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]], fields: frozenset[str]) -> None:
         ids = [s.source_id for s in sources]
         with self.tables.lock:
-            replace_chunks(self.tables, ids, rows, chunk_write_schema(self.tables.dim, self.tables.chunk_fields),
+            replace_chunks(self.tables, ids, rows, chunk_write_schema(self.tables.dim, fields),
                            lambda group: in_list("source_id", group))
             self._upsert_sources(sources)
 

@@ -154,6 +154,24 @@ def test_a_table_with_the_earlier_cards_gets_the_new_ones_and_keeps_both_true(tm
                                                                                written["/docs/a.md:1"]]
 
 
+def test_a_clean_rebuild_elsewhere_drops_the_earlier_cards_and_a_writer_that_saw_them_still_writes(
+        tmp_path: Path) -> None:
+    """Another process rebuilds the upgraded table clean (drop_all: this version's columns alone); a writer that
+    opened it with the earlier cards writes what the table holds now."""
+    earlier = pa.schema([*(f for f in chunk_schema(DIM) if f.name != CARD), pa.field(OLD_CARD, pa.string())])
+    rows = [r | {"lang": "", OLD_CARD: card_of(r, OLD_CARD_FIELDS)} for r in _rows("/docs/a.md", 3)]
+    lancedb.connect(str(tmp_path)).create_table(CHUNKS, data=pa.Table.from_pylist(rows, schema=earlier))
+    writer = Index(tmp_path, DIM, memory_budget=0)
+    assert OLD_CARD in writer.tables.chunk_fields | frozenset(writer.chunks().schema.names)
+    Index(tmp_path, DIM, memory_budget=0).writes.drop_all()
+    writer.tables.checkout_latest()
+    _write(writer, "/docs/b.md", 3)
+    stored = writer.chunks().search().select([*STORED_CHUNK_COLUMNS, "lang", CARD]).limit(None).to_list()
+    assert OLD_CARD not in writer.chunks().schema.names
+    assert sorted(r["id"] for r in stored) == ["/docs/b.md:0", "/docs/b.md:1", "/docs/b.md:2"]
+    assert all(r[CARD] == card_of(r) for r in stored)
+
+
 WRITER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
