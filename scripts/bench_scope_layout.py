@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+import lancedb
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -59,8 +60,6 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    import lancedb
-
     chunks = lancedb.connect(str(args.dir / "index")).open_table("chunks")
     index = vector_index(chunks)
     if index is None:
