@@ -210,9 +210,21 @@ FIELD_DEFAULTS = {"doc_class": "'note'", "ocr_engine": "''", "metadata": "'{}'",
 FIELD_DERIVED: dict[str, tuple[tuple[str, ...], Callable[..., Any]]] = {
     "lang": (("text",), stored_language),
     CARD: (CARD_FIELDS, lambda *values: card_of(dict(zip(CARD_FIELDS, values, strict=True)))),
+    OLD_CARD: (OLD_CARD_FIELDS, lambda *values: card_of(dict(zip(OLD_CARD_FIELDS, values, strict=True)),
+                                                        OLD_CARD_FIELDS)),
 }
-"""Fields a newer version derives from other columns, as its writer does: on rows written before the field
-existed they are derived from those columns (field -> (columns, derivation of their values))."""
+"""Fields derived from a row's other columns (field -> (columns, derivation of their values)), in the order they
+are derived (a card holds the language): the writer derives them for every row it writes (derive_fields), and a
+newer version's on the rows written before the field existed (_evolve). The earlier card is only ever written
+where a table already has it (chunk_write_schema)."""
+
+
+def derive_fields(row: dict[str, Any], names: Iterable[str]) -> None:
+    """Give `row` the FIELD_DERIVED fields among `names`, from its other columns."""
+    wanted = set(names)
+    for name, (sources, value) in FIELD_DERIVED.items():
+        if name in wanted:
+            row[name] = value(*(row.get(source) for source in sources))
 
 
 def _open_or_create(db: lancedb.DBConnection, name: str, schema: pa.Schema) -> Table:

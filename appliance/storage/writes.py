@@ -23,12 +23,9 @@ from appliance.platform import native_memory, stopping
 from appliance.storage.replica import fits
 from appliance.storage.swap import replace_chunks
 from appliance.storage.tables import (
-    CARD,
     CHUNKS,
     FTS_COLUMN,
     IN_BATCH,
-    OLD_CARD,
-    OLD_CARD_FIELDS,
     SOURCE_SCHEMA,
     SOURCES,
     VECTOR_CODE_BITS,
@@ -37,13 +34,12 @@ from appliance.storage.tables import (
     SourceRow,
     Tables,
     backoff,
-    card_of,
     chunk_schema,
     chunk_write_schema,
     code_bits,
+    derive_fields,
     guarded,
     in_list,
-    stored_language,
     vector_index,
     writes,
 )
@@ -168,20 +164,17 @@ class IndexWriter:
         after FOLD_DUE_ROWS rows: until then each write's delete and key lookup scan every
         row written (a first sync's first round wrote ~5,500 rows that way, and the round
         after it, which built every index under the write lock, ran slowest:
-        scripts/bench_scale.py --flat). Each row's `lang` (from its text) and card (the earlier layout's too, where the
-        table has it: tables.OLD_CARD) are derived here, whoever built it.
+        scripts/bench_scale.py --flat). Each row's derived fields (its language and card, and the earlier card where
+        the table has it: tables.FIELD_DERIVED) are derived here, whoever built it.
         """
         if not sources:
             return
         self.tables.evolve_chunks()
-        fields = frozenset(self.tables.chunks(create=True).schema.names)  # as it is now: a clean rebuild drops OLD_CARD
-        old_cards = OLD_CARD in fields
+        # the table's fields as they are now, not as opened: another process's clean rebuild drops OLD_CARD
+        schema = chunk_write_schema(self.tables.dim, frozenset(self.tables.chunks(create=True).schema.names))
         for row in rows:
-            row["lang"] = stored_language(row.get("text"))
-            row[CARD] = card_of(row)
-            if old_cards:
-                row[OLD_CARD] = card_of(row, OLD_CARD_FIELDS)
-        self._replace(sources, rows, fields)
+            derive_fields(row, schema.names)
+        self._replace(sources, rows, schema)
         self.rows_unfolded += len(rows)
         if stopping.requested():  # a stop leaves the folding to the next sync, as it does at the end
             return
@@ -192,10 +185,10 @@ class IndexWriter:
             self.refresh_indexes(fold_now=True, segments_max=SEGMENTS_MAX_MID_RUN)
 
     @writes
-    def _replace(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]], fields: frozenset[str]) -> None:
+    def _replace(self, sources: Sequence[SourceRow], rows: list[dict[str, Any]], schema: pa.Schema) -> None:
         ids = [s.source_id for s in sources]
         with self.tables.lock:
-            replace_chunks(self.tables, ids, rows, chunk_write_schema(self.tables.dim, fields),
+            replace_chunks(self.tables, ids, rows, schema,
                            lambda group: in_list("source_id", group))
             self._upsert_sources(sources)
 
