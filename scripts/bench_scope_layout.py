@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -36,11 +35,6 @@ from appliance.search.keywords import query_terms
 from appliance.storage.filters import Filter
 from appliance.storage.reads import PROBED_SHARE, TIE_MARGIN, counted_partitions, estimated_partitions
 from appliance.storage.tables import FTS_COLUMN, filter_sql, sql_str, vector_index
-
-
-def cpu_ms() -> float:
-    times = os.times()
-    return (times.user + times.system) * 1000
 
 
 def scopes(docs: Path, sources: int) -> dict[str, str | None]:
@@ -72,7 +66,7 @@ def main() -> None:
     rows = {name: chunks.count_rows(where) if where else chunks.count_rows() for name, where in filters.items()}
 
     def search(kind: str, where: str | None) -> tuple[float, float]:
-        c0, w0 = cpu_ms(), time.perf_counter()
+        c0, w0 = bench_scale.cpu_ms(), time.perf_counter()
         for vector, text in zip(vectors, texts, strict=True):
             if kind == "vector":
                 query = chunks.search(vector).distance_type("cosine").refine_factor(1) \
@@ -83,7 +77,7 @@ def main() -> None:
                 query = query.where(where, prefilter=True)
             key = "_distance" if kind == "vector" else "_score"
             query.limit(150 + TIE_MARGIN).select([key]).with_row_id(False).to_arrow()
-        return (cpu_ms() - c0) / len(vectors), (time.perf_counter() - w0) * 1000 / len(vectors)
+        return (bench_scale.cpu_ms() - c0) / len(vectors), (time.perf_counter() - w0) * 1000 / len(vectors)
 
     kinds = ("vector", "bm25")
     for kind in kinds:

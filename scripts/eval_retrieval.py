@@ -30,6 +30,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -81,7 +82,8 @@ def load(dataset: str, max_queries: int | None) -> tuple[list[dict], dict[str, s
     return corpus, queries, qrels
 
 
-def materialise(corpus: list[dict], folder: Path) -> None:
+def materialise(corpus: list[dict], folder: Path, subfolder: Callable[[str], str] | None = None) -> None:
+    """Each document as `folder/ID.md`, or `folder/subfolder(ID)/ID.md`; once (a marker says it is complete)."""
     folder.mkdir(parents=True, exist_ok=True)
     # The folder lies under the project's git-ignored .cache/, and discovery honours the enclosing
     # repository's .gitignore, so it would see no files; an empty .git makes the folder a repository
@@ -93,7 +95,9 @@ def materialise(corpus: list[dict], folder: Path) -> None:
     for doc in corpus:
         title = (doc.get("title") or "").strip()
         body = f"# {title}\n\n{doc['text']}\n" if title else f"{doc['text']}\n"
-        (folder / f"{doc['_id']}.md").write_text(body, encoding="utf-8")
+        home = folder / subfolder(doc["_id"]) if subfolder else folder
+        home.mkdir(exist_ok=True)
+        (home / f"{doc['_id']}.md").write_text(body, encoding="utf-8")
     marker.write_text("ok")
 
 

@@ -39,19 +39,6 @@ def folder_of(doc_id: str, folders: int) -> str:
     return f"f{int(hashlib.sha256(doc_id.encode()).hexdigest(), 16) % folders}"
 
 
-def materialise(corpus: list[dict], docs: Path, folders: int) -> None:
-    docs.mkdir(parents=True, exist_ok=True)
-    (docs / ".git").mkdir(exist_ok=True)  # outside the project's ignore rules (eval_retrieval.materialise)
-    if (docs / ".complete").exists():
-        return
-    for doc in corpus:
-        title = (doc.get("title") or "").strip()
-        body = f"# {title}\n\n{doc['text']}\n" if title else f"{doc['text']}\n"
-        (docs / folder_of(doc["_id"], folders)).mkdir(exist_ok=True)
-        (docs / folder_of(doc["_id"], folders) / f"{doc['_id']}.md").write_text(body, encoding="utf-8")
-    (docs / ".complete").write_text("ok")
-
-
 def own_scale(fuse: Any) -> Any:
     """`fuse` handed each side scaled by its own rows, not by the whole index's candidates."""
     def fused(vector: Side, keyword: Side, weight: float, *args: Any, **kwargs: Any) -> Any:
@@ -84,7 +71,7 @@ def main() -> None:
     corpus, queries, qrels = ev.load(args.dataset, None)
     name = f"{args.dataset}-folders" + ("" if args.folders == 10 else str(args.folders))
     docs = ev.CACHE / "docs" / name
-    materialise(corpus, docs, args.folders)
+    ev.materialise(corpus, docs, lambda doc_id: folder_of(doc_id, args.folders))
     settings = load_settings(dict(os.environ), base_dirs=[str(docs)])
     app = Appliance(replace(settings, db_path=ev.CACHE / "index" / name))
     app.sync()
