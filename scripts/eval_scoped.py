@@ -1,16 +1,15 @@
 #!/usr/bin/env python3
 """Scoped retrieval quality: each query searched inside the folder of its first relevant document, with the
-sides scaled by the whole index's candidates (the appliance's rule) and by the scope's own.
+sides scaled by the scope's own candidates (the appliance's rule) and by the whole index's.
 
 Usage: eval_scoped.py [--dataset scifact] [--folders 10] [--json]
 
 The dataset's documents become Markdown files in `--folders` folders (a document's folder from a hash of its
 id, so each folder's documents are spread like any other's), synced through the appliance into a cached index
 (.cache/eval). Every query runs unscoped, then scoped to one folder; it is judged by nDCG@10 and Recall@10
-against its relevant documents inside that folder. The scope's own scale is an experiment, not a setting:
-fusion is handed each side's rows with the best and the worst of those rows as its scale (Side.whole), which
-is what a ranker that scaled a filtered side by its own candidates would give. A scope's own scale would spare
-a scoped query the unfiltered searches that give the whole index's (docs/BENCHMARKS.md, Growth).
+against its relevant documents inside that folder. The whole index's scale is the rule before the scope's own,
+kept here as an experiment: each filtered side is searched again without the filter and handed to fusion with
+that search's scale (search.fusion, docs/DESIGN.md "Filters choose the candidates").
 """
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,6 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import eval_retrieval as ev  # noqa: E402
 
 from appliance.config import load_settings  # noqa: E402
-from appliance.search import hybrid  # noqa: E402
 from appliance.service import Appliance  # noqa: E402
 from appliance.storage.sides import Side  # noqa: E402
 
@@ -39,11 +38,15 @@ def folder_of(doc_id: str, folders: int) -> str:
     return f"f{int(hashlib.sha256(doc_id.encode()).hexdigest(), 16) % folders}"
 
 
-def own_scale(fuse: Any) -> Any:
-    """`fuse` handed each side scaled by its own rows, not by the whole index's candidates."""
-    def fused(vector: Side, keyword: Side, weight: float, *args: Any, **kwargs: Any) -> Any:
-        return fuse(Side.whole(vector.rows, "_distance"), Side.whole(keyword.rows, "_score"), weight, *args, **kwargs)
-    return fused
+def whole_index_scale(side: Callable[..., Side]) -> Callable[..., Side]:
+    """A reader's side (vector_side, keyword_side) whose filtered rows come with the unfiltered search's scale."""
+    def scaled(query: Any, limit: int, where: Any, columns: list[str], *args: Any) -> Side:
+        inside = side(query, limit, where, columns, *args)
+        if where is None:
+            return inside
+        whole = side(query, limit, None, columns, *args)
+        return Side(inside.rows, whole.best, whole.floor)
+    return scaled
 
 
 def scoped(app: Appliance, docs: Path, queries: dict[str, str], qrels: dict[str, dict[str, int]],
@@ -75,20 +78,21 @@ def main() -> None:
     settings = load_settings(dict(os.environ), base_dirs=[str(docs)])
     app = Appliance(replace(settings, db_path=ev.CACHE / "index" / name))
     app.sync()
-    fuse = hybrid.fuse
     out: dict[str, Any] = {"dataset": args.dataset, "queries": len(queries), "folders": args.folders,
                            "unscoped": ev.evaluate(app, queries, qrels),
-                           "scoped_whole_index_scale": scoped(app, docs, queries, qrels, args.folders)}
+                           "scoped_own_scale": scoped(app, docs, queries, qrels, args.folders)}
+    reader = app.index.reader
     try:
-        hybrid.fuse = own_scale(fuse)  # type: ignore[assignment]
-        out["scoped_own_scale"] = scoped(app, docs, queries, qrels, args.folders)
+        reader.vector_side = whole_index_scale(reader.vector_side)  # type: ignore[method-assign]
+        reader.keyword_side = whole_index_scale(reader.keyword_side)  # type: ignore[method-assign]
+        out["scoped_whole_index_scale"] = scoped(app, docs, queries, qrels, args.folders)
     finally:
-        hybrid.fuse = fuse  # type: ignore[assignment]
+        del reader.vector_side, reader.keyword_side  # the class's methods again
     if args.json:
         print(json.dumps(out, indent=1))
         return
     print(f"{args.dataset}, {out['queries']} queries, {args.folders} folders (nDCG@10 / Recall@10):")
-    for key in ("unscoped", "scoped_whole_index_scale", "scoped_own_scale"):
+    for key in ("unscoped", "scoped_own_scale", "scoped_whole_index_scale"):
         print(f"  {key:26} {out[key]['nDCG@10']:.4f} / {out[key]['Recall@10']:.4f}")
 
 

@@ -1,11 +1,16 @@
 """Hybrid fusion of the vector and the BM25 ranking, and the result-shaping rules (pure functions).
 
 Fusion is a convex combination of the two sides' scores, each min-max normalised
-over the whole index's candidate list of that side for this query: `(1 - w) * v + w * b`,
+over that side's candidate list for this query: `(1 - w) * v + w * b`,
 with v the cosine similarity and b the BM25 score scaled onto 0..1 (1 = the side's
-best hit, 0 = its worst or absent). A scope or doc-class filter does not re-normalise:
-the scale is always the whole index's, so a filter is a mask over one ranking and a
-chunk keeps its score and its order relative to every other chunk with or without it.
+best hit, 0 = its worst or absent). Under a scope or doc-class filter the candidates are
+the best chunks inside it, and they are the scale: a scoped search ranks its chunks as
+the whole index ranks its own (BM25's statistics stay the whole index's). On five sets
+scoped to one folder in ten this ranked as well as the whole index's scale or better
+(nDCG@10 Cranfield 0.636 against 0.619, SciFact 0.858 against 0.857, XQuAD-R within
+0.003 near 0.99) and spared each filtered side a second, unfiltered search
+(scripts/eval_scoped.py; docs/DESIGN.md, "Filters choose the candidates"). A BM25 list
+shorter than it asked for holds every match, so its floor is no match (Side.whole).
 
 BM25 cannot compare a passage in another language than the query's: it shares no
 words with it, so an absent or low BM25 score says nothing there. For such a passage
@@ -64,10 +69,9 @@ def fuse(vector: Side, keyword: Side, weight: float, query_language: str | None 
          languages: Languages | None = None) -> list[Candidate]:
     """score = (1 - w) * v + w * b (see the module docstring), each side scaled by its Side.
 
-    Both sides are scaled by the whole index's candidates, never by the filtered ones,
-    so a chunk's score does not depend on the filter: a filter only hides chunks. A
+    Each side is scaled by its Side (the candidates it returned, inside the filter). A
     chunk found by one side only scores 0 on the other: it lies below that side's
-    whole-index candidates (it is not among the filtered ones, which are at least as deep).
+    candidates, the best ones inside the same filter.
     When `query_language` is given and a passage is clearly in another language
     (languages.language of its text: `languages` gives them from the candidates' rows, asked once
     for all of them; without it each row's `text` is read), its score is v alone. w = 0 is the

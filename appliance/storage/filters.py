@@ -1,8 +1,8 @@
-"""What a search may return: a path scope and a doc class, as one mask over the whole ranking.
+"""What a search may return: a path scope and a doc class, as one mask over the chunks.
 
-A filter never changes how chunks rank, only which of them are returned: the index
-ranks every chunk by one rule (search.fusion) and a filter hides the chunks outside
-it. It is kept as data, not SQL, so the in-memory replica can apply it as a boolean
+A filter chooses the chunks a search ranks: both sides find their best chunks inside
+it, however deep, and fusion (search.fusion) ranks them by the same rule as the whole
+index's. It is kept as data, not SQL, so the in-memory replica can apply it as a boolean
 mask and LanceDB as a prefilter, and both select the same rows.
 """
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 A vector side is ranked by one of two `Ranker`s: the exact in-memory replica (appliance.storage.replica)
 while the index fits the process's memory budget, else LanceDB's approximate index (`LanceRanker`);
-`IndexReader.ranker` is the one place that chooses. Both rank the whole index and let a filter
-hide rows (query.filters): the replica masks its exact similarities, LanceDB prefilters, and the
-scale each side is fused by comes from the unfiltered candidates (storage.sides.Side).
+`IndexReader.ranker` is the one place that chooses. Both rank the chunks a filter keeps (storage.filters): the
+replica masks its exact similarities, LanceDB prefilters, and each side is scaled by its own candidates
+inside the filter (storage.sides.Side).
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, NamedTuple, Protocol
@@ -236,40 +235,24 @@ def other_languages(language: str) -> str:
     return f"lang IS NULL OR {in_list('lang', others)}"
 
 
-_PREFILTERED = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prefiltered")
-"""Runs a filtered side's prefiltered search beside its unfiltered one (a pool of its own: the sides
-themselves run in search.hybrid's pool, and a task waiting on its own pool could starve it)."""
-
-
 def _masked(search, limit: int, where: Filter | None, columns: list[str], key: str,  # type: ignore[no-untyped-def]
-            speculate: bool = True) -> Side:
-    """One side through LanceDB: the unfiltered candidates give the scale; the filtered ones are
-    those among them that `where` keeps when that is all of them or nothing deeper matches, else
-    a prefiltered search (so a filter never truncates: deeper chunks inside it are found).
+            keeps_everything: bool = False) -> Side:
+    """One side through LanceDB: the `limit` best chunks inside `where`, however deep (a prefiltered search, so a
+    filter never truncates), scaled by themselves (Side.whole).
 
-    Unless the filter keeps every chunk, one of the unfiltered candidates nearly always lies outside
-    it, so with `speculate` the prefiltered search runs at once beside the unfiltered one instead
-    of after it (at 100,000 chunks each BM25 search took 5-6 ms p50, the prefiltered one no more than the
-    other, at load 4.6), and gives the rows; the unfiltered one then reads only what its scale needs (at 1M
-    chunks the vector side's texts were ~8 ms of it)."""
-    if where is None:
-        return Side.whole(search(None, columns), key)
-    if speculate:  # the whole search gives the scale alone: its values, not even its rows' ids, are read
-        filtered = _PREFILTERED.submit(search, where, columns)
-        side = Side.whole(search(None, []), key)
-        return Side(filtered.result(), side.best, side.floor)
-    whole = search(None, sorted(set(columns) | set(Filter.COLUMNS)))
-    side = Side.whole(whole, key)
-    inside = [r for r in whole if where.keeps(r)]
-    if len(inside) < limit <= len(whole):
-        inside = search(where, columns)
-    return Side(inside, side.best, side.floor)
+    When the filter likely keeps every chunk (`keeps_everything`, a guess), the unfiltered search runs instead,
+    without the prefilter's cost, and its rows are the answer if the filter keeps them all or nothing deeper
+    could match; else the prefiltered search runs after it."""
+    if where is not None and keeps_everything:
+        whole = search(None, sorted(set(columns) | set(Filter.COLUMNS)))
+        if len(whole) < limit or all(where.keeps(row) for row in whole):
+            return Side.whole([row for row in whole if where.keeps(row)], key, limit)
+    return Side.whole(search(where, columns), key, limit)
 
 
 class Ranker(Protocol):
-    """Ranks the whole index by one vector and lets a filter hide rows: the `limit` chunks nearest `vector`
-    inside `where`, nearest first (ties by id), with `_distance` (1 - cosine similarity), and the scale of
-    the unfiltered candidates (Side.best, Side.floor), so a chunk's score does not depend on the filter."""
+    """Ranks by one vector the chunks a filter keeps: the `limit` chunks nearest `vector` inside `where`,
+    nearest first (ties by id), with `_distance` (1 - cosine similarity), scaled by themselves (Side.whole)."""
 
     def rank(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
              columns: list[str]) -> Side: ...
@@ -574,8 +557,8 @@ class IndexReader:
         passage where the table holds no languages (Tables.languages_stored).
 
         BM25's statistics (document frequencies, average length) are the whole index's,
-        whatever the filter: LanceDB's prefilter only hides rows, so a chunk's score is
-        the same with or without a scope, and one ranking serves both.
+        whatever the filter: LanceDB's prefilter only hides rows, so a chunk's raw score is
+        the same with or without a scope; only the scale, the candidates' own, differs.
         """
         chunks = self.tables.chunks()
         if chunks is None or not terms:
@@ -592,7 +575,7 @@ class IndexReader:
         cards = self.tables.cards_stored
         return _masked(lambda w, cols: _bm25(chunks, terms, limit, w, cols, replica, deadline=deadline, among=among,
                                              cards=cards),
-                       limit, where, columns, "_score", speculate=not self._keeps_everything(where))
+                       limit, where, columns, "_score", keeps_everything=self._keeps_everything(where))
 
     @guarded
     def foreign_vocabulary(self, chunks: Table, language: str) -> frozenset[str] | None:
@@ -618,7 +601,7 @@ class IndexReader:
 
     def _keeps_everything(self, where: Filter | None) -> bool:
         """Whether `where` keeps every chunk of the replica last read (whatever its version: a guess that
-        only decides whether a filtered side searches twice at once or one after the other)."""
+        only decides whether a filtered side first tries the cheaper unfiltered search: _masked)."""
         replica = self._replica
         return where is not None and replica is not None and bool(replica.mask(where).all())
 

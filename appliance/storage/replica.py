@@ -5,8 +5,8 @@ matrix-vector product over every vector takes ~5 ms per 30,000 chunks on this 2-
 (16 ms at 100,000), where a query through LanceDB's vector index costs 12-20 ms of planning
 and I/O and returns approximate neighbours where this returns the exact ones; and the rows
 of the hits' sections come out of an Arrow table by position instead of a filtered scan. A
-filter (query.filters) is a mask over the same similarities, so a scoped query ranks exactly
-like an unscoped one.
+filter (storage.filters) is a mask over the same similarities, so a scoped query finds exactly
+the chunks nearest inside it.
 
 The replica belongs to one table version. When a commit moves the version on, it is
 refreshed, not rebuilt: the index reads the narrow key columns (id, ingested_at) of
@@ -258,10 +258,8 @@ class Replica:
              columns: list[str]) -> Side:
         """The exact ranking (storage.reads.Ranker): every row's similarity, the filter a mask over them."""
         sims = self.similarities(vector)
-        whole = self.best(sims, limit)
-        found = whole if where is None else self.best(sims, limit, self.mask(where))
-        top = sims[whole] if len(whole) else np.zeros(1)
-        return Side(self.rows_at(found, columns, sims), float(top.max()), float(top.min()))
+        found = self.best(sims, limit, None if where is None else self.mask(where))
+        return Side.whole(self.rows_at(found, columns, sims), "_distance")
 
     def rows_at(self, positions: np.ndarray, columns: Sequence[str], sims: np.ndarray) -> list[dict[str, Any]]:
         """The rows at `positions` with `_distance` (1 - cosine similarity)."""

@@ -1,4 +1,4 @@
-"""One side of a ranking as a ranker returns it: the candidates inside the filter and the whole index's scale.
+"""One side of a ranking as a ranker returns it: the candidates inside the filter and the scale they are fused by.
 
 Both rankers (the replica and LanceDB's search) and the keyword side return a Side; fusion
 (appliance.search.fusion) reads it. It lives with the readers so storage needs nothing of search.
@@ -12,21 +12,25 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Side:
-    """One side's candidates inside the filter (best first, raw values), and the best and the
-    worst raw value among the whole index's candidates of that side (its `limit` best chunks)."""
+    """One side's candidates inside the filter (best first, raw values), and the best and the worst raw value
+    it is scaled by: the candidates' own (Side.whole), or for a translated list its best alone (search.hybrid)."""
 
     rows: Sequence[dict[str, Any]]
     best: float
     floor: float
 
     @classmethod
-    def whole(cls, rows: Sequence[dict[str, Any]], key: str) -> Side:
-        """An unfiltered side: the whole index's candidates are `rows` themselves."""
+    def whole(cls, rows: Sequence[dict[str, Any]], key: str, limit: int | None = None) -> Side:
+        """A side scaled by its own candidates, `rows`: the best of them 1, the worst 0. BM25 candidates fewer
+        than the `limit` asked are every match there is (inside the filter), so their worst is still a match:
+        their floor is a score of 0, no match, and the worst keeps its share (a rare term's second match, or a
+        scope's, would otherwise count as absent)."""
         values = [raw(row, key) for row in rows]
-        return cls(rows, max(values, default=0.0), min(values, default=0.0))
+        every_match = key == "_score" and limit is not None and len(rows) < limit
+        return cls(rows, max(values, default=0.0), 0.0 if every_match else min(values, default=0.0))
 
     def scaled(self, value: float) -> float:
-        """`value` on 0..1 by the whole index's candidates; below their worst, 0 (as if absent)."""
+        """`value` on 0..1 by the side's scale; below its worst, 0 (as if absent)."""
         if self.best <= self.floor:
             return 1.0 if value >= self.floor else 0.0
         return min(1.0, max(0.0, (value - self.floor) / (self.best - self.floor)))

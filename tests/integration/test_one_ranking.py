@@ -1,9 +1,10 @@
-"""One ranking for every query: a scope or doc class only hides chunks (real model, real LanceDB).
+"""A scope or doc class chooses the chunks one rule ranks (real model, real LanceDB).
 
-The whole index is ranked by one rule whatever the filter, and whether the in-memory
-replica or LanceDB answers (above the replica's memory budget): a scope holding every hit changes
-nothing, a scope holding some keeps their order and scores, a scope holding none of the
-top hits finds deeper ones.
+Whether the in-memory replica or LanceDB answers (above the replica's memory budget), a scoped search
+finds the best chunks inside the scope, however deep, and fuses them as the whole index's are fused,
+each side scaled by its own candidates inside the scope: a scope holding every chunk changes nothing,
+either side alone keeps the whole index's order inside the scope, and a scope holding few of the top
+hits finds deeper ones.
 """
 from __future__ import annotations
 
@@ -35,9 +36,11 @@ def synced(tmp_path_factory: pytest.TempPathFactory, models_dir: Path, real_embe
             folder = docs / ("a" if n % 2 == 0 else "b")
             folder.mkdir(parents=True, exist_ok=True)
             (folder / f"{doc['_id']}.md").write_text(f"# {doc['title']}\n\n{doc['text']}\n", "utf-8")
-    app = app_factory(root, models_dir, real_embedder)(docs)
+    build = app_factory(root, models_dir, real_embedder)
+    app = build(docs)
     app.sync()
-    return SimpleNamespace(docs=docs, app=app)
+    alone = {side: build(docs, RAG_HYBRID_WEIGHT=weight) for side, weight in (("vector", "0.0"), ("keyword", "1.0"))}
+    return SimpleNamespace(docs=docs, app=app, alone=alone)
 
 
 def _hits(app, query: str, scope: str | None = None) -> list[tuple[str, float]]:  # type: ignore[no-untyped-def]
@@ -50,20 +53,20 @@ def _check_one_ranking(synced: SimpleNamespace) -> int:
     for query in QUERIES:
         whole = _hits(synced.app, query)
         assert len(whole) == TOP_K
-        assert _hits(synced.app, query, str(synced.docs)) == whole
+        assert _hits(synced.app, query, str(synced.docs)) == whole  # every chunk inside: the same hits and scores
         for folder in ("a", "b"):
             scope = synced.docs / folder
             scoped = _hits(synced.app, query, str(scope))
             assert all(f"/{folder}/" in cid for cid, _ in scoped) and len(scoped) == TOP_K
-            inside = [hit for hit in whole if f"/{folder}/" in hit[0]]
-            assert scoped[:len(inside)] == inside  # the same chunks first, in their order, with their scores
-            if inside:  # the deeper hits rank below the whole index's hits inside the scope
-                assert all(score <= inside[-1][1] for _, score in scoped[len(inside):])
-            deeper += len(inside) < TOP_K
+            assert [s for _, s in scoped] == sorted((s for _, s in scoped), reverse=True)
+            deeper += len([cid for cid, _ in whole if f"/{folder}/" in cid]) < TOP_K
+            for app in synced.alone.values():  # one side alone: its order inside the scope is the whole index's
+                inside = [cid for cid, _ in _hits(app, query) if f"/{folder}/" in cid]
+                assert [cid for cid, _ in _hits(app, query, str(scope))][:len(inside)] == inside
     return deeper
 
 
-def test_a_scope_is_a_mask_over_one_ranking(synced: SimpleNamespace) -> None:
+def test_a_scope_is_ranked_by_the_one_rule(synced: SimpleNamespace) -> None:
     index = synced.app.index
     assert replica.fits(index.registry.count_chunks(), index.dim, index.memory_budget)
     assert synced.app.status().index.query_path == "memory"
@@ -73,11 +76,13 @@ def test_a_scope_is_a_mask_over_one_ranking(synced: SimpleNamespace) -> None:
 
 def test_above_the_replica_limit_lancedb_ranks_the_same(synced: SimpleNamespace, monkeypatch) -> None:
     in_memory = {query: _hits(synced.app, query, str(synced.docs / "b")) for query in QUERIES}
-    monkeypatch.setattr(synced.app.index, "memory_budget", replica.estimated_bytes(10, synced.app.index.dim))
-    synced.app.index.reader._replica = None
-    assert synced.app.status().index.query_path == "index"  # the same process switches, no restart
+    apps = [synced.app, *synced.alone.values()]
+    for app in apps:
+        monkeypatch.setattr(app.index, "memory_budget", replica.estimated_bytes(10, app.index.dim))
+        app.index.reader._replica = None
+        assert app.status().index.query_path == "index"  # the same process switches, no restart
     assert _check_one_ranking(synced) > 0
-    assert synced.app.index.reader._replica is None
+    assert all(app.index.reader._replica is None for app in apps)
     for query, hits in in_memory.items():
         through_lancedb = _hits(synced.app, query, str(synced.docs / "b"))
         assert [cid for cid, _ in through_lancedb] == [cid for cid, _ in hits]

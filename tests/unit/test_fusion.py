@@ -20,7 +20,7 @@ def _k(i: str, score: float = 1.0, src: str = "s", text: str = "") -> dict:
 
 
 def fuse(vector: list[dict], keyword: list[dict], weight: float, query_language: str | None = None):
-    """Unfiltered fusion: each list is the whole index's candidates of its side."""
+    """Fusion of two full lists: each is scaled by its own candidates."""
     return hybrid.fuse(Side.whole(vector, "_distance"), Side.whole(keyword, "_score"), weight, query_language)
 
 
@@ -36,9 +36,9 @@ def test_convex_combination_of_min_max_normalised_scores() -> None:
     assert [c.id for c in out] == ["b", "a", "c", "d"]  # ties go to the more similar chunk
 
 
-def test_a_filtered_side_keeps_the_whole_index_scale() -> None:
-    """Filtered rows are scaled by the unfiltered candidates: the same chunk scores the same, and
-    a chunk deeper than every unfiltered candidate scores 0 on that side."""
+def test_a_side_is_scaled_by_its_scale_not_by_the_rows_it_holds() -> None:
+    """Fusion scales a side by its Side's best and floor (a translated list's: its best and 0), not by the rows
+    handed with it: a chunk scores what that scale gives it, and one at or below the floor scores 0 there."""
     whole = fuse([_v("a", 0.1), _v("b", 0.2), _v("c", 0.3)], [_k("b", 8.0), _k("d", 2.0)], 0.6)
     vector = Side([_v("b", 0.2), _v("e", 0.5)], best=0.9, floor=0.7)
     keyword = Side([_k("b", 8.0), _k("f", 1.0)], best=8.0, floor=2.0)
@@ -46,6 +46,20 @@ def test_a_filtered_side_keeps_the_whole_index_scale() -> None:
     assert [(c.id, c.score) for c in scoped] == [("b", pytest.approx({c.id: c.score for c in whole}["b"])),
                                                  ("e", 0.0), ("f", 0.0)]  # e and f tie: e is more similar
     assert [c.id for c in hybrid.fuse(vector, keyword, 0.6, similarity={"f": 0.55})] == ["b", "f", "e"]
+
+
+def test_bm25_candidates_fewer_than_asked_are_every_match_and_the_worst_keeps_its_share() -> None:
+    """A BM25 list shorter than its limit holds every match (in a scope, or for a rare term): its floor is no
+    match at all, so its worst match still ranks above chunks only the vector side found. A full list is
+    min-max scaled: its worst scores 0, like a chunk below it."""
+    vector = Side.whole([_v("c", 0.1), _v("a", 0.3), _v("b", 0.4)], "_distance", 3)
+    short = Side.whole([_k("a", 6.0), _k("b", 3.0)], "_score", 40)
+    assert (short.best, short.floor) == (6.0, 0.0)
+    assert [c.id for c in hybrid.fuse(vector, short, 1.0)] == ["a", "b", "c"]
+    full = Side.whole([_k("a", 6.0), _k("b", 3.0)], "_score", 2)
+    assert (full.best, full.floor) == (6.0, 3.0)
+    assert [c.id for c in hybrid.fuse(vector, full, 1.0)] == ["a", "c", "b"]  # b ties c at 0: c is more similar
+    assert Side.whole([_v("a", 0.3), _v("b", 0.4)], "_distance", 40).floor == pytest.approx(0.6)  # vectors: min-max
 
 
 def test_similarity_is_read_only_for_keyword_hits_that_tie() -> None:

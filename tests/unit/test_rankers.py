@@ -115,7 +115,8 @@ def test_both_rankers_give_the_same_hits(written: Path, embedder: HashEmbedder) 
 
 @pytest.mark.parametrize("where", [Filter("/docs/b"), Filter(doc_class="manual"), Filter("/docs/b-other.md"),
                                    Filter("/docs", "note")], ids=["folder", "class", "file", "folder+class"])
-def test_a_filter_only_hides_rows_of_the_one_ranking(ranker: Ranker, where: Filter, embedder: HashEmbedder) -> None:
+def test_a_filter_keeps_the_nearest_chunks_inside_it_scaled_by_themselves(ranker: Ranker, where: Filter,
+                                                                          embedder: HashEmbedder) -> None:
     for query in QUERIES:
         vector = embedder.embed_query(query)
         whole = ranker.rank(vector, ROWS, None, COLUMNS)
@@ -124,8 +125,8 @@ def test_a_filter_only_hides_rows_of_the_one_ranking(ranker: Ranker, where: Filt
             scoped = ranker.rank(vector, k, where, COLUMNS)
             assert _hits(scoped) == inside[:k]  # the same chunks in the same order, with their distances
             assert all(where.keeps(row) for row in scoped.rows)
-            unscoped = ranker.rank(vector, k, None, COLUMNS)
-            assert (scoped.best, scoped.floor) == (unscoped.best, unscoped.floor)  # scaled by the whole index
+            distances = [d for _, d in inside[:k]]  # the scale: the scope's own candidates, not the whole index's
+            assert (scoped.best, scoped.floor) == pytest.approx((1 - distances[0], 1 - distances[-1]), abs=1e-5)
 
 
 def test_a_scoped_search_finds_chunks_deeper_than_the_unscoped_top(ranker: Ranker, embedder: HashEmbedder) -> None:
@@ -147,7 +148,7 @@ def test_a_filter_that_keeps_nothing_returns_nothing(ranker: Ranker, embedder: H
     vector = embedder.embed_query("pump oil")
     for where in (Filter("/elsewhere"), Filter(doc_class="invoice"), Filter("/docs/b", "note")):
         side = ranker.rank(vector, 5, where, COLUMNS)
-        assert side.rows == [] and side.best > 0  # the scale is still the whole index's
+        assert side == Side([], 0.0, 0.0)  # nothing inside: no candidates, no scale
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
@@ -225,7 +226,7 @@ def test_bm25s_rows_carry_their_stored_vectors_and_languages_where_lancedb_ranks
                                                                                   embedder: HashEmbedder) -> None:
     """Where LanceDB ranks, the BM25 side's rows bring their vectors (as numpy rows, for fusion's tie-break) and
     their stored language (for fusion's judgement); a search matching nothing, or nothing inside a filter, is an
-    empty side, never an error; and a filtered side is scaled like the unfiltered one, whose rows it does not read."""
+    empty side, never an error; and a filtered side is scaled by its own rows."""
     index = _index(written, embedder.spec.dim, "lancedb")
     reader = index.reader
     columns = [*reader.rank_columns(COLUMNS), "vector"]
@@ -241,4 +242,5 @@ def test_bm25s_rows_carry_their_stored_vectors_and_languages_where_lancedb_ranks
     assert reader.keyword_side("pump oil", 5, Filter("/elsewhere"), columns).rows == []
     scoped = reader.keyword_side("pump oil", 5, Filter("/docs/b"), columns)
     assert scoped.rows and all(r["source_id"].startswith("/docs/b/") for r in scoped.rows)
-    assert (scoped.best, scoped.floor) == (side.best, side.floor)
+    scores = [r["_score"] for r in scoped.rows]  # scaled by its own rows; fewer than asked: every match, floor 0
+    assert (scoped.best, scoped.floor) == (scores[0], scores[-1] if len(scores) == 5 else 0.0)
