@@ -276,6 +276,8 @@ class Scheduler:
             self._child = subprocess.Popen([sys.executable, "-m", "appliance.adapters.scheduler", "--round",
                                             json.dumps(storable(self.state)), self._last_logged or ""],
                                            stdout=subprocess.PIPE)
+            if self.stop_event.is_set():  # a stop that came while the child was starting found no child to signal
+                self._child.send_signal(signal.SIGTERM)
             out, _ = self._child.communicate()
             code = self._child.returncode
         finally:

@@ -113,7 +113,7 @@ def test_closing_stdin_ends_the_container_within_seconds(image: str, many_docs: 
                 subprocess.run([DOCKER, "kill", mcp.name], capture_output=True)
         assert code == 0, mcp.err_text()[-3000:]
         state = json.loads((index / "scheduler.json").read_text())
-        assert state["state"] == "stopped", state
+        assert state["state"] == "stopped", (state, mcp.err_text()[-3000:])  # the log says where the stop hung
     print(f"stdin closed -> container gone: median {statistics.median(times):.2f} s, "
           f"all {[round(t, 2) for t in times]}")
     assert statistics.median(times) < 4 and max(times) < 7, times

@@ -17,6 +17,7 @@ import pytest
 
 from appliance import service
 from appliance.adapters.scheduler import Scheduler
+from appliance.config import load_settings
 from appliance.cluster import ClusterUnreachable
 from appliance.sync import indexing, runner as sync_runner
 from appliance.sync.runner import Caller, SyncRequest
@@ -159,3 +160,21 @@ def test_the_round_process_replays_without_lancedb_and_sees_another_process_comm
     third, imported = round_process()  # the other process's commit: no replay, the round indexes a.md again
     assert third["lastResult"] == "ok" and third["lastReport"]["added"] == 1, third
     assert "lancedb" in imported
+
+
+@pytest.mark.slow  # a scheduler round process
+def test_a_stop_that_comes_while_the_round_process_starts_still_stops_it(tmp_path: Path, models_dir: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scheduler forwards a stop to its round process; one that came while the process was being started
+    found none to forward to, and the round synced on until supervisord killed the scheduler."""
+    docs, db = tmp_path / "docs", tmp_path / "index"
+    _write(docs)
+    for name, value in {"BASE_DIR": str(docs), "DB_PATH": str(db), "MODELS_DIR": str(models_dir),
+                        "PYTHONPATH": str(ROOT), "SYNC_INTERVAL": "60"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("BASE_DIRS", raising=False)
+    scheduler = Scheduler(load_settings(dict(os.environ)))
+    scheduler.stop_event.set()  # as stop() does, before there is a child to signal
+    scheduler.round_in_child()
+    assert not any(db.glob("*.lance")), "the round synced although the scheduler was stopping"
+    assert scheduler.state["lastResult"] is None and scheduler.state["failures"] == 0
