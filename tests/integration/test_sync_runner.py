@@ -17,8 +17,8 @@ import pytest
 
 from appliance import service
 from appliance.adapters.scheduler import Scheduler
-from appliance.config import load_settings
 from appliance.cluster import ClusterUnreachable
+from appliance.config import load_settings
 from appliance.sync import indexing, runner as sync_runner
 from appliance.sync.runner import Caller, SyncRequest
 from appliance.sync.stamp import STAMP_FILE
