@@ -7,10 +7,9 @@ best hit, 0 = its worst or absent). Under a scope or doc-class filter the candid
 the best chunks inside it, and they are the scale: a scoped search ranks its chunks as
 the whole index ranks its own (BM25's statistics stay the whole index's). On five sets
 scoped to one folder in ten this ranked as well as the whole index's scale or better
-(nDCG@10 Cranfield 0.636 against 0.619, SciFact 0.858 against 0.857, XQuAD-R within
-0.003 near 0.99) and spared each filtered side a second, unfiltered search
-(scripts/eval_scoped.py; docs/DESIGN.md, "Filters choose the candidates"). A BM25 list
-shorter than it asked for holds every match, so its floor is no match (Side.whole).
+(nDCG@10 Cranfield 0.635 against 0.619, SciFact 0.858 against 0.857, XQuAD-R within
+0.004 near 0.99) and spared each filtered side a second, unfiltered search
+(scripts/eval_scoped.py; docs/DESIGN.md, "Filters choose the candidates").
 
 BM25 cannot compare a passage in another language than the query's: it shares no
 words with it, so an absent or low BM25 score says nothing there. For such a passage

@@ -246,8 +246,8 @@ def _masked(search, limit: int, where: Filter | None, columns: list[str], key: s
     if where is not None and keeps_everything:
         whole = search(None, sorted(set(columns) | set(Filter.COLUMNS)))
         if len(whole) < limit or all(where.keeps(row) for row in whole):
-            return Side.whole([row for row in whole if where.keeps(row)], key, limit)
-    return Side.whole(search(where, columns), key, limit)
+            return Side.whole([row for row in whole if where.keeps(row)], key)
+    return Side.whole(search(where, columns), key)
 
 
 class Ranker(Protocol):

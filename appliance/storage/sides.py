@@ -20,14 +20,10 @@ class Side:
     floor: float
 
     @classmethod
-    def whole(cls, rows: Sequence[dict[str, Any]], key: str, limit: int | None = None) -> Side:
-        """A side scaled by its own candidates, `rows`: the best of them 1, the worst 0. BM25 candidates fewer
-        than the `limit` asked are every match there is (inside the filter), so their worst is still a match:
-        their floor is a score of 0, no match, and the worst keeps its share (a rare term's second match, or a
-        scope's, would otherwise count as absent)."""
+    def whole(cls, rows: Sequence[dict[str, Any]], key: str) -> Side:
+        """A side scaled by its own candidates, `rows`: the best of them 1, the worst 0."""
         values = [raw(row, key) for row in rows]
-        every_match = key == "_score" and limit is not None and len(rows) < limit
-        return cls(rows, max(values, default=0.0), 0.0 if every_match else min(values, default=0.0))
+        return cls(rows, max(values, default=0.0), min(values, default=0.0))
 
     def scaled(self, value: float) -> float:
         """`value` on 0..1 by the side's scale; below its worst, 0 (as if absent)."""

@@ -48,20 +48,6 @@ def test_a_side_is_scaled_by_its_scale_not_by_the_rows_it_holds() -> None:
     assert [c.id for c in hybrid.fuse(vector, keyword, 0.6, similarity={"f": 0.55})] == ["b", "f", "e"]
 
 
-def test_bm25_candidates_fewer_than_asked_are_every_match_and_the_worst_keeps_its_share() -> None:
-    """A BM25 list shorter than its limit holds every match (in a scope, or for a rare term): its floor is no
-    match at all, so its worst match still ranks above chunks only the vector side found. A full list is
-    min-max scaled: its worst scores 0, like a chunk below it."""
-    vector = Side.whole([_v("c", 0.1), _v("a", 0.3), _v("b", 0.4)], "_distance", 3)
-    short = Side.whole([_k("a", 6.0), _k("b", 3.0)], "_score", 40)
-    assert (short.best, short.floor) == (6.0, 0.0)
-    assert [c.id for c in hybrid.fuse(vector, short, 1.0)] == ["a", "b", "c"]
-    full = Side.whole([_k("a", 6.0), _k("b", 3.0)], "_score", 2)
-    assert (full.best, full.floor) == (6.0, 3.0)
-    assert [c.id for c in hybrid.fuse(vector, full, 1.0)] == ["a", "c", "b"]  # b ties c at 0: c is more similar
-    assert Side.whole([_v("a", 0.3), _v("b", 0.4)], "_distance", 40).floor == pytest.approx(0.6)  # vectors: min-max
-
-
 def test_similarity_is_read_only_for_keyword_hits_that_tie() -> None:
     """Outside the in-memory replica each read of similarities is another read of vectors: the callable is
     asked only for chunks only BM25 found whose score ties another's, and the order is what a full map gives."""
