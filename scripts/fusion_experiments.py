@@ -127,7 +127,7 @@ def shipped(weight: float):
     def rule(q: Query, docs: dict) -> list[str]:
         v = [{"id": h[0], "_distance": h[2], "text": docs[h[1]]["text"]} for h in q["v"]]
         k = [{"id": h[0], "_score": h[2], "text": docs[h[1]]["text"]} for h in q["k"]]
-        sides = Side.whole(v, "_distance"), Side.whole(k, "_score")
+        sides = Side.of(v, "_distance"), Side.of(k, "_score")
         return [c.id for c in hybrid.fuse(*sides, weight, language(q["text"]))]
     return rule
 

@@ -55,7 +55,7 @@ def answering(app: Any, q: dict) -> set[str]:
 def cut(side: Side, depth: int, key: str) -> Side:
     """The side as a query at `depth` candidates would have read it."""
     rows = side.rows[:depth]
-    return Side.whole(rows, key)
+    return Side.of(rows, key)
 
 
 def fused(data: dict, weight: float, depth: int, keyword: Side | None = None,

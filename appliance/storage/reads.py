@@ -238,7 +238,7 @@ def other_languages(language: str) -> str:
 def _masked(search, limit: int, where: Filter | None, columns: list[str], key: str,  # type: ignore[no-untyped-def]
             keeps_everything: bool = False) -> Side:
     """One side through LanceDB: the `limit` best chunks inside `where`, however deep (a prefiltered search, so a
-    filter never truncates), scaled by themselves (Side.whole).
+    filter never truncates), scaled by themselves (Side.of).
 
     When the filter likely keeps every chunk (`keeps_everything`, a guess), the unfiltered search runs instead,
     without the prefilter's cost, and its rows are the answer if the filter keeps them all or nothing deeper
@@ -246,13 +246,13 @@ def _masked(search, limit: int, where: Filter | None, columns: list[str], key: s
     if where is not None and keeps_everything:
         whole = search(None, sorted(set(columns) | set(Filter.COLUMNS)))
         if len(whole) < limit or all(where.keeps(row) for row in whole):
-            return Side.whole([row for row in whole if where.keeps(row)], key)
-    return Side.whole(search(where, columns), key)
+            return Side.of([row for row in whole if where.keeps(row)], key)
+    return Side.of(search(where, columns), key)
 
 
 class Ranker(Protocol):
     """Ranks by one vector the chunks a filter keeps: the `limit` chunks nearest `vector` inside `where`,
-    nearest first (ties by id), with `_distance` (1 - cosine similarity), scaled by themselves (Side.whole)."""
+    nearest first (ties by id), with `_distance` (1 - cosine similarity), scaled by themselves (Side.of)."""
 
     def rank(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
              columns: list[str]) -> Side: ...

@@ -259,7 +259,7 @@ class Replica:
         """The exact ranking (storage.reads.Ranker): every row's similarity, the filter a mask over them."""
         sims = self.similarities(vector)
         found = self.best(sims, limit, None if where is None else self.mask(where))
-        return Side.whole(self.rows_at(found, columns, sims), "_distance")
+        return Side.of(self.rows_at(found, columns, sims), "_distance")
 
     def rows_at(self, positions: np.ndarray, columns: Sequence[str], sims: np.ndarray) -> list[dict[str, Any]]:
         """The rows at `positions` with `_distance` (1 - cosine similarity)."""

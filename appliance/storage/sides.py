@@ -13,14 +13,14 @@ from typing import Any
 @dataclass(frozen=True)
 class Side:
     """One side's candidates inside the filter (best first, raw values), and the best and the worst raw value
-    it is scaled by: the candidates' own (Side.whole), or for a translated list its best alone (search.hybrid)."""
+    it is scaled by: the candidates' own (Side.of), or for a translated list its best alone (search.hybrid)."""
 
     rows: Sequence[dict[str, Any]]
     best: float
     floor: float
 
     @classmethod
-    def whole(cls, rows: Sequence[dict[str, Any]], key: str) -> Side:
+    def of(cls, rows: Sequence[dict[str, Any]], key: str) -> Side:
         """A side scaled by its own candidates, `rows`: the best of them 1, the worst 0."""
         values = [raw(row, key) for row in rows]
         return cls(rows, max(values, default=0.0), min(values, default=0.0))

@@ -21,7 +21,7 @@ def _k(i: str, score: float = 1.0, src: str = "s", text: str = "") -> dict:
 
 def fuse(vector: list[dict], keyword: list[dict], weight: float, query_language: str | None = None):
     """Fusion of two full lists: each is scaled by its own candidates."""
-    return hybrid.fuse(Side.whole(vector, "_distance"), Side.whole(keyword, "_score"), weight, query_language)
+    return hybrid.fuse(Side.of(vector, "_distance"), Side.of(keyword, "_score"), weight, query_language)
 
 
 def test_convex_combination_of_min_max_normalised_scores() -> None:
@@ -101,7 +101,7 @@ def test_translations_judge_other_languages_and_leave_the_own_scale_alone() -> N
     words = Side([_k("en-answer", 6.0, text=EN), _k("de-near", 5.0, text=DE), _k("en-deep", 3.0, text=EN)],
                  best=6.0, floor=0.0)
     plain = {c.id: c for c in fuse(vec, kw, 0.5, "de")}
-    out = hybrid.fuse(Side.whole(vec, "_distance"), Side.whole(kw, "_score"), 0.5, "de", None, words)
+    out = hybrid.fuse(Side.of(vec, "_distance"), Side.of(kw, "_score"), 0.5, "de", None, words)
     by_id = {c.id: c for c in out}
     share = 0.5 * hybrid.TRANSLATED_SHARE
     assert by_id["de-near"].score == pytest.approx(plain["de-near"].score)  # own language: as without
@@ -111,7 +111,7 @@ def test_translations_judge_other_languages_and_leave_the_own_scale_alone() -> N
     assert by_id["en-deep"].score == pytest.approx(share * 0.5) and by_id["en-deep"].keyword_rank == 2
     assert [c.id for c in out][:3] == ["de-near", "en-answer", "en-other"]
     assert [c.id for c in fuse(vec, kw, 0.5, "de")][:3] == ["de-near", "en-other", "en-answer"]  # untranslated
-    unknown = hybrid.fuse(Side.whole(vec, "_distance"), Side.whole(kw, "_score"), 0.5, None, None, words)
+    unknown = hybrid.fuse(Side.of(vec, "_distance"), Side.of(kw, "_score"), 0.5, None, None, words)
     assert "en-deep" not in {c.id for c in unknown}  # no question language: nothing to translate from
 
 
