@@ -10,7 +10,7 @@ import pytest
 
 from appliance.config import replica_budget
 from appliance.errors import IndexCorrupt
-from appliance.storage import writes
+from appliance.storage import tables, writes
 from appliance.storage.index import Index
 from tests.fixtures.chunks import write_passages
 from tests.fixtures.embedders import HashEmbedder
@@ -27,6 +27,9 @@ def _write(index: Index, source_id: str, texts: list[str]) -> None:
 def test_a_reader_on_a_version_whose_files_a_fold_removed_reads_the_latest(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: int) -> None:
     monkeypatch.setattr(writes, "KEEP_REPLACED_FILES", timedelta(0))
+    # the reader's handles must stay on the old version until the query: LanceDB's own consistency check would
+    # move them to the latest once READ_CONSISTENCY_S has passed (a loaded machine), and the race would not happen
+    monkeypatch.setattr(tables, "READ_CONSISTENCY_S", 3600.0)
     writer = Index(tmp_path, EMBEDDER.spec.dim, memory_budget=budget)
     for n in range(6):  # six small fragments for the fold to compact
         _write(writer, f"/docs/{n}.md", [f"pump {n} needs oil", f"valve {n} is stuck"])
