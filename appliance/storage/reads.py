@@ -145,12 +145,11 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
              columns: list[str], index: Any, partitions: int, deadline: timedelta | None,
              cards: bool = False) -> list[dict[str, Any]]:
     """LanceDB's nearest chunks with exact distances (the rows the vector `index` returns measured again on
-    the stored vectors), ties by id, so a chunk's score does not depend on the filter; the filtered and the
+    the stored vectors), ties by id, so a chunk's distance does not depend on the filter; the filtered and the
     unfiltered search use the same index the same way. A search scans PROBED_SHARE of the index's `partitions`.
     A filtered one that finds fewer rows inside the filter there than it asks for searches again through every
     partition (a scope of a few chunks lies in a few). Asked to go on at once, LanceDB probed far past what
-    it needed: at 1M chunks a search inside a tenth of them took 54 ms p50 where the bounded one took 15. With no
-    `columns` the rows hold their distances alone (a scale: _masked)."""
+    it needed: at 1M chunks a search inside a tenth of them took 54 ms p50 where the bounded one took 15."""
     refined = ONE_BIT_REFINED if index is not None and code_bits(index) == 1 else 0
     refine = max(1, -(-refined // (limit + TIE_MARGIN)))
     probes = max(1, math.ceil(PROBED_SHARE * partitions))
@@ -163,8 +162,7 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
                 query = query.ef(max((limit + TIE_MARGIN) * refine, EF_SEARCH // (index.num_segments or 1)))
         if where is not None:
             query = query.where(filter_sql(where), prefilter=True)
-        return _listed(query.limit(limit + TIE_MARGIN), [*columns, "id"] if columns else [], cards, deadline,
-                       ("_distance",), ranked=True)
+        return _listed(query.limit(limit + TIE_MARGIN), [*columns, "id"], cards, deadline, ("_distance",), ranked=True)
 
     rows = search(probes)
     if where is not None and index is not None and len(rows) < limit + TIE_MARGIN:
@@ -197,19 +195,18 @@ def _bm25(chunks, terms: str | Mapping[str, float], limit: int, where: Filter | 
     `replica` that serves `columns`, the search returns only each match's address and score and the replica
     gives the rest (at 100,000 chunks BM25 takes half the time it takes when it reads the matches' columns off
     disk), unless it does not hold some match's address (a row written or moved since it was read): then as
-    without. With no `columns` the rows hold their scores alone (a scale: _masked)."""
+    without."""
     def search() -> Any:
         query = chunks.search(_fts_query(terms), query_type="fts", fts_columns=FTS_COLUMN)
         clauses = [f"({c})" for c in (among, filter_sql(where) if where is not None else None) if c]
         return query.where(" AND ".join(clauses), prefilter=True) if clauses else query
 
     rows = None
-    if replica is not None and columns and replica.serves(columns):
+    if replica is not None and replica.serves(columns):
         found = search().select(["_score"]).with_row_id(True).limit(limit + TIE_MARGIN).to_arrow(timeout=deadline)
         rows = replica.rows_at_addresses(found, columns)
     if rows is None:
-        rows = _listed(search().limit(limit + TIE_MARGIN), [*columns, "id"] if columns else [], cards,
-                       deadline, ("_score",), ranked=True)
+        rows = _listed(search().limit(limit + TIE_MARGIN), [*columns, "id"], cards, deadline, ("_score",), ranked=True)
     return sorted(rows, key=lambda r: (-r["_score"], r.get("id", "")))[:limit]
 
 
