@@ -3,13 +3,14 @@ search can mask LanceDB's unfiltered candidates itself (reads._postfiltered) ins
 
 LanceDB's prefilter tests its row mask at every row of every partition a search probes, one row at a time and
 off its batched distance kernel: at 1M chunks a search inside a tenth of them spent ~21 ms in the index where
-the unfiltered one spent ~3 (docs/BENCHMARKS.md, "Scoped searches at 1M chunks"). Asked for enough candidates
-that the scope's best are among them, the unfiltered search masked by this book returns the same rows.
+the unfiltered one spent ~6 (docs/BENCHMARKS.md, Growth). Asked for enough candidates that the scope's best
+are among them, the unfiltered search masked by this book finds them as well, through the same partitions and
+codes.
 
 A row's address is its fragment's id and its offset in it. A fragment's rows never move while it exists
 (compaction writes new fragments; a deletion only hides rows), so the book of a new version reads only the
 fragments it does not hold or whose deletions changed: after a sync's commit its new rows, after a compaction
-the table again (1M chunks: ~0.1 s of reading; the book holds 4 bytes a row and each (source, class) once).
+the table again (1M chunks: ~0.6 s; the book holds 4 bytes a row and each (source, class) once).
 """
 from __future__ import annotations
 
