@@ -85,10 +85,6 @@ class Bucket:
     def uri(self) -> str:
         return f"{S3_SCHEME}{self.name}/{self.prefix}" if self.prefix else f"{S3_SCHEME}{self.name}"
 
-    def secrets(self) -> tuple[str, ...]:
-        """The values no output may show (scrubbed from errors by appliance.storage.bucket)."""
-        return tuple(v for v in (self.secret_access_key, self.session_token, self.access_key_id) if v)
-
     def storage_options(self) -> dict[str, str]:
         """The object-store options LanceDB (and obstore, without the ``aws_`` prefix) take."""
         options = {"timeout": f"{self.timeout_s:g}s", "connect_timeout": f"{min(self.timeout_s, 5.0):g}s",
