@@ -79,10 +79,8 @@ class AddressBook:
             if kept is None or kept.identity != identity:
                 kept = _Fragment(identity, _codes(fragment, pairs, sources, classes))
             fragments[fragment.fragment_id] = kept
-        counts = np.zeros(len(sources), dtype=np.int64)
-        for kept in fragments.values():
-            live = kept.codes[kept.codes != ABSENT]
-            counts += np.bincount(live, minlength=len(sources))
+        codes = np.concatenate([kept.codes for kept in fragments.values()]) if fragments else np.empty(0, np.int32)
+        counts = np.bincount(codes[codes != ABSENT], minlength=len(sources))
         book = cls(int(dataset.version), fragments, pa.array(sources, pa.string()), pa.array(classes, pa.string()),
                    counts)
         if old is not None and len(sources) > 2 * max(1, int(np.count_nonzero(counts))):
