@@ -179,20 +179,17 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
 
 
 def _postfiltered(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Filter,  # type: ignore[no-untyped-def]
-                  columns: list[str], index: Any, partitions: int, deadline: timedelta | None, cards: bool,
-                  book: AddressBook | None) -> list[dict[str, Any]] | None:
+                  columns: list[str], partitions: int, deadline: timedelta | None, cards: bool,
+                  book: AddressBook) -> list[dict[str, Any]] | None:
     """_nearest inside `where` without LanceDB's prefilter: an unfiltered search deep enough for the scope's share
     of the rows (POSTFILTER_SLACK), masked by the `book` of this version, the first `limit + TIE_MARGIN` rows kept
     read by address with their vectors for exact distances. It probes the same partitions as the prefiltered
     search and ranks by the same codes, so the scope's best there are the best inside the unfiltered list, and
     both re-rank them on the stored vectors; LanceDB measures a code in its batched kernel a little differently
     from its masked one, so a list may differ by a row at the cut (at 1M chunks the scope's recall@10 was 0.988
-    both ways). None, and the prefiltered search runs, without a book of this version, for a scope too small to
-    be found within POSTFILTER_DEPTH rows, when fewer rows inside are found than asked, for an index of another
-    kind, and when a row read is outside `where` (a book that does not match the table): such a row is never
-    returned."""
-    if book is None or index is None or index.index_type != VECTOR_INDEX_TYPE or code_bits(index) == 1:
-        return None
+    both ways). For an index of this version's kind (_maskable). None, and the prefiltered search runs, for a
+    scope too small to be found within POSTFILTER_DEPTH rows, when fewer rows inside are found than asked, and
+    when a row read is outside `where` (a book that does not match the table): such a row is never returned."""
     want = limit + TIE_MARGIN
     share = book.share(where)
     depth = math.ceil(want * POSTFILTER_SLACK / share) if share > 0 else POSTFILTER_DEPTH + 1
@@ -220,6 +217,12 @@ def _postfiltered(chunks, vector: Sequence[float] | np.ndarray, limit: int, wher
         for name in extra:
             del row[name]
     return sorted(rows, key=lambda r: (r["_distance"], r["id"]))[:limit]
+
+
+def _maskable(index: Any) -> bool:
+    """Whether a scoped search of the vector `index` may mask an unfiltered one (_postfiltered): this version's
+    kind and codes, which re-rank only the rows they return (not an earlier version's HNSW or one-bit index)."""
+    return index is not None and index.index_type == VECTOR_INDEX_TYPE and code_bits(index) != 1
 
 
 def _fts_query(terms: str | Mapping[str, float]) -> str | MatchQuery | BooleanQuery:
@@ -327,9 +330,10 @@ class LanceRanker:
         partitions = self.partitions(self.chunks, index) if index is not None else 0
 
         def search(inside: Filter | None, wanted: list[str]) -> list[dict[str, Any]]:
-            if inside is not None:
-                rows = _postfiltered(self.chunks, vector, limit, inside, wanted, index, partitions, self.deadline,
-                                     self.cards, self.book(self.chunks))
+            book = self.book(self.chunks) if inside is not None and _maskable(index) else None
+            if inside is not None and book is not None:
+                rows = _postfiltered(self.chunks, vector, limit, inside, wanted, partitions, self.deadline, self.cards,
+                                     book)
                 if rows is not None:
                     return rows
             return _nearest(self.chunks, vector, limit, inside, wanted, index, partitions, self.deadline, self.cards)
