@@ -381,7 +381,8 @@ class IndexReader:
         self._partitions_lock = threading.Lock()  # not the replica's: a replica's read holds that one for long
         self.replica_rows_read = 0
         """Rows the replica read in full so far (a refresh reads only the rows it does not hold)."""
-        self._book: AddressBook | None = None
+        self._book: tuple[Table, AddressBook] | None = None
+        """The chunks handle an address book was read through, and the book (address_book)."""
         self._book_reading = threading.Lock()
         """Held while a thread reads the next address book (one at a time: address_book)."""
 
@@ -448,12 +449,16 @@ class IndexReader:
         """The address book of the version being read (storage.addresses), for a scoped vector search; None until
         it is read. A version without one has it read beside the queries, from the last one's (only the fragments
         that changed), so a scoped search never waits for it: it prefilters meanwhile."""
-        book, version = self._book, self._version(chunks)
+        held, version = self._book, self._version(chunks)
+        book = held[1] if held is not None and held[0] is chunks else None  # a table opened anew starts a new book
         if book is not None and book.version == version:
             return book
         if self._book_reading.acquire(blocking=False):
-            threading.Thread(target=self._read_book, args=(chunks, version, book), daemon=True,
-                             name="address-book").start()
+            try:
+                threading.Thread(target=self._read_book, args=(chunks, version, book), daemon=True,
+                                 name="address-book").start()
+            except RuntimeError:  # no thread to be had: prefiltered meanwhile, asked again at the next search
+                self._book_reading.release()
         return None
 
     def _read_book(self, chunks: Table, version: int, old: AddressBook | None) -> None:
@@ -461,7 +466,7 @@ class IndexReader:
             dataset = chunks.to_lance()
             dataset = dataset if dataset.version == version else dataset.checkout_version(version)
             if not getattr(dataset, "has_stable_row_ids", False):  # else a _rowid is no address
-                self._book = AddressBook.read(dataset, old)
+                self._book = (chunks, AddressBook.read(dataset, old))
         except Exception as exc:  # noqa: BLE001 - a book is an optimisation: scoped searches prefilter meanwhile
             log.info("could not read the rows' address book (%s); scoped searches prefilter", exc)
         finally:

@@ -210,7 +210,16 @@ def test_a_book_that_does_not_match_the_table_never_lets_a_row_outside_the_scope
     book = _ready(index)
     wrong = dataclasses.replace(book, sources=pa.array(["/docs/f1/" + s.split("/")[-1] for s in
                                                        book.sources.to_pylist()]))  # every row "inside" /docs/f1
-    monkeypatch.setattr(index.reader, "_book", wrong)
+    import lancedb
+
+    reopened = lancedb.connect(str(tmp_path)).open_table("chunks")  # the same version through another handle
+    assert reopened.version == book.version and index.reader.address_book(reopened) is None  # not trusted
+    deadline = time.monotonic() + 30
+    while index.reader.address_book(reopened) is None:  # read anew for that handle, then for the reader's own
+        assert time.monotonic() < deadline, "no book was read for the other handle"
+        time.sleep(0.02)
+    _ready(index)
+    monkeypatch.setattr(index.reader, "_book", (index.chunks(), wrong))
     taken = _recording(monkeypatch)
     where = Filter("/docs/f1")
     for seed in range(5):
