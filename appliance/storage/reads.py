@@ -329,8 +329,9 @@ class LanceRanker:
         index = vector_index(self.chunks)  # asked once: the filtered and the unfiltered search share it
         partitions = self.partitions(self.chunks, index) if index is not None else 0
 
+        book = self.book(self.chunks) if where is not None and _maskable(index) else None
+
         def search(inside: Filter | None, wanted: list[str]) -> list[dict[str, Any]]:
-            book = self.book(self.chunks) if inside is not None and _maskable(index) else None
             if inside is not None and book is not None:
                 rows = _postfiltered(self.chunks, vector, limit, inside, wanted, partitions, self.deadline, self.cards,
                                      book)
@@ -338,7 +339,9 @@ class LanceRanker:
                     return rows
             return _nearest(self.chunks, vector, limit, inside, wanted, index, partitions, self.deadline, self.cards)
 
-        return _masked(search, limit, where, columns, "_distance")
+        # a scope holding every row (the whole folder indexed) is searched as none
+        everything = where is not None and book is not None and book.share(where) >= 1.0
+        return _masked(search, limit, where, columns, "_distance", keeps_everything=everything)
 
 
 def estimated_partitions(index: Any) -> int:
@@ -695,10 +698,15 @@ class IndexReader:
         return vocabulary
 
     def _keeps_everything(self, where: Filter | None) -> bool:
-        """Whether `where` keeps every chunk of the replica last read (whatever its version: a guess that
-        only decides whether a filtered side first tries the cheaper unfiltered search: _masked)."""
-        replica = self._replica
-        return where is not None and replica is not None and bool(replica.mask(where).all())
+        """Whether `where` keeps every chunk of the replica last read, or where there is none of the address book
+        last read (whatever their version: a guess that only decides whether a filtered side first tries the
+        cheaper unfiltered search: _masked). A scope of the whole folder indexed is common."""
+        if where is None:
+            return False
+        replica, held = self._replica, self._book
+        if replica is not None:
+            return bool(replica.mask(where).all())
+        return held is not None and held[1].share(where) >= 1.0
 
     def keyword_search(self, terms: str, limit: int, where: Filter | None,
                        columns: list[str]) -> list[dict[str, Any]]:

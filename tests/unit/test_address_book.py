@@ -159,7 +159,8 @@ def test_a_scoped_search_masks_the_unfiltered_candidates_and_finds_the_scopes_ne
     rng = np.random.default_rng(3)
     found = {"masked": 0, "prefiltered": 0}
     masked = 0
-    for where in SCOPES:
+    partial = SCOPES[:-1]  # the last holds every row: searched as no scope (test below)
+    for where in partial:
         for _ in range(10):
             vector = rng.standard_normal(DIM).astype(np.float32)
             exact = _exact_inside(stored, vector, where)[:10]
@@ -180,8 +181,8 @@ def test_a_scoped_search_masks_the_unfiltered_candidates_and_finds_the_scopes_ne
             delattr(index.reader, "address_book")
             assert taken == []  # without a book nothing was masked
             found["prefiltered"] += len({row["id"] for row in prefiltered.rows} & set(exact))
-    asked = 10 * 10 * len(SCOPES)
-    assert masked >= 0.8 * 10 * len(SCOPES)  # a scope's rows may lie too far for the depth: then it prefilters
+    asked = 10 * 10 * len(partial)
+    assert masked >= 0.8 * 10 * len(partial)  # a scope's rows may lie too far for the depth: then it prefilters
     assert found["masked"] / asked >= found["prefiltered"] / asked - 0.02  # the scope's nearest, as well found
     assert found["masked"] / asked >= 0.6  # random vectors: a third of the partitions holds most of the nearest
     assert set(index.reader.vector_side(vector, 10, SCOPES[0], COLUMNS).rows[0]) == {*COLUMNS, "_distance"}
@@ -284,3 +285,33 @@ def test_no_book_is_read_for_a_table_searched_without_a_vector_index(tmp_path: P
     time.sleep(0.3)
     assert index.reader._book is None
     assert not any(thread.name == "address-book" for thread in threading.enumerate())
+
+
+@pytest.mark.usefixtures("small_partitions")
+def test_a_scope_of_every_row_is_searched_as_none_once_the_book_says_so(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent often scopes to the whole folder indexed: past the replica both sides then search unfiltered
+    (no prefilter, no mask) and answer as an unscoped search does."""
+    index = Index(tmp_path, DIM, memory_budget=0)
+    _write(index, 0, 400)
+    index.writes.refresh_indexes()
+    _ready(index)
+    taken = _recording(monkeypatch)
+    filters: list[Filter | None] = []
+    nearest, bm25 = store_reads._nearest, store_reads._bm25
+    monkeypatch.setattr(store_reads, "_nearest", lambda chunks, vector, limit, where, *a, **k: (
+        filters.append(where), nearest(chunks, vector, limit, where, *a, **k))[1])
+    monkeypatch.setattr(store_reads, "_bm25", lambda chunks, terms, limit, where, *a, **k: (
+        filters.append(where), bm25(chunks, terms, limit, where, *a, **k))[1])
+    everything = Filter("/docs")
+    for seed in range(3):
+        vector = np.random.default_rng(seed).standard_normal(DIM)
+        scoped, whole = (index.reader.vector_side(vector, 10, w, COLUMNS) for w in (everything, None))
+        assert [r["id"] for r in scoped.rows] == [r["id"] for r in whole.rows] and scoped.best == whole.best
+        words = f"passag n{seed * 7}"
+        scoped, whole = (index.reader.keyword_side(words, 10, w, COLUMNS) for w in (everything, None))
+        assert [r["id"] for r in scoped.rows] == [r["id"] for r in whole.rows] and scoped.rows
+    assert taken == [] and filters == [None] * len(filters)  # never masked, never prefiltered
+    part = Filter("/docs/f1")
+    index.reader.keyword_side("passag", 10, part, COLUMNS)
+    assert filters[-1] == part  # a scope of part of the rows is still prefiltered
