@@ -3,8 +3,9 @@
 A vector side is ranked by one of two `Ranker`s: the exact in-memory replica (appliance.storage.replica)
 while the index fits the process's memory budget, else LanceDB's approximate index (`LanceRanker`);
 `IndexReader.ranker` is the one place that chooses. Both rank the chunks a filter keeps (storage.filters): the
-replica masks its exact similarities, LanceDB prefilters, and each side is scaled by its own candidates
-inside the filter (storage.sides.Side).
+replica masks its exact similarities, LanceDB prefilters, or, for a scope of a large enough share of the rows,
+searches unfiltered and the reader masks the candidates with its address book (storage.addresses); each side is
+scaled by its own candidates inside the filter (storage.sides.Side).
 """
 from __future__ import annotations
 
