@@ -60,7 +60,8 @@ class AddressBook:
     """The doc class of each code (null where the row holds none)."""
     counts: np.ndarray
     """Live rows by code."""
-    _masks: dict[Filter, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
+    _masks: dict[Filter, tuple[np.ndarray, float]] = field(default_factory=dict, compare=False, repr=False)
+    """Each filter asked: whether it keeps each code (and False after the last, for ABSENT), and its share."""
 
     @classmethod
     def read(cls, dataset: Any, old: AddressBook | None = None) -> AddressBook:
@@ -89,8 +90,11 @@ class AddressBook:
 
     def share(self, where: Filter) -> float:
         """The share of the live rows `where` keeps."""
-        total = int(self.counts.sum())
-        return float(self.counts[self._mask(where)[:-1]].sum() / total) if total else 0.0
+        return self._asked(where)[1]
+
+    def keeps_everything(self, where: Filter) -> bool:
+        """Whether `where` keeps every live row (a scope of the whole folder indexed)."""
+        return self._asked(where)[1] >= 1.0
 
     def keeps(self, addresses: np.ndarray, where: Filter) -> np.ndarray | None:
         """Whether `where` keeps each row at `addresses` (Lance `_rowid`s), or None when the book does not hold
@@ -107,10 +111,10 @@ class AddressBook:
             codes[at] = fragment.codes[offsets[at]]
         if (codes == ABSENT).any():
             return None
-        return self._mask(where)[codes]
+        return self._asked(where)[0][codes]
 
-    def _mask(self, where: Filter) -> np.ndarray:
-        """Whether `where` keeps each code (as Filter.keeps does a row), and False after the last."""
+    def _asked(self, where: Filter) -> tuple[np.ndarray, float]:
+        """Whether `where` keeps each code (as Filter.keeps does a row), False after the last; and its share."""
         known = self._masks.get(where)
         if known is not None:
             return known
@@ -120,11 +124,12 @@ class AddressBook:
             keep &= _booleans(under)
         if where.doc_class is not None:
             keep &= _booleans(pc.equal(self.classes, where.doc_class))
-        mask = np.append(keep, False)
+        total = int(self.counts.sum())
+        asked = np.append(keep, False), float(self.counts[keep].sum() / total) if total else 0.0
         if len(self._masks) >= 64:  # a few scopes are asked again and again; any others are cheap to redo
             self._masks.clear()
-        self._masks[where] = mask
-        return mask
+        self._masks[where] = asked
+        return asked
 
 
 def _booleans(values: pa.Array) -> np.ndarray:

@@ -201,11 +201,11 @@ def _postfiltered(chunks, vector: Sequence[float] | np.ndarray, limit: int, wher
              .minimum_nprobes(probes).maximum_nprobes(probes).limit(depth)
              .select(["_distance"]).with_row_id(True).to_arrow(timeout=deadline))
     addresses = found.column("_rowid").to_numpy()
-    order = np.lexsort((addresses, found.column("_distance").to_numpy()))  # LanceDB's order: distance, then address
-    kept = book.keeps(addresses[order], where)
+    ranked = addresses[np.lexsort((addresses, found.column("_distance").to_numpy()))]  # distance, then address
+    kept = book.keeps(ranked, where)
     if kept is None or int(kept.sum()) < want:
         return None
-    inside = addresses[order][kept][:want]
+    inside = ranked[kept][:want]
     rows = _listed(chunks.take_row_ids(inside.tolist()), [*columns, *Filter.COLUMNS, "id", "vector"], cards,
                    deadline, ranked=True)
     if len(rows) != want or not all(where.keeps(row) for row in rows):
@@ -341,7 +341,7 @@ class LanceRanker:
             return _nearest(self.chunks, vector, limit, inside, wanted, index, partitions, self.deadline, self.cards)
 
         # a scope holding every row (the whole folder indexed) is searched as none
-        everything = where is not None and book is not None and book.share(where) >= 1.0
+        everything = where is not None and book is not None and book.keeps_everything(where)
         return _masked(search, limit, where, columns, "_distance", keeps_everything=everything)
 
 
@@ -707,7 +707,7 @@ class IndexReader:
         replica, held = self._replica, self._book
         if replica is not None:
             return bool(replica.mask(where).all())
-        return held is not None and held[1].share(where) >= 1.0
+        return held is not None and held[1].keeps_everything(where)
 
     def keyword_search(self, terms: str, limit: int, where: Filter | None,
                        columns: list[str]) -> list[dict[str, Any]]:
