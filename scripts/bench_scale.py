@@ -243,12 +243,13 @@ def build_index(size: int, index_path: Path, docs: Path, corpus: Corpus, sample:
 
 
 # ---- serving: a fresh process over a built index ---------------------------------------------
-def serving_app(index_path: Path, docs: Path) -> Any:
-    """An Appliance over a built index as `serve` queries it (also scripts/bench_cards.py, bench_query_stages.py)."""
+def serving_app(index_path: Path, docs: Path, embedder: Any = None) -> Any:
+    """An Appliance over a built index as `serve` queries it (also scripts/bench_cards.py, bench_query_stages.py,
+    bench_deletions.py: several over one index share one `embedder`)."""
     from appliance.service import Appliance
 
     return Appliance(load_settings({"BASE_DIR": str(docs), "DB_PATH": str(index_path), "MODELS_DIR": str(models_dir()),
-                                    "CHUNK_TOKEN_BUDGET": str(BUDGET)}))
+                                    "CHUNK_TOKEN_BUDGET": str(BUDGET)}), embedder=embedder)
 
 
 def book_read(app: Any, seconds: float = 60.0) -> bool:

@@ -82,6 +82,14 @@ KEEP_REPLACED_FILES = timedelta(hours=1)
 """How long a fold keeps the files of the versions it replaced: LanceDB's default is a week, and a first sync of
 1M chunks, which compacts and rebuilds its indexes many times over, left 29 GB on disk where the live data
 took a fraction of it. A reader holds a version for one query (IndexReader.query_view); an hour is far longer."""
+SETTLED_DELETIONS = 0.0
+"""The share of a fragment's rows deleted past which a fold at a sync's end (`settle`) rewrites it without them:
+any. While a fragment the indexes cover holds a deleted row, LanceDB masks every row each vector and BM25 search
+scans, one at a time, off its batched kernel: at 1M chunks deleted files made every query cost 3.6-8.9 ms more
+CPU until their fragments were rewritten, and Lance's own default (0.1) leaves a few deleted rows a fragment for
+good. Rewriting them costs the indexes' remap, most of it BM25's posting lists: 17-23 s at 1M chunks, in a
+process peaking at ~890 MB, a fraction of a second at a few thousand (scripts/bench_deletions.py). Inside a long
+run folds keep Lance's default, so a fragment a run keeps deleting from is rewritten once, at its end."""
 COMPACT_TARGET_ROWS = 32_768
 """Compaction merges neighbouring fragments of fewer rows than this and leaves larger ones alone. LanceDB's
 `optimize()` compacts with Lance's default of ~1M rows, so below a million rows every fold rewrote the whole
@@ -98,22 +106,32 @@ def needs_vector_index(rows: int, dim: int, memory_budget: int) -> bool:
     return rows >= VECTOR_INDEX_MIN_ROWS and not fits(rows, dim, memory_budget)
 
 
-def fold(table: Table) -> None:
+def fold(table: Table, *, settle: bool = False) -> None:
     """Compact the small fragments, add the rows outside the indexes to them, and remove the files of versions
     older than KEEP_REPLACED_FILES: LanceDB's `optimize()`, with work that follows what was written since the
     last fold rather than the size of the table. Compaction leaves large fragments alone (COMPACT_TARGET_ROWS);
     the new rows join BM25 as a segment of their own (merged by merge_segments), the vector index as LanceDB adds them;
     the B-trees, cheap to merge (0.02-0.04 s at 100,000 rows) and read by every key lookup and delete of a sync,
-    stay one segment each."""
+    stay one segment each. `settle` (a sync's end) also rewrites every fragment holding deleted rows
+    (SETTLED_DELETIONS)."""
     indices = table.list_indices()
     dataset = table.to_lance()  # each step below commits and moves it to the version it made
-    dataset.optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS)
+    if settle:
+        dataset.optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS,
+                                       materialize_deletions_threshold=SETTLED_DELETIONS)
+    else:
+        dataset.optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS)
     for names, merge in (([i.name for i in indices if i.index_type == "FTS"], {"num_indices_to_merge": 0}),
                          ([i.name for i in indices if i.index_type != "FTS"], {})):
         if names:
             dataset.optimize.optimize_indices(index_names=names, **merge)
     dataset.cleanup_old_versions(older_than=KEEP_REPLACED_FILES)
     table.checkout_latest()
+
+
+def has_deletions(table: Table) -> bool:
+    """Whether a fragment of the table's version holds deleted rows (a deletion file beside its data)."""
+    return any(fragment.metadata.deletion_file is not None for fragment in table.to_lance().get_fragments())
 
 
 def merge_segments(table: Table, segments_max: int) -> None:
@@ -128,10 +146,13 @@ def merge_segments(table: Table, segments_max: int) -> None:
         table.checkout_latest()
 
 
-def _fold_due(table: Table) -> bool:
-    """Whether a table has enough rows outside its indexes, or fragments, to fold (FOLD_DUE_ROWS)."""
+def _fold_due(table: Table, settle: bool) -> bool:
+    """Whether a table has enough rows outside its indexes, or fragments, to fold (FOLD_DUE_ROWS), or, at a sync's
+    end (`settle`), deleted rows (SETTLED_DELETIONS)."""
     stats: Any = table.stats()  # a dict from lancedb 0.40's native side, whatever its annotation says
     if stats["fragment_stats"]["num_fragments"] >= FOLD_DUE_FRAGMENTS:
+        return True
+    if settle and has_deletions(table):
         return True
     return any((covered := table.index_stats(index.name)) is not None and covered.num_unindexed_rows >= FOLD_DUE_ROWS
                for index in table.list_indices())
@@ -254,10 +275,13 @@ class IndexWriter:
         return chunks is not None and any(i.index_type == "FTS" for i in chunks.list_indices())
 
     @writes
-    def refresh_indexes(self, *, fold_now: bool = False, segments_max: int | None = None) -> None:
+    def refresh_indexes(self, *, fold_now: bool = False, segments_max: int | None = None,
+                        settle: bool = False) -> None:
         """Build missing indexes once rows exist; fold new rows in when due (FOLD_DUE_ROWS), or at once
         (`fold_now`); merge an index that folds split into more than `segments_max` segments into one
-        (without it, BM25 past KEYWORD_SEGMENTS_MAX and the vector index past SEGMENTS_MAX).
+        (without it, BM25 past KEYWORD_SEGMENTS_MAX and the vector index past SEGMENTS_MAX). At a sync's end
+        (`settle`) a table holding deleted rows is folded too, and its fragments rewritten without them
+        (SETTLED_DELETIONS).
 
         BM25 over `keywords` (never stale: status reports rows it does not cover),
         B-trees on the id columns every read and delete filters on, and a vector
@@ -303,7 +327,8 @@ class IndexWriter:
             # in a bucket a query reads rows outside the indexes with a request per column page (~27 per
             # changed file): there every refresh folds them in (scripts/bench_object_storage.py)
             fold_now = fold_now or self.tables.bucket is not None
-            folded = [table for table in (chunks, sources) if table is not None and (fold_now or _fold_due(table))]
+            folded = [table for table in (chunks, sources)
+                      if table is not None and (fold_now or _fold_due(table, settle))]
         # The fold runs beside this process's writes, not under their lock: a round's writer goes on while the
         # round's fold works (appliance/sync/rounds.py), as a write of another process always could; Lance
         # resolves the commits, and a write that loses a race is repeated (tables.writes).
@@ -311,7 +336,7 @@ class IndexWriter:
             if folded and folded[0] is chunks:
                 self.rows_unfolded = 0  # rows written from here on wait for the next fold
             for table in folded:
-                self._retried(partial(fold, table), table, "compaction")
+                self._retried(partial(fold, table, settle=settle), table, "compaction")
             for held in (chunks, sources):
                 if held is not None:
                     self._retried(partial(merge_segments, held, KEYWORD_SEGMENTS_MAX if segments_max is None

@@ -188,7 +188,7 @@ def _sync_locked(core: Resources, path: str | Path | None, *, full: bool, clean:
     publisher.finishing(report.chunks)
     report.seen += len(kept)
     report.updated += len(kept)
-    core.index.writes.refresh_indexes()
+    core.index.writes.refresh_indexes(settle=True)
     if under is None and not full:
         _recut_identity(core)
     result = report.finish()

@@ -2,7 +2,11 @@
 since the last one, not the size of the table; and the Lance that does it (pylance) is the one inside LanceDB."""
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+import textwrap
 import threading
 from pathlib import Path
 from typing import Any
@@ -97,10 +101,10 @@ def test_a_write_goes_on_while_this_process_folds(tmp_path: Path, monkeypatch: p
     folding, written = threading.Event(), threading.Event()
     real_fold, waited = writes.fold, []
 
-    def slow_fold(table: Any) -> None:
+    def slow_fold(table: Any, **options: Any) -> None:
         folding.set()
         waited.append(written.wait(10))  # False: the write could not go on while this fold ran
-        real_fold(table)
+        real_fold(table, **options)
 
     monkeypatch.setattr(writes, "fold", slow_fold)
     folder = threading.Thread(target=index.writes.refresh_indexes, kwargs={"fold_now": True})
@@ -113,3 +117,104 @@ def test_a_write_goes_on_while_this_process_folds(tmp_path: Path, monkeypatch: p
     assert index.registry.count_chunks() == 2
     index.writes.refresh_indexes(fold_now=True)
     assert index.writes.unindexed_rows() == 0
+
+
+def _deleted_rows(index: Index) -> int:
+    chunks = index.tables.chunks()
+    assert chunks is not None
+    return sum(f.metadata.num_deletions for f in chunks.to_lance().get_fragments())
+
+
+def test_only_a_settling_refresh_rewrites_a_fragment_holding_a_few_deleted_rows(tmp_path: Path) -> None:
+    # while any fragment holds a deleted row, LanceDB masks every row a search scans (writes.SETTLED_DELETIONS)
+    index = Index(tmp_path, EMBEDDER.spec.dim, memory_budget=0)
+    _write(index, "/docs/big.md", [f"bearing {n} runs warm" for n in range(30)])
+    index.writes.refresh_indexes(fold_now=True)
+    chunks = index.tables.chunks()
+    assert chunks is not None
+    chunks.delete("id = '/docs/big.md:7'")  # a thirtieth of the fragment: under Lance's own threshold
+    assert _deleted_rows(index) == 1
+
+    index.writes.refresh_indexes(fold_now=True, segments_max=writes.SEGMENTS_MAX_MID_RUN)  # a fold inside a run
+    assert _deleted_rows(index) == 1
+    index.writes.refresh_indexes()  # a refresh that is not a sync's end: nothing due
+    assert _deleted_rows(index) == 1
+
+    index.writes.refresh_indexes(settle=True)  # a sync's end: due because of the deleted row alone
+    assert _deleted_rows(index) == 0
+    assert not writes.has_deletions(index.tables.chunks())
+    assert index.registry.count_chunks() == 29 and index.writes.unindexed_rows() == 0
+    hits = index.reader.keyword_search("bearing", 40, None, ["id"])
+    assert len(hits) == 29 and "/docs/big.md:7" not in {h["id"] for h in hits}
+    index.writes.refresh_indexes(settle=True)  # settled: nothing left to fold
+    assert index.tables.chunks().version == chunks.version
+
+
+def test_a_sync_that_replaced_and_removed_files_leaves_no_deleted_rows(make_app: Any, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(12):
+        (docs / f"pump{n}.md").write_text(f"# Pump {n}\n\nPump {n} needs oil every {n + 2} weeks.\n", encoding="utf-8")
+    app = make_app(docs)
+    assert app.sync().added == 12
+    (docs / "pump3.md").write_text("# Pump 3\n\nPump 3 was swapped for a diaphragm valve.\n", encoding="utf-8")
+    (docs / "pump5.md").unlink()
+    report = app.sync()
+    assert (report.updated, report.deleted) == (1, 1)
+    for table in (app.index.tables.chunks(), app.index.tables.sources()):
+        assert table is not None and not writes.has_deletions(table)
+    found = {h.source for h in app.search("diaphragm valve", top_k=3).results}
+    assert str(docs / "pump3.md") in found
+    assert app.index.registry.count_chunks() == 11
+
+
+WRITER = """
+import sys, time
+from pathlib import Path
+from appliance.storage.index import Index
+from tests.fixtures.chunks import write_passages
+from tests.fixtures.embedders import HashEmbedder
+index, embedder = Index(Path({db!r}), HashEmbedder().spec.dim, memory_budget=0), HashEmbedder()
+stop, n, deleted = time.monotonic() + {seconds}, 0, 0
+while time.monotonic() < stop:
+    write_passages(index, embedder, f"/docs/w{{n}}.md", [f"gasket {{n}} leaks", f"seal {{n}} holds", f"flange {{n}}"])
+    if n % 3 == 2:
+        index.writes.delete_sources([f"/docs/w{{n - 1}}.md"])
+        deleted += 1
+    n += 1
+print(n, deleted)
+"""
+
+
+def test_settling_refreshes_lose_no_row_while_another_process_writes_and_deletes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_fold, settling = writes.fold, []
+
+    def counted(table: Any, **options: Any) -> None:
+        settling.append(options.get("settle"))
+        real_fold(table, **options)
+
+    monkeypatch.setattr(writes, "fold", counted)
+    index = Index(tmp_path, EMBEDDER.spec.dim, memory_budget=0)
+    _write(index, "/docs/big.md", [f"bearing {n} runs warm" for n in range(30)])
+    index.writes.refresh_indexes(fold_now=True)
+    root = Path(__file__).resolve().parents[2]
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER.format(db=str(tmp_path), seconds=5))],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root,
+                              env={**os.environ, "PYTHONPATH": str(root)})
+    settled = 0
+    while writer.poll() is None:
+        index.writes.refresh_indexes(settle=True)  # races the writer's commits: a lost race is retried or left
+        assert len(index.reader.keyword_search("bearing", 40, None, ["id"])) == 30
+        settled += 1
+    out, err = writer.communicate()
+    assert writer.returncode == 0, err
+    written, deleted = map(int, out.split())
+    assert written > 6 and deleted > 1 and settled > 2
+    assert settling.count(True) > 1  # folds that rewrote the writer's deletions while it went on
+    index.tables.refresh_handles()  # this process's handles see another's commits within READ_CONSISTENCY_S
+    index.writes.refresh_indexes(settle=True)
+    assert not writes.has_deletions(index.tables.chunks())
+    assert index.registry.count_chunks() == 30 + 3 * (written - deleted)
+    gaskets = {h["id"] for h in index.reader.keyword_search("gasket", 3 * written, None, ["id"])}
+    assert len(gaskets) == written - deleted and "/docs/w1.md:0" not in gaskets
