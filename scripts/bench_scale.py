@@ -17,7 +17,7 @@ over a million chunks would take half a day here.
 A fresh process (on jemalloc where it is installed, as in the image) then opens the index and
 serves warm queries (SciFact and Cranfield queries) through `Appliance.search`, hybrid as
 configured, unscoped and scoped to one folder of ten, the scoped ones again with their vector side
-prefiltered by LanceDB (no address book: reads._postfiltered), the two taking turns query by query; times the
+prefiltered by LanceDB (no address book: reads._postfiltered), the three taking turns query by query; times the
 BM25 side alone; measures recall@10 of the vector side against an exact scan of every vector (kept by
 this process while it builds); and reports its RSS and the CPU a query took (every thread's, user and
 system: on a machine of few cores latency follows it and the load).
@@ -271,12 +271,12 @@ def scoped_folder(docs: Path) -> str:
 
 def alternated(texts: Sequence[str], calls: Sequence[Any], cpu: dict[str, float],
                names: Sequence[str]) -> list[list[float]]:
-    """Each call's wall times over `texts`, the calls taking turns per query (first one, then the other first), so
-    the machine's drift and what one leaves warm weigh on them alike; each one's CPU a query into `cpu`."""
+    """Each call's wall times over `texts`, the calls taking turns per query (each goes first for as many queries),
+    so the machine's drift and what one leaves warm weigh on them alike; each one's CPU a query into `cpu`."""
     times: list[list[float]] = [[] for _ in calls]
     spent = [0.0 for _ in calls]
     for n, text in enumerate(texts):
-        for at in (range(len(calls)) if n % 2 == 0 else reversed(range(len(calls)))):
+        for at in ((n + k) % len(calls) for k in range(len(calls))):
             before, started = cpu_ms(), time.perf_counter()
             calls[at](text)
             times[at].append(1000 * (time.perf_counter() - started))
@@ -320,9 +320,9 @@ def serve(index_path: Path, docs: Path, queries_file: Path, out_file: Path) -> N
         finally:
             del app.index.reader.address_book
 
-    hybrid = timed(lambda t: app.search(t, top_k=10), "hybrid")
-    scoped, prefiltered = alternated(texts, [lambda t: app.search(t, top_k=10, scope=scope), prefiltered_search],
-                                     cpu, ["scoped", "prefiltered"])
+    hybrid, scoped, prefiltered = alternated(
+        texts, [lambda t: app.search(t, top_k=10), lambda t: app.search(t, top_k=10, scope=scope), prefiltered_search],
+        cpu, ["hybrid", "scoped", "prefiltered"])
     embed = timed(app.resources.embedder.embed_query)
     bm25 = timed(lambda t: app.index.reader.keyword_side(query_terms(t), 40, None, RANK_COLUMNS))
     bm25_scoped = timed(lambda t: app.index.reader.keyword_side(query_terms(t), 40, Filter(scope), RANK_COLUMNS))
