@@ -9,7 +9,9 @@ searches scan (storage.writes.SETTLED_DELETIONS). This deletes the rows of `--so
 as many fragments, as replacing or removing those files does, then serves bench_scale.py's queries through
 `Appliance.search` against three versions of the table: as built, with the deletions, and with them settled
 as a sync's end settles them (`writes.fold(settle=True)`, in a process of its own, for its time and peak
-memory). Each version is served by an Appliance of its own held at it; they take turns query by query, so
+memory). A server reading the latest version answers queries before and after, for its RSS (a fold that
+replaced the indexes it read renews its LanceDB session: storage.tables.Tables.renew_session). Each version is
+then served by an Appliance of its own held at it; they take turns query by query, so
 the machine's drift weighs on each alike. The table is then restored as it was built (LanceDB's restore,
 which commits no new data), whatever happens on the way.
 """
@@ -25,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import lancedb
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -34,6 +37,11 @@ import bench_scale
 
 from appliance.platform import native_memory
 from appliance.storage import writes
+
+RSS_QUERIES = 50
+"""Queries a server answers before its RSS is read, on the table as built and again once the deletions are settled."""
+RSS_SETTLE_S = 12.0
+"""How long the server idles before its RSS is read again (jemalloc returns freed pages within ~10 s)."""
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -74,20 +82,27 @@ def _pinned(index_dir: Path, version: int, embedder: Any) -> Any:
 
 def measure(index_dir: Path, sources: int, queries: int) -> dict[str, Any]:
     texts = json.loads((index_dir / "queries.json").read_text(encoding="utf-8"))["texts"][:queries]
-    app = bench_scale.serving_app(index_dir / "index", index_dir / "docs")
-    chunks = app.index.tables.chunks()
-    assert chunks is not None
+    chunks = lancedb.connect(str(index_dir / "index")).open_table("chunks")  # this script's own handle
     if writes.has_deletions(chunks):
         raise SystemExit(f"{index_dir}: the chunks table holds deleted rows already; rebuild it with bench_scale.py")
     built = chunks.version
     times: dict[str, list[float]] = {"built": [], "deleted": [], "settled": []}
     cpu: dict[str, float] = dict.fromkeys(times, 0.0)
+    app = bench_scale.serving_app(index_dir / "index", index_dir / "docs")  # serves the latest, as a server does
     try:
+        for text in texts[:RSS_QUERIES]:
+            app.search(text)
+        rss = {"serving_rss_mb_before": round(bench_scale.rss_mb(), 1)}
         deleted_files = _delete_spread(chunks, sources)
         deleted = chunks.version
         settled = _settle(index_dir / "index")
         chunks.checkout_latest()
         assert not writes.has_deletions(chunks)
+        for text in texts[:RSS_QUERIES]:
+            app.search(text)
+        time.sleep(RSS_SETTLE_S)  # what the allocator keeps of freed pages goes back meanwhile
+        app.search(texts[0])
+        rss["serving_rss_mb_after"] = round(bench_scale.rss_mb(), 1)
         embedder = app.resources.embedder
         apps = {"built": _pinned(index_dir, built, embedder), "deleted": _pinned(index_dir, deleted, embedder),
                 "settled": _pinned(index_dir, chunks.version, embedder)}
@@ -103,7 +118,7 @@ def measure(index_dir: Path, sources: int, queries: int) -> dict[str, Any]:
                 cpu[state] += bench_scale.cpu_ms() - before
     finally:
         chunks.restore(built)
-    return {"queries": len(texts), "sources_deleted": len(deleted_files), **settled,
+    return {"queries": len(texts), "sources_deleted": len(deleted_files), **settled, **rss,
             **{f"{state}_{name}": value for state, values in times.items()
                for name, value in (("p50_ms", _pct(values, 50)), ("p95_ms", _pct(values, 95)),
                                    ("cpu_ms", round(cpu[state] / len(values), 1)))}}
@@ -121,7 +136,8 @@ def main() -> None:
         print(json.dumps(out, indent=1))
         return
     print(f"{out['sources_deleted']} file(s) deleted; settling them: {out['settle_s']} s, "
-          f"peak RSS {out['settle_peak_rss_mb']} MB")
+          f"peak RSS {out['settle_peak_rss_mb']} MB; a server's RSS {out['serving_rss_mb_before']} MB before, "
+          f"{out['serving_rss_mb_after']} MB after")
     for state in ("built", "deleted", "settled"):
         print(f"  {state:8s} p50 {out[state + '_p50_ms']:6.1f} ms  p95 {out[state + '_p95_ms']:6.1f} ms  "
               f"CPU {out[state + '_cpu_ms']:6.1f} ms a query")

@@ -389,6 +389,8 @@ class IndexReader:
         """The chunks handle an address book was read through, and the book (address_book)."""
         self._book_reading = threading.Lock()
         """Held while a thread reads the next address book (one at a time: address_book)."""
+        self._indexes: tuple[Table, int, frozenset[str]] | None = None
+        """The chunks handle, a version of it and the uuids of its indexes then (_indexes_replaced)."""
 
     def forget(self) -> None:
         """Drop the replica and the address book (the tables they were read from were replaced)."""
@@ -419,7 +421,24 @@ class IndexReader:
         if chunks is None:
             return _View(None, 0, None)
         version = chunks.version
+        if self._indexes_replaced(chunks, version):
+            self.tables.renew_session()
+            self._book = self._too_large = None  # nothing here holds the old session's handles
+            chunks = self.tables.chunks()
+            if chunks is None:
+                return _View(None, 0, None)
+            version = chunks.version
         return _View(chunks, version, self._replica_at(chunks, version))
+
+    def _indexes_replaced(self, chunks: Table, version: int) -> bool:
+        """Whether an index the handle read at an earlier version is gone at this one (a fold merged or remapped
+        it), so its session's cache holds what no query reads again (Tables.renew_session). Listed once a version."""
+        held = self._indexes
+        if held is not None and held[0] is chunks and held[1] == version:
+            return False
+        uuids = frozenset(str(index.index_uuid) for index in chunks.list_indices())
+        self._indexes = (chunks, version, uuids)
+        return held is not None and held[0] is chunks and not held[2] <= uuids
 
     def _view_of(self, chunks: Table) -> _View | None:
         """This thread's query_view, when it holds `chunks`."""

@@ -608,6 +608,15 @@ class Tables:
         """Drop the open handles (after the tables were replaced): the next use opens them again."""
         self._chunks = self._sources = None
 
+    def renew_session(self) -> None:
+        """Drop the open handles and the LanceDB session they read through: the next use opens them in a new one.
+        A session keeps every index it has read in its cache (up to LanceDB's 6 GiB) after a fold replaced it:
+        at 1M chunks a server's RSS rose from 1,285 to 1,692 MB once a sync's end had rewritten the indexes.
+        A query still running on the old handles finishes on them."""
+        with self.lock:
+            self._db = None
+            self._chunks = self._sources = None
+
     def checkout_latest(self) -> None:
         """See commits made by other processes (a sync running beside the server) now."""
         try:

@@ -181,6 +181,8 @@ while time.monotonic() < stop:
     if n % 3 == 2:
         index.writes.delete_sources([f"/docs/w{{n - 1}}.md"])
         deleted += 1
+    if n % 7 == 6:
+        index.writes.refresh_indexes(settle=True)  # the other process replaces the indexes too
     n += 1
 print(n, deleted)
 """
@@ -202,19 +204,45 @@ def test_settling_refreshes_lose_no_row_while_another_process_writes_and_deletes
     writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER.format(db=str(tmp_path), seconds=5))],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root,
                               env={**os.environ, "PYTHONPATH": str(root)})
-    settled = 0
+    settled, handles = 0, set()
     while writer.poll() is None:
         index.writes.refresh_indexes(settle=True)  # races the writer's commits: a lost race is retried or left
-        assert len(index.reader.keyword_search("bearing", 40, None, ["id"])) == 30
+        with index.reader.query_view():  # a query renews the session once a fold replaced an index it read
+            assert len(index.reader.keyword_search("bearing", 40, None, ["id"])) == 30
+            handles.add(id(index.tables.chunks()))
         settled += 1
     out, err = writer.communicate()
     assert writer.returncode == 0, err
     written, deleted = map(int, out.split())
     assert written > 6 and deleted > 1 and settled > 2
     assert settling.count(True) > 1  # folds that rewrote the writer's deletions while it went on
+    assert len(handles) > 1  # sessions renewed while both processes replaced indexes
     index.tables.refresh_handles()  # this process's handles see another's commits within READ_CONSISTENCY_S
     index.writes.refresh_indexes(settle=True)
     assert not writes.has_deletions(index.tables.chunks())
     assert index.registry.count_chunks() == 30 + 3 * (written - deleted)
     gaskets = {h["id"] for h in index.reader.keyword_search("gasket", 3 * written, None, ["id"])}
     assert len(gaskets) == written - deleted and "/docs/w1.md:0" not in gaskets
+
+
+def test_a_reader_renews_its_session_once_a_fold_replaced_an_index_it_read(tmp_path: Path) -> None:
+    # LanceDB keeps every index a session read in its cache after a fold replaced it (Tables.renew_session)
+    index = Index(tmp_path, EMBEDDER.spec.dim, memory_budget=0)
+    _write(index, "/docs/big.md", [f"bearing {n} runs warm" for n in range(30)])
+    index.writes.refresh_indexes(fold_now=True)
+
+    def bearings() -> set[str]:
+        with index.reader.query_view():
+            return {h["id"] for h in index.reader.keyword_search("bearing", 40, None, ["id"])}
+
+    assert len(bearings()) == 30
+    first = index.tables.chunks()
+    _write(index, "/docs/small.md", ["bearing oil"])  # a new version, every index still there
+    assert len(bearings()) == 31 and index.tables.chunks() is first
+
+    first.delete("id = '/docs/big.md:7'")
+    index.writes.refresh_indexes(settle=True)  # the rewrite remaps every index: new ones replace the old
+    assert len(bearings()) == 30
+    renewed = index.tables.chunks()
+    assert renewed is not first
+    assert len(bearings()) == 30 and index.tables.chunks() is renewed  # once: the new indexes are its own
