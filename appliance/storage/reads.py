@@ -389,8 +389,11 @@ class IndexReader:
         """The chunks handle an address book was read through, and the book (address_book)."""
         self._book_reading = threading.Lock()
         """Held while a thread reads the next address book (one at a time: address_book)."""
-        self._indexes: tuple[Table, int, frozenset[str]] | None = None
-        """The chunks handle, a version of it and the uuids of its indexes then (_indexes_replaced)."""
+        self._indexes: tuple[Table, int, dict[str, tuple[str, int, int]]] | None = None
+        """The chunks handle, a version of it and its indexes then: name -> (uuid, segments, bytes)
+        (_indexes_replaced)."""
+        self._replaced_bytes = 0
+        """The bytes of the indexes folds replaced since the handle was opened (_indexes_replaced)."""
 
     def forget(self) -> None:
         """Drop the replica and the address book (the tables they were read from were replaced)."""
@@ -431,14 +434,24 @@ class IndexReader:
         return _View(chunks, version, self._replica_at(chunks, version))
 
     def _indexes_replaced(self, chunks: Table, version: int) -> bool:
-        """Whether an index the handle read at an earlier version is gone at this one (a fold merged or remapped
-        it), so its session's cache holds what no query reads again (Tables.renew_session). Listed once a version."""
+        """Whether folds have replaced half as many bytes of the indexes the handle read as it reads now, so its
+        session's cache may hold half as much that no query reads again as it holds of use (Tables.renew_session):
+        renewed at every fold, a server in a bucket would fetch every index anew after each sync's write. An index
+        replaced is one whose name has another uuid without more segments: merged or remapped, as a fold merges the
+        B-trees and a sync's end remaps every index; a segment a fold adds leaves the others in use. Counted
+        once a version; a handle opened anew starts from nothing."""
         held = self._indexes
         if held is not None and held[0] is chunks and held[1] == version:
             return False
-        uuids = frozenset(str(index.index_uuid) for index in chunks.list_indices())
-        self._indexes = (chunks, version, uuids)
-        return held is not None and held[0] is chunks and not held[2] <= uuids
+        now = {index.name: (str(index.index_uuid), index.num_segments or 1, index.size_bytes or 0)
+               for index in chunks.list_indices()}
+        self._indexes = (chunks, version, now)
+        if held is None or held[0] is not chunks:
+            self._replaced_bytes = 0
+            return False
+        self._replaced_bytes += sum(size for name, (uuid, segments, size) in held[2].items()
+                                    if name not in now or (now[name][0] != uuid and now[name][1] <= segments))
+        return 2 * self._replaced_bytes >= max(1, sum(size for _, _, size in now.values()))
 
     def _view_of(self, chunks: Table) -> _View | None:
         """This thread's query_view, when it holds `chunks`."""

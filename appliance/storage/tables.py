@@ -611,8 +611,8 @@ class Tables:
     def renew_session(self) -> None:
         """Drop the open handles and the LanceDB session they read through: the next use opens them in a new one.
         A session keeps every index it has read in its cache (up to LanceDB's 6 GiB) after a fold replaced it:
-        at 1M chunks a server's RSS rose from 1,285 to 1,692 MB once a sync's end had rewritten the indexes.
-        A query still running on the old handles finishes on them."""
+        at 1M chunks a server's RSS rose from 1,285 to 1,692 MB once a sync's end had rewritten the indexes
+        (IndexReader._indexes_replaced says when). A query still running on the old handles finishes on them."""
         with self.lock:
             self._db = None
             self._chunks = self._sources = None
