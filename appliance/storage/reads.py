@@ -226,6 +226,13 @@ def _maskable(index: Any) -> bool:
     return index is not None and index.index_type == VECTOR_INDEX_TYPE and code_bits(index) != 1
 
 
+def _replaced(old: Any, new: Any) -> bool:
+    """Whether the index `old` (an IndexConfig) is gone at the listing that has `new` under its name: merged or
+    remapped (another uuid without more segments), as a fold merges the B-trees and a sync's end remaps every
+    index; a segment a fold adds leaves the others in use."""
+    return new is None or (new.index_uuid != old.index_uuid and (new.num_segments or 1) <= (old.num_segments or 1))
+
+
 def _fts_query(terms: str | Mapping[str, float]) -> str | MatchQuery | BooleanQuery:
     """A plain OR query of terms, or one of weighted terms (the cross-language synonym sets of
     appliance.search.crosslingual). Weighted terms that share one weight are one match query with that boost,
@@ -320,6 +327,8 @@ class LanceRanker:
     """Tables.deadline: what one search may take (in a bucket; None on disk)."""
     partitions: Callable[[Table, Any], int] = lambda _, index: estimated_partitions(index)
     """The partitions of a vector index (IndexReader.vector_partitions)."""
+    indexes: Callable[[Table], list[Any]] = lambda chunks: list(chunks.list_indices())
+    """The indexes of the version read (IndexReader.indexes: listed once a version)."""
     cards: bool = False
     """Tables.cards_stored: whether the rows' columns may be read from their cards (carded)."""
     book: Callable[[Table], AddressBook | None] = lambda _: None
@@ -327,7 +336,7 @@ class LanceRanker:
 
     def rank(self, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,
              columns: list[str]) -> Side:
-        index = vector_index(self.chunks)  # asked once: the filtered and the unfiltered search share it
+        index = vector_index(self.chunks, self.indexes(self.chunks))  # the filtered and unfiltered search share it
         partitions = self.partitions(self.chunks, index) if index is not None else 0
 
         book = self.book(self.chunks) if where is not None and _maskable(index) else None
@@ -389,9 +398,8 @@ class IndexReader:
         """The chunks handle an address book was read through, and the book (address_book)."""
         self._book_reading = threading.Lock()
         """Held while a thread reads the next address book (one at a time: address_book)."""
-        self._indexes: tuple[Table, int, dict[str, tuple[str, int, int]]] | None = None
-        """The chunks handle, a version of it and its indexes then: name -> (uuid, segments, bytes)
-        (_indexes_replaced)."""
+        self._indexes: tuple[Table, int, list[Any]] | None = None
+        """The chunks handle, a version of it and its indexes then (indexes)."""
         self._replaced_bytes = 0
         """The bytes of the indexes folds replaced since the handle was opened (_indexes_replaced)."""
 
@@ -433,25 +441,28 @@ class IndexReader:
             version = chunks.version
         return _View(chunks, version, self._replica_at(chunks, version))
 
+    def indexes(self, chunks: Table, version: int | None = None) -> list[Any]:
+        """The indexes of the version read (LanceDB's IndexConfigs), listed once a version (a round trip through
+        LanceDB's event loop, ~0.65 ms); a new listing adds to the bytes folds replaced (_indexes_replaced)."""
+        version = self._version(chunks) if version is None else version
+        held = self._indexes
+        if held is not None and held[0] is chunks and held[1] == version:
+            return held[2]
+        listed = list(chunks.list_indices())
+        if held is None or held[0] is not chunks:
+            self._replaced_bytes = 0  # a handle opened anew starts from nothing
+        else:
+            now = {index.name: index for index in listed}
+            self._replaced_bytes += sum(old.size_bytes or 0 for old in held[2] if _replaced(old, now.get(old.name)))
+        self._indexes = (chunks, version, listed)
+        return listed
+
     def _indexes_replaced(self, chunks: Table, version: int) -> bool:
         """Whether folds have replaced half as many bytes of the indexes the handle read as it reads now, so its
         session's cache may hold half as much that no query reads again as it holds of use (Tables.renew_session):
-        renewed at every fold, a server in a bucket would fetch every index anew after each sync's write. An index
-        replaced is one whose name has another uuid without more segments: merged or remapped, as a fold merges the
-        B-trees and a sync's end remaps every index; a segment a fold adds leaves the others in use. Counted
-        once a version; a handle opened anew starts from nothing."""
-        held = self._indexes
-        if held is not None and held[0] is chunks and held[1] == version:
-            return False
-        now = {index.name: (str(index.index_uuid), index.num_segments or 1, index.size_bytes or 0)
-               for index in chunks.list_indices()}
-        self._indexes = (chunks, version, now)
-        if held is None or held[0] is not chunks:
-            self._replaced_bytes = 0
-            return False
-        self._replaced_bytes += sum(size for name, (uuid, segments, size) in held[2].items()
-                                    if name not in now or (now[name][0] != uuid and now[name][1] <= segments))
-        return 2 * self._replaced_bytes >= max(1, sum(size for _, _, size in now.values()))
+        renewed at every fold, a server in a bucket would fetch every index anew after each sync's write."""
+        live = sum(index.size_bytes or 0 for index in self.indexes(chunks, version))
+        return 2 * self._replaced_bytes >= max(1, live)
 
     def _view_of(self, chunks: Table) -> _View | None:
         """This thread's query_view, when it holds `chunks`."""
@@ -478,8 +489,9 @@ class IndexReader:
         if chunks is None:
             return None
         replica = self._current_replica(chunks, columns)
-        return replica if replica is not None else LanceRanker(chunks, self.tables.deadline, self.vector_partitions,
-                                                               self.tables.cards_stored, self.address_book)
+        return replica if replica is not None else LanceRanker(
+            chunks, self.tables.deadline, partitions=self.vector_partitions, indexes=self.indexes,
+            cards=self.tables.cards_stored, book=self.address_book)
 
     def address_book(self, chunks: Table) -> AddressBook | None:
         """The address book of the version being read (storage.addresses), for a scoped vector search; None until

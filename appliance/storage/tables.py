@@ -615,7 +615,7 @@ class Tables:
         (IndexReader._indexes_replaced says when). A query still running on the old handles finishes on them."""
         with self.lock:
             self._db = None
-            self._chunks = self._sources = None
+            self.forget()
 
     def checkout_latest(self) -> None:
         """See commits made by other processes (a sync running beside the server) now."""

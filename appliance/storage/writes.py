@@ -82,14 +82,16 @@ KEEP_REPLACED_FILES = timedelta(hours=1)
 """How long a fold keeps the files of the versions it replaced: LanceDB's default is a week, and a first sync of
 1M chunks, which compacts and rebuilds its indexes many times over, left 29 GB on disk where the live data
 took a fraction of it. A reader holds a version for one query (IndexReader.query_view); an hour is far longer."""
+FOLDED_DELETIONS = 0.1
+"""The share of a fragment's rows deleted past which any other fold rewrites it without them: Lance's default."""
 SETTLED_DELETIONS = 0.0
 """The share of a fragment's rows deleted past which a fold at a sync's end (`settle`) rewrites it without them:
 any. While a fragment the indexes cover holds a deleted row, LanceDB masks every row each vector and BM25 search
 scans, one at a time, off its batched kernel: at 1M chunks deleted files made every query cost 3.6-8.9 ms more
-CPU until their fragments were rewritten, and Lance's own default (0.1) leaves a few deleted rows a fragment for
-good. Rewriting them costs the indexes' remap, most of it BM25's posting lists: 17-23 s at 1M chunks, in a
+CPU until their fragments were rewritten, and Lance's own default (FOLDED_DELETIONS) leaves a few deleted rows a
+fragment for good. Rewriting them costs the indexes' remap, most of it BM25's posting lists: 17-23 s at 1M chunks, in a
 process peaking at ~890 MB, a fraction of a second at a few thousand (scripts/bench_deletions.py). Inside a long
-run folds keep Lance's default, so a fragment a run keeps deleting from is rewritten once, at its end."""
+run folds keep FOLDED_DELETIONS, so a fragment a run keeps deleting from is rewritten once, at its end."""
 COMPACT_TARGET_ROWS = 32_768
 """Compaction merges neighbouring fragments of fewer rows than this and leaves larger ones alone. LanceDB's
 `optimize()` compacts with Lance's default of ~1M rows, so below a million rows every fold rewrote the whole
@@ -116,11 +118,8 @@ def fold(table: Table, *, settle: bool = False) -> None:
     (SETTLED_DELETIONS)."""
     indices = table.list_indices()
     dataset = table.to_lance()  # each step below commits and moves it to the version it made
-    if settle:
-        dataset.optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS,
-                                       materialize_deletions_threshold=SETTLED_DELETIONS)
-    else:
-        dataset.optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS)
+    dataset.optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS,
+                                   materialize_deletions_threshold=SETTLED_DELETIONS if settle else FOLDED_DELETIONS)
     for names, merge in (([i.name for i in indices if i.index_type == "FTS"], {"num_indices_to_merge": 0}),
                          ([i.name for i in indices if i.index_type != "FTS"], {})):
         if names:
