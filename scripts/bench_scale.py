@@ -20,7 +20,8 @@ configured, unscoped and scoped to one folder of ten, the scoped ones again with
 prefiltered by LanceDB (no address book: reads._postfiltered), the three taking turns query by query; times the
 BM25 side alone; measures recall@10 of the vector side against an exact scan of every vector (kept by
 this process while it builds); and reports its RSS and the CPU a query took (every thread's, user and
-system: on a machine of few cores latency follows it and the load).
+system: on a machine of few cores latency follows it and the load), and how quiet the machine was while
+the queries ran (the shares of its CPU time the host stole and other processes took).
 
 The no-change sync is measured on a second index built by the real sync over as many
 small files as the size (at most `--sync-files`), with vectors from the text's hash (the
@@ -102,6 +103,29 @@ def cpu_ms() -> float:
     bound by it: its latency moves with the machine's load, its CPU much less (docs/BENCHMARKS.md, Growth)."""
     times = os.times()
     return 1000 * (times.user + times.system)
+
+
+def machine_ticks() -> tuple[int, int, int]:
+    """The machine's CPU ticks so far (/proc/stat, every CPU): all of them, the busy ones (user, nice, system,
+    interrupts) and those stolen by the host's other guests; zeros where there is no /proc/stat."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text(encoding="ascii").split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return 0, 0, 0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return sum(fields), user + nice + system + irq + softirq, steal
+
+
+def quiet(ticks: tuple[int, int, int], own_ms: float) -> dict[str, float]:
+    """How quiet the machine was since `ticks` (machine_ticks) while this process spent `own_ms` of CPU: the
+    shares of its CPU time the host stole and other processes took. A latency is compared with a target only
+    on a quiet machine: on two cores, what others take comes off a query's tail."""
+    now = machine_ticks()
+    total, busy, steal = (b - a for a, b in zip(ticks, now, strict=True))
+    if total <= 0:
+        return {}
+    own = own_ms / 1000 * os.sysconf("SC_CLK_TCK")
+    return {"steal_pct": round(100 * steal / total, 1), "others_pct": round(100 * max(0.0, busy - own) / total, 1)}
 
 
 def disk_bytes(path: Path) -> int:
@@ -320,9 +344,11 @@ def serve(index_path: Path, docs: Path, queries_file: Path, out_file: Path) -> N
         finally:
             del app.index.reader.address_book
 
+    ticks, own = machine_ticks(), cpu_ms()
     hybrid, scoped, prefiltered = alternated(
         texts, [lambda t: app.search(t, top_k=10), lambda t: app.search(t, top_k=10, scope=scope), prefiltered_search],
         cpu, ["hybrid", "scoped", "prefiltered"])
+    machine = quiet(ticks, cpu_ms() - own)
     embed = timed(app.resources.embedder.embed_query)
     bm25 = timed(lambda t: app.index.reader.keyword_side(query_terms(t), 40, None, RANK_COLUMNS))
     bm25_scoped = timed(lambda t: app.index.reader.keyword_side(query_terms(t), 40, Filter(scope), RANK_COLUMNS))
@@ -352,7 +378,7 @@ def serve(index_path: Path, docs: Path, queries_file: Path, out_file: Path) -> N
            "vector_p50_ms": pct(vector_ms, 50), "vector_p95_ms": pct(vector_ms, 95),
            "recall_at_10": round(found / (10 * len(exact)), 4),
            "recall_at_10_of_40": round(found_search / (10 * len(exact)), 4),
-           "rss_mb": round(rss_mb(), 1), "peak_rss_mb": round(rss_mb("VmHWM"), 1)}
+           "rss_mb": round(rss_mb(), 1), "peak_rss_mb": round(rss_mb("VmHWM"), 1), **machine}
     out_file.write_text(json.dumps(out), encoding="utf-8")
 
 
@@ -547,7 +573,8 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
 def table(results: list[dict[str, Any]]) -> str:
     cols = [("size", "chunks"), ("hybrid_p50_ms", "p50 ms"), ("hybrid_p95_ms", "p95 ms"),
             ("scoped_p95_ms", "scoped p95"), ("hybrid_cpu_ms", "CPU ms"), ("scoped_cpu_ms", "scoped CPU ms"),
-            ("bm25_p95_ms", "BM25 p95"), ("recall_at_10", "recall@10"), ("rss_mb", "RSS MB"), ("disk_mb", "disk MB"),
+            ("bm25_p95_ms", "BM25 p95"), ("steal_pct", "stolen %"), ("others_pct", "others %"),
+            ("recall_at_10", "recall@10"), ("rss_mb", "RSS MB"), ("disk_mb", "disk MB"),
             ("write_s", "write s"), ("optimize_s", "optimize s"),
             ("sync_files", "files"), ("nochange_sync_s", "no-change s"), ("nochange_cli_s", "CLI s")]
     lines = ["| " + " | ".join(c[1] for c in cols) + " |", "|" + "---:|" * len(cols)]
