@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Answer passages in long manuals (en/de/ru), asked through the MCP server: does the passage come back?
 
-Usage: eval_manuals.py [--weights default,0.0,1.0] [--top-k 10] [--out FILE] [--json]
+Usage: eval_manuals.py [--weights default,0.0,1.0] [--top-k 10] [--lancedb] [--out FILE] [--json]
 
 The documents are Debian documentation packages (scripts/manuals_set.py fetches and unpacks the
 pinned versions); the questions are ours (scripts/eval_data/manuals_questions.jsonl), each with
@@ -12,6 +12,10 @@ comes from the question's file and its text or its parent section holds the snip
 collapsed, case kept). Reported per question language, for cross-lingual questions, for exact-
 wording and paraphrased ones: answer-passage hit@1, hit@5, MRR@10, and by file nDCG@10 and hit@5;
 for the default ranking, vector only (weight 0) and keyword only (weight 1).
+
+`--lancedb` gives the processes no memory budget for the in-memory replica, as a small container gives a
+large index: the sync builds LanceDB's approximate vector index over the manuals and every question is
+ranked through it (the next run without it drops that index again).
 """
 from __future__ import annotations
 
@@ -175,8 +179,14 @@ def main() -> None:
                         help="comma-separated RAG_HYBRID_WEIGHT values; `default` is the appliance's")
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--out", type=Path, default=None, help="also write the figures there as JSON")
+    parser.add_argument("--lancedb", action="store_true",
+                        help="rank through LanceDB's indexes, not the in-memory replica (no memory budget for it)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.lancedb:
+        from appliance import config
+
+        config.REPLICA_MEMORY_CAP_BYTES = 0  # Settings.replica_budget_bytes resolves to 0 in this process
     weights = [None if w == "default" else float(w) for w in args.weights.split(",")]
     out = run(weights, args.top_k)
     if args.out:

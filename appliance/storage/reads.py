@@ -60,6 +60,12 @@ PROBED_SHARE = 0.3
 segment. At 1M chunks in 1,000 partitions of four-bit codes, 0.2 / 0.3 / 0.45 found 0.934 / 0.983 / 0.998 of
 the true 10 nearest in 21 / 22 / 25 ms p50 (scripts/bench_scale.py's vectors, mixes of real ones with noise:
 harder to tell apart than a real corpus's, so a real index fares no worse)."""
+MIN_PROBES = 16
+"""The fewest partitions a search scans, however few the index has. A share of few partitions is a coarse cut:
+over our manuals (5,834 chunks, real questions) a third of ~6 partitions found 0.958 of the true 10 nearest and
+16 of them all, a third of ~24 0.971 and 16 1.0, a third of ~59 0.986 and 16 0.983. An index has so few
+partitions only when a small memory budget sends a small table through LanceDB, where 16 partitions are a
+few thousand codes; from ~54 partitions on, the share is more."""
 ONE_BIT_REFINED = 1200
 """An index of one-bit codes (an earlier version's, until a refresh builds it anew: tables.VECTOR_CODE_BITS)
 re-ranks at least this many of its candidates on the stored vectors: a bit a dimension ranks too coarsely to
@@ -150,17 +156,22 @@ def _read(query, columns: list[str], deadline: timedelta | None,  # type: ignore
     return rows  # type: ignore[no-any-return]
 
 
+def probed(partitions: int) -> int:
+    """How many of a vector index's `partitions` a search scans: PROBED_SHARE of them, at least MIN_PROBES."""
+    return max(MIN_PROBES, math.ceil(PROBED_SHARE * partitions))
+
+
 def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Filter | None,  # type: ignore[no-untyped-def]
              columns: list[str], index: Any, partitions: int, deadline: timedelta | None,
              cards: bool = False) -> list[dict[str, Any]]:
     """LanceDB's nearest chunks with exact distances (the rows the vector `index` returns measured again on
     the stored vectors), ties by id, so a chunk's distance does not depend on the filter; the filtered and the
-    unfiltered search use the same index the same way. A search scans PROBED_SHARE of the index's `partitions`.
+    unfiltered search use the same index the same way. A search scans `probed(partitions)` of the index's partitions.
     A filtered one that finds fewer rows inside the filter there than it asks for searches again through every
     partition (a scope of a few chunks lies in a few). Asked to go on at once, LanceDB probed far past what
     it needed: at 1M chunks a search inside a tenth of them took 54 ms p50 where the bounded one took 15."""
     refined = ONE_BIT_REFINED if index is not None and code_bits(index) == 1 else 0
-    probes = max(1, math.ceil(PROBED_SHARE * partitions))
+    probes = probed(partitions)
 
     def search(most_probes: int) -> list[dict[str, Any]]:
         query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine")
@@ -215,7 +226,7 @@ def _postfiltered(chunks, vector: Sequence[float] | np.ndarray, limit: int, wher
     depth = math.ceil(want * POSTFILTER_SLACK / share) if share > 0 else POSTFILTER_DEPTH + 1
     if depth > POSTFILTER_DEPTH:
         return None
-    probes = max(1, math.ceil(PROBED_SHARE * partitions))
+    probes = probed(partitions)
     found = (chunks.search(list(vector), vector_column_name="vector").distance_type("cosine")
              .minimum_nprobes(probes).maximum_nprobes(probes).limit(depth)
              .select(["_distance"]).with_row_id(True).to_arrow(timeout=deadline))

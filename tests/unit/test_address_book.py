@@ -65,6 +65,7 @@ def small_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store_writes, "VECTOR_INDEX", IvfRq(distance_type="cosine", target_partition_size=25,
                                                            num_bits=store_writes.VECTOR_CODE_BITS))
     monkeypatch.setattr(store_reads, "VECTOR_PARTITION_ROWS", 25)
+    monkeypatch.setattr(store_reads, "MIN_PROBES", 1)
 
 
 def _stored(index: Index) -> pa.Table:

@@ -318,6 +318,28 @@ def _small_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store_writes, "VECTOR_INDEX", IvfRq(distance_type="cosine", target_partition_size=10,
                                                            num_bits=store_writes.VECTOR_CODE_BITS))
     monkeypatch.setattr(store_reads, "VECTOR_PARTITION_ROWS", 10)
+    monkeypatch.setattr(store_reads, "MIN_PROBES", 1)
+
+
+def test_an_index_of_few_partitions_is_searched_through_at_least_min_probes(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A share of few partitions is a coarse cut (reads.MIN_PROBES): over an index of a few partitions a search
+    scans at least MIN_PROBES of them, and finds the true nearest where a third of them did not."""
+    from appliance.storage import reads as store_reads
+
+    dim = 32
+    index, chunks = _partitioned(tmp_path, monkeypatch, dim)
+    assert _partition_count(chunks) < 16
+    probes = [np.random.default_rng(seed).standard_normal(dim).tolist() for seed in range(20)]
+    exact = [_exact(index, probe)[:5] for probe in probes]
+
+    def found() -> list[list[str]]:
+        return [[r["id"] for r in index.reader.vector_search(probe, 5, None, ["id"])] for probe in probes]
+
+    share_only = found()  # _small_partitions: a third of them, as a large index is searched
+    monkeypatch.setattr(store_reads, "MIN_PROBES", 16)
+    assert found() == exact
+    assert share_only != exact
 
 
 def test_the_vector_partitions_grow_with_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
