@@ -184,9 +184,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.lancedb:
-        from appliance import config
+        from eval_retrieval import rank_through_lancedb
 
-        config.REPLICA_MEMORY_CAP_BYTES = 0  # Settings.replica_budget_bytes resolves to 0 in this process
+        rank_through_lancedb()
     weights = [None if w == "default" else float(w) for w in args.weights.split(",")]
     out = run(weights, args.top_k)
     if args.out:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Retrieval quality through the real pipeline: nDCG@10 and Recall@10 on BEIR-layout sets.
 
-Usage: eval_retrieval.py [--dataset scifact] [--model ID] [--budget N] [--weights 0,0.6,1] [--json]
+Usage: eval_retrieval.py [--dataset scifact] [--model ID] [--budget N] [--weights 0,0.6,1] [--lancedb] [--json]
        eval_retrieval.py --all [--datasets scifact,...] [--out .cache/eval/quality.json] [--json]
 
 Each corpus document becomes a Markdown file (`# title` + text) in a cache
@@ -11,6 +11,8 @@ only, 1.0 is keyword order (BM25 only for the top ranks), anything between is
 the hybrid. Indexes are cached per dataset/model/budget under .cache/eval.
 `--all` runs every dataset for vector only, BM25 only and the default ranking
 (the appliance's default RAG_HYBRID_WEIGHT), prints one table and writes it as JSON.
+`--lancedb` ranks through LanceDB's approximate vector index instead of the in-memory replica, as a
+small memory budget ranks a large index (the sync builds that index; a later run without it drops it).
 
 `corpus-xling` is our own set (scripts/eval_data/corpus_crosslingual.jsonl):
 questions on real files of ../shared/corpus, each written in another language
@@ -346,6 +348,15 @@ def passage_columns(figures: dict) -> str:
             f"{figures['passageMRR@10']:6.4f}")
 
 
+def rank_through_lancedb() -> None:
+    """No memory budget for the in-memory replica in this process (Settings.replica_budget_bytes resolves to
+    0), as a small container has for a large index: its syncs build LanceDB's approximate vector index and its
+    queries rank through it (`--lancedb` here and in eval_manuals.py)."""
+    from appliance import config
+
+    config.REPLICA_MEMORY_CAP_BYTES = 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="scifact", choices=sorted([*DATASETS, XLING_NAME]))
@@ -356,8 +367,12 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=None, help="CHUNK_TOKEN_BUDGET")
     parser.add_argument("--weights", default="1.0,0.0,0.6", help="comma-separated RAG_HYBRID_WEIGHT values")
     parser.add_argument("--max-queries", type=int, default=None)
+    parser.add_argument("--lancedb", action="store_true",
+                        help="rank through LanceDB's indexes, not the in-memory replica (no memory budget for it)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.lancedb:
+        rank_through_lancedb()
     if args.all:
         run_all(args.out, args.json, args.datasets.split(","))
         return
