@@ -62,10 +62,10 @@ the true 10 nearest in 21 / 22 / 25 ms p50 (scripts/bench_scale.py's vectors, mi
 harder to tell apart than a real corpus's, so a real index fares no worse)."""
 MIN_PROBES = 16
 """The fewest partitions a search scans, however few the index has. A share of few partitions is a coarse cut:
-over our manuals (5,834 chunks, real questions) a third of ~6 partitions found 0.958 of the true 10 nearest and
-16 of them all, a third of ~24 0.971 and 16 1.0, a third of ~59 0.986 and 16 0.983. An index has so few
-partitions only when a small memory budget sends a small table through LanceDB, where 16 partitions are a
-few thousand codes; from ~54 partitions on, the share is more."""
+over our manuals (5,834 chunks, real questions), 30 % of ~6 partitions found 0.958 of the true 10 nearest and
+16 of them all, of ~24 0.971 and 1.0, of ~59 0.986 and 0.983 (docs/BENCHMARKS.md, Answer passages). An index has
+so few partitions only when a small memory budget sends a small table through LanceDB, where 16 partitions are
+a few thousand codes; from ~54 partitions on, the share is more."""
 ONE_BIT_REFINED = 1200
 """An index of one-bit codes (an earlier version's, until a refresh builds it anew: tables.VECTOR_CODE_BITS)
 re-ranks at least this many of its candidates on the stored vectors: a bit a dimension ranks too coarsely to
