@@ -171,22 +171,23 @@ def _nearest(chunks, vector: Sequence[float] | np.ndarray, limit: int, where: Fi
     partition (a scope of a few chunks lies in a few). Asked to go on at once, LanceDB probed far past what
     it needed: at 1M chunks a search inside a tenth of them took 54 ms p50 where the bounded one took 15."""
     refined = ONE_BIT_REFINED if index is not None and code_bits(index) == 1 else 0
+    refine = max(1, -(-refined // (limit + TIE_MARGIN)))
+    measured = index is not None and not refined  # else LanceDB's distances are exact: a flat scan, or re-ranked
     probes = probed(partitions)
 
     def search(most_probes: int) -> list[dict[str, Any]]:
         query = chunks.search(list(vector), vector_column_name="vector").distance_type("cosine")
-        refine = 1
         if refined:  # LanceDB re-ranks them on the stored vectors: more candidates than rows returned
-            query = query.refine_factor(refine := -(-refined // (limit + TIE_MARGIN)))
+            query = query.refine_factor(refine)
         if index is not None:
             query = query.minimum_nprobes(probes).maximum_nprobes(most_probes)
             if index.index_type != VECTOR_INDEX_TYPE:  # an earlier version's HNSW index, until the next refresh
                 query = query.ef(max((limit + TIE_MARGIN) * refine, EF_SEARCH // (index.num_segments or 1)))
         if where is not None:
             query = query.where(filter_sql(where), prefilter=True)
-        wanted = [*columns, "id"] if refined else [*columns, "id", "vector"]
+        wanted = [*columns, "id", "vector"] if measured else [*columns, "id"]
         rows = _listed(query.limit(limit + TIE_MARGIN), wanted, cards, deadline, ("_distance",), ranked=True)
-        return rows if refined else _measured(rows, vector, {"vector"} - set(columns))
+        return _measured(rows, vector, {"vector"} - set(columns)) if measured else rows
 
     rows = search(probes)
     if where is not None and index is not None and len(rows) < limit + TIE_MARGIN:
